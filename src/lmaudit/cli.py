@@ -1,0 +1,182 @@
+"""The `lmaudit` command line: thin click commands that parse options and call the pipeline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from lmaudit.errors import InputError
+
+
+class _Commands(click.Group):
+    """Turn InputError into one line on stderr and exit status 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except InputError as err:
+            click.echo(f"lmaudit: error: {err}", err=True)
+            ctx.exit(2)
+        except KeyboardInterrupt:
+            click.echo("lmaudit: interrupted; finished work is kept and a rerun resumes from it", err=True)
+            ctx.exit(130)
+
+
+def _progress() -> bool:
+    return sys.stderr.isatty()
+
+
+@click.group(cls=_Commands)
+@click.version_option(package_name="lmaudit")
+def main() -> None:
+    """Measure how much a language model leaks about its training text (membership inference)."""
+
+
+@main.command()
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.csv, .jsonl or .parquet).")
+@click.option("--patients", default=300, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", default=0, show_default=True)
+@click.option("--insert-names", is_flag=True, help="Prepend the patient's name to every sample (the paper's Base-b).")
+def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
+    """Generate synthetic clinical notes (one row per sample, with patient and admission ids)."""
+    from lmaudit.data.synth import generate_notes
+
+    notes = generate_notes(patients, seed, insert_names)
+    path = Path(out)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        notes.to_csv(path, index=False)
+    elif suffix in (".jsonl", ".json"):
+        notes.to_json(path, orient="records", lines=True, force_ascii=False)
+    elif suffix in (".parquet", ".pq"):
+        notes.to_parquet(path, index=False)
+    else:
+        raise InputError(f"{out}: unknown output type '{path.suffix}'; use .csv, .jsonl or .parquet")
+    click.echo(f"wrote {len(notes)} samples of {notes['group_id'].nunique()} patients to {out}")
+
+
+@main.group()
+def train() -> None:
+    """Train small models from scratch on a corpus."""
+
+
+@train.command("mlm")
+@click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column.")
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--epochs", default=30, show_default=True, type=click.IntRange(min=1))
+@click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "small"]))
+@click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder.")
+@click.option("--seed", default=0, show_default=True)
+def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
+    """Train a WordPiece tokenizer (unless --tokenizer) and a BERT-style masked LM; save as safetensors."""
+    from lmaudit.data.corpus import load_corpus
+    from lmaudit.models.train import train_mlm
+
+    corpus = load_corpus(data)
+    summary = train_mlm(corpus["text"].tolist(), out, tokenizer, size, epochs, seed, progress=_progress())
+    click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}; saved to {out}")
+
+
+def _signal_options(function):
+    options = [
+        click.option("--signal", default="mlm_energy", show_default=True, type=click.Choice(["mlm_energy", "mlm_pll"])),
+        click.option("--k", default=10, show_default=True, type=click.IntRange(min=1), help="Random masks per sample."),
+        click.option("--masks", default="random", show_default=True, type=click.Choice(["random", "all"])),
+        click.option("--normalize", default=None, type=click.Choice(["sum", "mean"]),
+                     help="Per-mask sum (Eq. 2, energy default) or mean (released code; PLL default)."),
+        click.option("--seed", default=0, show_default=True, help="Mask seed."),
+        click.option("--max-length", default=None, type=click.IntRange(min=3), help="Truncate to this many tokens."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@main.command()
+@click.option("--model", required=True, type=click.Path())
+@click.option("--data", required=True, type=click.Path())
+@_signal_options
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help=".csv or .parquet")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: next to --out).")
+def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
+          max_length: int | None, out: str, cache_dir: str | None) -> None:
+    """Compute a per-sample MLM signal (nats; lower = more likely under the model)."""
+    from lmaudit.data.corpus import load_corpus
+    from lmaudit.pipeline import write_signal_file
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.mlm import MlmSignalSettings
+
+    corpus = load_corpus(data)
+    settings = MlmSignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length)
+    cache = cache_dir or str(Path(out).parent / ".lmaudit-cache")
+    values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache, progress=_progress())
+    write_signal_file(values, signal, out)
+    click.echo(f"wrote {signal} of {len(values)} samples to {out} ({int(values['truncated'].sum())} truncated)")
+
+
+@main.command()
+@click.option("--config", "config_path", default=None, type=click.Path(), help="audit.yaml with the same settings.")
+@click.option("--target", default=None, type=click.Path())
+@click.option("--reference", default=None, type=click.Path())
+@click.option("--members", default=None, type=click.Path())
+@click.option("--nonmembers", default=None, type=click.Path())
+@click.option("--population", default=None, type=click.Path())
+@click.option("--calibration-members", default=None, type=click.Path())
+@click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
+@click.option("--out", default=None, type=click.Path(file_okay=False))
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False))
+@click.option("--k", default=None, type=click.IntRange(min=1))
+@click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll"]))
+@click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
+def audit(config_path: str | None, **options) -> None:
+    """Audit a masked LM: signals of target (and reference), every attack the data allows, the report."""
+    from lmaudit.config import load_config, validated
+    from lmaudit.pipeline import run_audit
+    from lmaudit.report.build import summary_table
+
+    signal = {k: options.pop(k) for k in ("k", "signal") if options.get(k) is not None}
+    if config_path:
+        config = load_config(config_path, options)
+        if signal:
+            config = config.model_copy(update={"signal": config.signal.model_copy(update=signal)})
+    else:
+        missing = [f"--{n}" for n in ("target", "members", "nonmembers", "out") if not options.get(n)]
+        if missing and not (options.get("data") and "--members" in missing):
+            raise InputError(f"missing {', '.join(missing)}; give them or --config audit.yaml")
+        values = {k: v for k, v in options.items() if v is not None}
+        config = validated({**values, "signal": signal}, "command line")
+    report = run_audit(config, progress=_progress())
+    click.echo(summary_table(report))
+    click.echo(f"report: {Path(config.out) / 'report.html'}")
+
+
+@main.command()
+@click.option("--scores", required=True, type=click.Path(), help="sample_id, role, target_loss[, reference_loss, group_id, length]")
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=10))
+@click.option("--seed", default=0, show_default=True)
+def attack(scores: str, out: str, bootstrap: int, seed: int) -> None:
+    """Audit from precomputed losses (lower = more likely under the model): same attacks and report."""
+    from lmaudit.config import EvaluationConfig
+    from lmaudit.pipeline import run_attack
+    from lmaudit.report.build import summary_table
+
+    report = run_attack(scores, out, EvaluationConfig(bootstrap=bootstrap, seed=seed))
+    click.echo(summary_table(report))
+    click.echo(f"report: {Path(out) / 'report.html'}")
+
+
+@main.command()
+@click.option("--out", default="runs/demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--size", default="default", show_default=True, type=click.Choice(["smoke", "default"]))
+@click.option("--seed", default=0, show_default=True)
+def demo(out: str, size: str, seed: int) -> None:
+    """Run the whole audit on generated clinical notes with tiny models trained on the spot."""
+    from lmaudit.pipeline import run_demo
+    from lmaudit.report.build import summary_table
+
+    report = run_demo(out, size, seed, progress=_progress())
+    click.echo(summary_table(report))
+    click.echo(f"report: {Path(out) / 'report.html'}")

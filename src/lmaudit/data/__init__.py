@@ -1,0 +1,1 @@
+"""Corpus loading and validation, roles and splits, synthetic corpora."""

@@ -1,0 +1,1 @@
+"""Loading and training of the models an audit needs."""

@@ -1,0 +1,88 @@
+"""Load masked LMs from a local folder (or the local Hugging Face cache), safetensors only, offline."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmaudit.errors import InputError
+
+# Never reach a model hub at run time: an audit must not leak what it is auditing, nor depend on the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+# transformers' own bars (weight loading, shard writing) would interleave with lmaudit's.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+FINGERPRINT_FILES = (
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "vocab.txt", "vocab.json", "merges.txt",
+)
+
+
+@dataclass
+class LoadedModel:
+    """A model with its tokenizer, where it came from and its content fingerprint."""
+
+    model: object
+    tokenizer: object
+    path: str
+    fingerprint: str
+
+
+def model_fingerprint(path: str | Path) -> str:
+    """SHA-256 over the weights, config and tokenizer files of a model folder (hex)."""
+    folder = Path(path)
+    digest = hashlib.sha256()
+    names = sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name in FINGERPRINT_FILES)
+    for name in names:
+        digest.update(name.encode())
+        with open(folder / name, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def check_model_folder(path: Path) -> None:
+    """Refuse a model folder that is missing, has no config or has no safetensors weights."""
+    if not path.is_dir():
+        raise InputError(f"{path}: no such model folder; pass a folder written by save_pretrained or `lmaudit train`")
+    if not (path / "config.json").is_file():
+        raise InputError(f"{path}: no config.json; pass a folder written by save_pretrained")
+    if not any(path.glob("*.safetensors")):
+        raise InputError(
+            f"{path}: no .safetensors weights (lmaudit does not load pickled .bin weights); "
+            "re-save the model with save_pretrained(..., safe_serialization=True)"
+        )
+
+
+def load_masked_lm(path: str | Path, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+    """Load a masked LM and its tokenizer for scoring (eval mode), or raise InputError saying why not."""
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+    folder = Path(path)
+    check_model_folder(folder)
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{folder}/config.json: unreadable model config ({str(err).splitlines()[0]})") from None
+    try:
+        model = AutoModelForMaskedLM.from_pretrained(
+            folder, config=config, local_files_only=True, use_safetensors=True, trust_remote_code=trust_remote_code
+        )
+    except ValueError:
+        raise InputError(
+            f"{folder}: model type '{config.model_type}' is not a masked language model; "
+            "pass a BERT-, RoBERTa- or DistilBERT-style masked LM"
+        ) from None
+    except OSError as err:
+        raise InputError(f"{folder}: the weights could not be read ({str(err).splitlines()[0]})") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
+    if tokenizer.mask_token_id is None:
+        raise InputError(f"{folder}: the tokenizer has no mask token, so this is not a masked LM")
+    model.eval().to(device)
+    return LoadedModel(model=model, tokenizer=tokenizer, path=str(folder), fingerprint=model_fingerprint(folder))

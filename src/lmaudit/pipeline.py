@@ -1,0 +1,191 @@
+"""The one place where stages are wired together: audit from models, attack from scores, demo."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.attacks.suite import AttackScores, build_attacks
+from lmaudit.config import AuditConfig, EvaluationConfig
+from lmaudit.data.corpus import ROLES, check_unique_sample_ids, combine_corpora, load_corpus, read_table
+from lmaudit.data.roles import check_disjoint_groups, check_role_sizes
+from lmaudit.errors import InputError
+from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack
+from lmaudit.report.build import build_report, data_summary, environment_info, write_report
+
+AUDITED_ROLES = ("member", "nonmember")
+
+
+def load_audit_corpus(role_files: dict[str | None, str]) -> pd.DataFrame:
+    """Load every role file into one validated corpus (unique ids, roles disjoint by group)."""
+    corpus = combine_corpora([load_corpus(path, role) for role, path in role_files.items()])
+    check_role_sizes(corpus, AUDITED_ROLES)
+    present = set(corpus["role"])
+    check_role_sizes(corpus, [r for r in ("population", "calibration_member") if r in present])
+    check_disjoint_groups(corpus)
+    return corpus
+
+
+def evaluate_signals(signals: pd.DataFrame, signal: str, settings: EvaluationConfig) -> tuple[list[dict], list[dict], list[AttackScores]]:
+    """Every attack the signals allow, evaluated: result records, skipped attacks, attack scores."""
+    attacks, skipped = build_attacks(signals, signal)
+    evaluation = EvaluationSettings(**settings.model_dump())
+    results = []
+    for attack in attacks:
+        attack_results, attack_skipped = evaluate_attack(attack, evaluation)
+        results += attack_results
+        skipped += attack_skipped
+    return results, skipped, attacks
+
+
+def scores_table(signals: pd.DataFrame, attacks: list[AttackScores], signal: str, texts: pd.Series | None) -> pd.DataFrame:
+    """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked."""
+    table = signals.rename(columns={"target": f"target_{signal}", "reference": f"reference_{signal}"}).copy()
+    for attack in attacks:
+        if attack.level == "sample":
+            table = table.merge(
+                attack.frame[["id", "score"]].rename(columns={"id": "sample_id", "score": f"score_{attack.attack}"}),
+                on="sample_id", how="left",
+            )
+    if texts is not None:
+        table["text"] = texts.to_numpy()
+    return table.drop(columns=[c for c in ("source", "row") if c in table.columns])
+
+
+def _finish(out: str | Path, config: dict, signals: pd.DataFrame, signal: str, evaluation: EvaluationConfig,
+            texts: pd.Series | None, device: str = "cpu") -> dict:
+    results, skipped, attacks = evaluate_signals(signals, signal, evaluation)
+    if not results:
+        raise InputError("no attack could be evaluated: " + "; ".join(s["reason"] for s in skipped))
+    report = build_report(config, data_summary(signals), results, skipped, environment_info(device))
+    write_report(out, report, scores_table(signals, attacks, signal, texts), attacks)
+    return report
+
+
+def run_audit(config: AuditConfig, progress: bool = False) -> dict:
+    """Audit from models: compute (or reuse) the signals, run every attack, write the report."""
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.mlm import MlmSignalSettings
+
+    corpus = load_audit_corpus(config.role_files())
+    scored = corpus[corpus["role"].isin(["member", "nonmember", "population", "calibration_member"])].reset_index(drop=True)
+    signal_settings = MlmSignalSettings(**config.signal.model_dump(exclude={"batch_tokens"}))
+    cache = config.cache_dir or str(Path(config.out) / "cache")
+    models = {"target": config.target, "reference": config.reference}
+    signals = scored[["sample_id", "role", "group_id", "subgroup_id"]].copy()
+    for name, model_dir in models.items():
+        if model_dir is None:
+            continue
+        values = model_signal(
+            model_dir, scored["sample_id"].tolist(), scored["text"].tolist(), signal_settings, cache,
+            config.signal.batch_tokens, progress, config.trust_remote_code, label=name,
+        )
+        signals[name] = values["value"].to_numpy()
+        if name == "target":
+            signals["length"] = values["n_tokens"].to_numpy()
+            signals["truncated"] = values["truncated"].to_numpy()
+    texts = scored["text"] if config.include_text else None
+    return _finish(config.out, config.model_dump(), signals, config.signal.signal, config.evaluation, texts)
+
+
+SCORES_COLUMNS = ("sample_id", "role", "target_loss")
+
+
+def load_scores(path: str | Path) -> pd.DataFrame:
+    """Precomputed losses (lower = more likely under the model) in the internal signals layout."""
+    table = read_table(path)
+    missing = [c for c in SCORES_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; a scores file needs sample_id, role, target_loss")
+    signals = pd.DataFrame({"sample_id": table["sample_id"].astype(str), "role": table["role"].astype(str)})
+    for column, name in (("target_loss", "target"), ("reference_loss", "reference")):
+        if column in table.columns:
+            values = pd.to_numeric(table[column], errors="coerce")
+            bad = np.flatnonzero(~np.isfinite(values.to_numpy(dtype=float)))
+            if len(bad):
+                raise InputError(f"{path}, row {bad[0] + 1}: {column} is not a finite number; fix or remove the row")
+            signals[name] = values.to_numpy(dtype=float)
+    for column in ("group_id", "subgroup_id", "length"):
+        signals[column] = table[column].to_numpy() if column in table.columns else None
+    signals["length"] = pd.to_numeric(signals["length"], errors="coerce")
+    corpus_like = signals.assign(source=str(path), row=np.arange(1, len(signals) + 1))
+    unknown = corpus_like[~corpus_like["role"].isin(ROLES)]
+    if not unknown.empty:
+        row = unknown.iloc[0]
+        raise InputError(f"{path}, row {row['row']}: unknown role '{row['role']}'; use one of {', '.join(ROLES)}")
+    check_unique_sample_ids(corpus_like)
+    check_role_sizes(corpus_like, AUDITED_ROLES)
+    check_disjoint_groups(corpus_like)
+    return signals
+
+
+def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationConfig, signal: str = "loss") -> dict:
+    """Audit from precomputed scores: the same attacks, metrics and report, without any model."""
+    signals = load_scores(scores_path)
+    config = {"scores": str(scores_path), "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
+    return _finish(out, config, signals, signal, evaluation, texts=None)
+
+
+def write_signal_file(values: pd.DataFrame, signal: str, out: str | Path) -> None:
+    """`lmaudit score` output: sample_id and the signal, CSV or Parquet by extension."""
+    out = Path(out)
+    table = pd.DataFrame({"sample_id": values["sample_id"], signal: values["value"]})
+    if out.suffix.lower() in (".parquet", ".pq"):
+        table.to_parquet(out, index=False)
+    elif out.suffix.lower() == ".csv":
+        table.to_csv(out, index=False)
+    else:
+        raise InputError(f"{out}: unknown output type '{out.suffix}'; use .csv or .parquet")
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    """How big the demo is: patients generated, training epochs, masks, bootstrap resamples."""
+
+    patients: int
+    epochs: int
+    k: int
+    bootstrap: int
+
+
+DEMO_SIZES = {
+    "smoke": DemoSize(patients=60, epochs=12, k=4, bootstrap=200),
+    "default": DemoSize(patients=400, epochs=30, k=10, bootstrap=1000),
+}
+# Patients per role. The reference trains on its own patients: training it on the population
+# that calibrates the thresholds would lower the population's scores and break the FPR guarantee.
+DEMO_SPLIT = {"member": 0.30, "calibration_member": 0.10, "nonmember": 0.15, "population": 0.15, "reference_train": 0.30}
+
+
+def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False) -> dict:
+    """Generate notes, split patients into roles, train target and reference, audit, report."""
+    from lmaudit.data.roles import split_groups
+    from lmaudit.data.synth import generate_notes
+    from lmaudit.models.train import train_mlm
+
+    demo = DEMO_SIZES[size]
+    out = Path(out)
+    notes = generate_notes(demo.patients, seed)
+    roles = split_groups(notes["group_id"].tolist(), DEMO_SPLIT, seed)
+    notes["role"] = notes["group_id"].map(roles)
+    data_dir = out / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for role in DEMO_SPLIT:
+        files[role] = data_dir / f"{role}.parquet"
+        notes[notes["role"] == role].drop(columns="role").to_parquet(files[role], index=False)
+    models = out / "models"
+    reference_texts = notes.loc[notes["role"] == "reference_train", "text"].tolist()
+    target_texts = notes.loc[notes["role"].isin(["member", "calibration_member"]), "text"].tolist()
+    train_mlm(reference_texts, models / "reference", epochs=demo.epochs, seed=seed + 1, progress=progress)
+    train_mlm(target_texts, models / "target", tokenizer_dir=models / "reference", epochs=demo.epochs, seed=seed, progress=progress)
+    config = AuditConfig(
+        target=str(models / "target"), reference=str(models / "reference"),
+        members=str(files["member"]), nonmembers=str(files["nonmember"]),
+        population=str(files["population"]), calibration_members=str(files["calibration_member"]),
+        out=str(out), signal={"k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
+    )
+    return run_audit(config, progress=progress)

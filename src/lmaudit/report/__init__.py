@@ -1,0 +1,1 @@
+"""The audit's output folder: report.json, scores.parquet, report.html, and the terminal summary."""

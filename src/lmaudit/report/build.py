@@ -1,0 +1,129 @@
+"""Assemble and write the audit's output folder, each file atomically (temporary name, then rename)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from lmaudit import __version__
+from lmaudit.attacks.suite import AttackScores
+from lmaudit.report.plots import histogram_figure, roc_figure
+
+SCHEMA_VERSION = 1
+
+
+def environment_info(device: str = "cpu") -> dict:
+    """Versions of what produced the numbers."""
+    info = {"python": platform.python_version(), "platform": platform.platform(), "device": device}
+    for package in ("torch", "transformers", "numpy", "scikit-learn"):
+        try:
+            from importlib.metadata import version
+
+            info[package] = version(package)
+        except Exception:  # a package that is not installed is simply not recorded
+            info[package] = None
+    return info
+
+
+def data_summary(signals: pd.DataFrame) -> dict:
+    """Counts per role, groups per role, and truncated samples."""
+    groups = signals.dropna(subset=["group_id"]).groupby("role")["group_id"].nunique()
+    truncated = int(signals["truncated"].fillna(False).astype(bool).sum()) if "truncated" in signals else 0
+    return {
+        "counts": {role: int(n) for role, n in signals["role"].value_counts().sort_index().items()},
+        "groups": {role: int(n) for role, n in groups.items()},
+        "truncated": truncated,
+    }
+
+
+def build_report(config: dict, data: dict, results: list[dict], skipped: list[dict], environment: dict) -> dict:
+    """The report.json document (DESIGN.md schema, version 1)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "lmaudit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": config,
+        "environment": environment,
+        "data": data,
+        "results": results,
+        "skipped": skipped,
+    }
+
+
+def _atomic_write(path: Path, write) -> None:
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def population_threshold_at(result: dict, alpha: float = 0.1) -> dict | None:
+    """The result's population threshold record at `alpha`, if calibrated."""
+    return next((t for t in result["thresholds"] if t["rule"] == "population" and t["alpha"] == alpha), None)
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}%"
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def render_html(report: dict, attacks: list[AttackScores]) -> str:
+    """The self-contained HTML page: tables, ROC curves, histograms, configuration."""
+    levels = sorted({a.level for a in attacks}, key=["sample", "subgroup", "group"].index)
+    roc_images = {level: roc_figure([a for a in attacks if a.level == level], level) for level in levels}
+    histogram_images = {}
+    for attack in attacks:
+        result = next((r for r in report["results"] if r["attack"] == attack.attack and r["level"] == attack.level and r["slice"] == "all"), None)
+        if result is None:
+            continue
+        threshold = population_threshold_at(result)
+        histogram_images[f"{attack.attack} {attack.level}"] = histogram_figure(attack, threshold and threshold["value"], 0.1)
+    environment = Environment(loader=PackageLoader("lmaudit.report", "templates"), autoescape=select_autoescape())
+    template = environment.get_template("report.html.j2")
+    alphas = list(report["results"][0]["tpr_at_fpr"]) if report["results"] else []
+    return template.render(
+        report=report, alphas=alphas, roc_images=roc_images, histogram_images=histogram_images,
+        config_json=json.dumps(report["config"], indent=2), environment_json=json.dumps(report["environment"], indent=2),
+        population10=population_threshold_at, pct=_percent, num=_number,
+    )
+
+
+def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attacks: list[AttackScores]) -> Path:
+    """Write scores.parquet, report.html and, last, report.json into `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / "scores.parquet", lambda p: scores.to_parquet(p, index=False))
+    html = render_html(report, attacks)
+    _atomic_write(out / "report.html", lambda p: p.write_text(html, encoding="utf-8"))
+    text = json.dumps(report, indent=2, allow_nan=False)
+    _atomic_write(out / "report.json", lambda p: p.write_text(text, encoding="utf-8"))
+    return out / "report.json"
+
+
+def summary_table(report: dict) -> str:
+    """The terminal summary: one line per sample- or group-level result on all data."""
+    header = f"{'attack':<18}{'level':<8}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}"
+    lines = [header, "-" * len(header)]
+    for r in report["results"]:
+        threshold = population_threshold_at(r) or {}
+        tpr = r["tpr_at_fpr"]
+        lines.append(
+            f"{r['attack']:<18}{r['level']:<8}{r['slice']:<14}{r['auc']:>7.3f}  "
+            f"[{r['auc_ci'][0]:.3f}, {r['auc_ci'][1]:.3f}]{'':<1}"
+            f"{tpr.get('0.01', {}).get('tpr', float('nan')):>8.3f}{tpr.get('0.001', {}).get('tpr', float('nan')):>10.3f}"
+            f"{_percent(threshold.get('precision')):>10}{_percent(threshold.get('recall')):>9}"
+            f"{threshold.get('advantage') if threshold.get('advantage') is None else format(threshold['advantage'], '.3f'):>7}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""Figures of the HTML report, returned as base64 PNG so the page stays self-contained."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from lmaudit.attacks.suite import AttackScores  # noqa: E402
+from lmaudit.metrics.roc import roc_points  # noqa: E402
+
+SCORE_LABELS = {
+    "loss": "membership score = -E_target (nats)",
+    "likelihood_ratio": "membership score = E_reference - E_target (nats)",
+}
+
+
+def _png(figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def roc_figure(attacks: list[AttackScores], level: str) -> str:
+    """ROC curves of every attack at `level`, on linear and logarithmic FPR axes side by side."""
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for attack in attacks:
+        audited = attack.frame[attack.frame["role"].isin(["member", "nonmember"])]
+        fpr, tpr, _ = roc_points((audited["role"] == "member").to_numpy(), audited["score"].to_numpy())
+        for axis in axes:
+            axis.plot(fpr, tpr, label=attack.attack, drawstyle="steps-post")
+    for axis, scale in zip(axes, ("linear", "log")):
+        axis.plot([1e-4, 1], [1e-4, 1], "--", color="grey", linewidth=1, label="chance")
+        axis.set_xscale(scale)
+        axis.set_yscale(scale)
+        axis.set_xlabel("false-positive rate")
+        axis.set_ylabel("true-positive rate")
+        axis.set_title(f"{level} level, {scale} axes")
+        if scale == "log":
+            axis.set_xlim(1e-3, 1)
+            axis.set_ylim(1e-3, 1)
+        axis.legend(loc="lower right")
+    return _png(figure)
+
+
+def histogram_figure(attack: AttackScores, threshold: float | None, alpha: float) -> str:
+    """Member and non-member histograms of one attack's score, population threshold marked."""
+    figure, axis = plt.subplots(figsize=(5.6, 3.6))
+    frame = attack.frame
+    values = frame.loc[frame["role"].isin(["member", "nonmember"]), "score"].to_numpy(dtype=float)
+    bins = np.histogram_bin_edges(values, bins=40)
+    for role, color in (("member", "tab:blue"), ("nonmember", "tab:orange")):
+        axis.hist(frame.loc[frame["role"] == role, "score"], bins=bins, alpha=0.55, color=color, label=role, density=True)
+    if threshold is not None:
+        axis.axvline(threshold, color="red", linewidth=1.5, label=f"population threshold ({alpha:.0%} FPR)")
+    axis.set_xlabel(SCORE_LABELS.get(attack.attack, "membership score"))
+    axis.set_ylabel("density")
+    axis.set_title(f"{attack.attack}, {attack.level} level: right of the line = called member")
+    axis.legend(fontsize=8)
+    return _png(figure)

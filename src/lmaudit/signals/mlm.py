@@ -1,0 +1,173 @@
+"""MLM energy and pseudo-log-likelihood: masked copies scored in batches, no autograd.
+
+Masking (which positions, `masks.py`) and batching (how copies are run, `score_masked_copies`)
+are separate so that a faster scorer can replace the second without touching the first.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from lmaudit.errors import InputError
+from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
+
+SignalName = Literal["mlm_energy", "mlm_pll"]
+DEFAULT_NORMALIZE = {"mlm_energy": "sum", "mlm_pll": "mean"}
+
+
+@dataclass(frozen=True)
+class MlmSignalSettings:
+    """Everything that determines an MLM signal's value, besides the model and the text."""
+
+    signal: SignalName = "mlm_energy"
+    k: int = 10
+    masks: Literal["random", "all"] = "random"
+    normalize: Literal["sum", "mean"] | None = None
+    mask_fraction: float = 0.15
+    seed: int = 0
+    max_length: int | None = None
+    all_masks_cap: int = 5000
+
+    def resolved(self) -> "MlmSignalSettings":
+        """Fill the signal's default normalisation: Eq. 2 sums (energy), A.3.2 averages (PLL)."""
+        normalize = self.normalize or DEFAULT_NORMALIZE[self.signal]
+        return MlmSignalSettings(**{**self.__dict__, "normalize": normalize})
+
+
+@dataclass(frozen=True)
+class EncodedSample:
+    """One tokenized sample: its ids (with special tokens) and where its content tokens sit."""
+
+    sample_id: str
+    input_ids: np.ndarray
+    content_positions: np.ndarray
+    n_tokens: int
+    truncated: bool
+
+
+def encode(tokenizer, texts: Sequence[str], sample_ids: Sequence[str], max_length: int) -> list[EncodedSample]:
+    """Tokenize with truncation to `max_length`, recording the untruncated content length."""
+    full = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    batch = tokenizer(list(texts), truncation=True, max_length=max_length, return_special_tokens_mask=True)
+    encoded = []
+    for sample_id, ids, special, untruncated in zip(sample_ids, batch["input_ids"], batch["special_tokens_mask"], full):
+        content = np.flatnonzero(np.asarray(special) == 0)
+        if len(content) == 0:
+            raise InputError(f"sample '{sample_id}': the tokenizer makes no tokens of its text; remove the sample")
+        encoded.append(EncodedSample(
+            sample_id=sample_id,
+            input_ids=np.asarray(ids, dtype=np.int64),
+            content_positions=content,
+            n_tokens=len(untruncated),
+            truncated=len(content) < len(untruncated),
+        ))
+    return encoded
+
+
+def model_max_length(config, tokenizer) -> int:
+    """Longest input (tokens, with special tokens) the model accepts."""
+    limit = config.max_position_embeddings
+    if "roberta" in config.model_type or config.model_type == "camembert":
+        limit -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
+    tokenizer_limit = getattr(tokenizer, "model_max_length", limit)
+    return int(min(limit, tokenizer_limit)) if tokenizer_limit and tokenizer_limit < 1_000_000 else int(limit)
+
+
+def mask_patterns(sample: EncodedSample, settings: MlmSignalSettings) -> np.ndarray:
+    """The sample's mask patterns as positions in its input ids, shape (copies, l)."""
+    n_content = len(sample.content_positions)
+    if settings.signal == "mlm_pll":
+        patterns = single_position_masks(n_content)
+    elif settings.masks == "all":
+        patterns = all_masks(n_content, settings.mask_fraction, settings.all_masks_cap, sample.sample_id)
+    else:
+        patterns = random_masks(sample.sample_id, n_content, settings.k, settings.seed, settings.mask_fraction)
+    return sample.content_positions[patterns]
+
+
+@dataclass(frozen=True)
+class _Copy:
+    sample_index: int
+    positions: np.ndarray
+
+
+def _batches(samples: Sequence[EncodedSample], patterns: Sequence[np.ndarray], batch_tokens: int) -> Iterator[list[_Copy]]:
+    """Masked copies grouped by exact sequence length (no padding), up to `batch_tokens` tokens a batch."""
+    by_length: dict[int, list[_Copy]] = defaultdict(list)
+    for index, (sample, sample_patterns) in enumerate(zip(samples, patterns)):
+        by_length[len(sample.input_ids)].extend(_Copy(index, p) for p in sample_patterns)
+    for length in sorted(by_length):
+        copies = by_length[length]
+        per_batch = max(1, batch_tokens // length)
+        for start in range(0, len(copies), per_batch):
+            yield copies[start : start + per_batch]
+
+
+@torch.inference_mode()
+def score_masked_copies(
+    model: torch.nn.Module,
+    mask_token_id: int,
+    samples: Sequence[EncodedSample],
+    patterns: Sequence[np.ndarray],
+    batch_tokens: int = 4096,
+    progress: bool = False,
+) -> list[np.ndarray]:
+    """Negative log-likelihood (nats) of each masked token, shape (copies, l) per sample."""
+    device = next(model.parameters()).device
+    results = [np.zeros(p.shape, dtype=np.float64) for p in patterns]
+    filled = [0] * len(samples)
+    total = sum(len(p) for p in patterns)
+    with tqdm(total=total, desc="masked copies", unit="copy", disable=not progress or None, leave=False) as bar:
+        for batch in _batches(samples, patterns, batch_tokens):
+            originals = torch.from_numpy(np.stack([samples[c.sample_index].input_ids for c in batch]))
+            rows = np.concatenate([np.full(len(c.positions), b) for b, c in enumerate(batch)])
+            cols = np.concatenate([c.positions for c in batch])
+            masked = originals.clone()
+            masked[rows, cols] = mask_token_id
+            logits = model(input_ids=masked.to(device), attention_mask=torch.ones_like(masked, device=device)).logits
+            picked = logits[torch.from_numpy(rows), torch.from_numpy(cols)].float()
+            targets = originals[rows, cols].to(device)
+            nll = -torch.log_softmax(picked, dim=-1).gather(1, targets[:, None])[:, 0].cpu().numpy()
+            offset = 0
+            for copy in batch:
+                size = len(copy.positions)
+                results[copy.sample_index][filled[copy.sample_index]] = nll[offset : offset + size]
+                filled[copy.sample_index] += 1
+                offset += size
+            bar.update(len(batch))
+    return results
+
+
+def aggregate_energy(token_nll: np.ndarray, normalize: str) -> float:
+    """E(s) from per-token NLL of shape (copies, l): mean over copies of the sum (or mean) over l."""
+    per_copy = token_nll.sum(axis=1) if normalize == "sum" else token_nll.mean(axis=1)
+    return float(per_copy.mean())
+
+
+def mlm_signal(
+    model: torch.nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    sample_ids: Sequence[str],
+    settings: MlmSignalSettings,
+    batch_tokens: int = 4096,
+    progress: bool = False,
+) -> tuple[np.ndarray, list[EncodedSample]]:
+    """The signal (nats) of each text under `model`, and the encodings (lengths, truncation)."""
+    settings = settings.resolved()
+    max_length = settings.max_length or model_max_length(model.config, tokenizer)
+    samples = encode(tokenizer, texts, sample_ids, max_length)
+    patterns = [mask_patterns(s, settings) for s in samples]
+    token_nll = score_masked_copies(model, tokenizer.mask_token_id, samples, patterns, batch_tokens, progress)
+    if settings.signal == "mlm_pll":
+        values = [float(t.sum() if settings.normalize == "sum" else t.mean()) for t in token_nll]
+    else:
+        values = [aggregate_energy(t, settings.normalize) for t in token_nll]
+    return np.asarray(values), samples

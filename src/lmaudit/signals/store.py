@@ -1,0 +1,84 @@
+"""On-disk signal store: values appended in chunks, keyed by model fingerprint, settings and sample.
+
+A run that is interrupted keeps every finished chunk; the next run computes only what is
+missing, and since masks depend only on (seed, sample_id, k) its numbers equal an
+uninterrupted run's. The store holds sample ids and text hashes, never text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from lmaudit.signals.mlm import MlmSignalSettings
+
+STORE_COLUMNS = ["sample_id", "text_sha256", "value", "n_tokens", "truncated"]
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of a text (hex): ties a stored value to the exact text it was computed on."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class SignalStore:
+    """Stored values of one signal (with fixed settings) under one model."""
+
+    def __init__(self, root: str | Path, fingerprint: str, settings: MlmSignalSettings):
+        settings_json = json.dumps(asdict(settings), sort_keys=True)
+        settings_key = hashlib.sha256(settings_json.encode()).hexdigest()[:16]
+        self.folder = Path(root) / fingerprint[:16] / f"{settings.signal}-{settings_key}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        info = self.folder / "settings.json"
+        if not info.exists():
+            info.write_text(json.dumps({"model_fingerprint": fingerprint, **asdict(settings)}, indent=2))
+
+    def load(self) -> pd.DataFrame:
+        """All stored rows (one per sample id and text hash)."""
+        parts = sorted(self.folder.glob("part-*.parquet"))
+        if not parts:
+            return pd.DataFrame(columns=STORE_COLUMNS)
+        return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True).drop_duplicates(
+            ["sample_id", "text_sha256"], keep="last"
+        )
+
+    def append(self, rows: pd.DataFrame) -> None:
+        """Write one chunk atomically (temporary name, then rename)."""
+        number = len(list(self.folder.glob("part-*.parquet")))
+        final = self.folder / f"part-{number:06d}-{os.getpid()}.parquet"
+        temporary = final.with_suffix(".tmp")
+        rows[STORE_COLUMNS].to_parquet(temporary, index=False)
+        os.replace(temporary, final)
+
+
+def stored_signal(
+    store: SignalStore,
+    sample_ids: list[str],
+    texts: list[str],
+    compute: Callable[[list[str], list[str]], pd.DataFrame],
+    chunk_size: int = 512,
+    description: str = "scoring",
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Values for every sample, computing (in chunks, each stored) only those not yet stored.
+
+    `compute(ids, texts)` returns a frame with columns value, n_tokens, truncated, one row per id.
+    """
+    wanted = pd.DataFrame({"sample_id": sample_ids, "text_sha256": [text_hash(t) for t in texts], "text": texts})
+    stored = store.load()
+    merged = wanted.merge(stored, on=["sample_id", "text_sha256"], how="left")
+    missing = merged[merged["value"].isna()]
+    chunks = range(0, len(missing), chunk_size)
+    for start in tqdm(chunks, desc=description, unit="chunk", disable=not progress or None):
+        part = missing.iloc[start : start + chunk_size]
+        computed = compute(part["sample_id"].tolist(), part["text"].tolist())
+        store.append(pd.concat([part[["sample_id", "text_sha256"]].reset_index(drop=True), computed.reset_index(drop=True)], axis=1))
+    if len(missing):
+        merged = wanted.merge(store.load(), on=["sample_id", "text_sha256"], how="left")
+    return merged[["sample_id", "value", "n_tokens", "truncated"]].reset_index(drop=True)
