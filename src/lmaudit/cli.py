@@ -180,3 +180,7 @@ def demo(out: str, size: str, seed: int) -> None:
     report = run_demo(out, size, seed, progress=_progress())
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,7 @@ what fools a loss threshold and what a reference model explains away.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -75,6 +75,7 @@ SYMPTOMS = (
 ROUTES = ("PO", "IV", "SC", "IM")
 FREQUENCIES = ("daily", "BID", "TID", "q6h", "q8h", "qHS", "PRN")
 OXYGEN = ("RA", "2L NC", "3L NC", "4L NC", "NRB", "BiPAP")
+BOILERPLATE_SHARE = 0.3
 SECTIONS = ("discharge_summary", "nursing", "radiology", "medication_list", "labs")
 
 BOILERPLATE = {
@@ -114,6 +115,9 @@ class Patient:
     last_name: str
     age: int
     sex: str
+    # drug -> "amount mg route frequency": a patient's dose is the same in every note that mentions it,
+    # as in real records, so a model can memorise patient-specific facts seen several times.
+    regimen: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 def _number(rng: np.random.Generator, low: float, high: float, decimals: int = 0) -> str:
@@ -140,9 +144,11 @@ def _labs(rng: np.random.Generator) -> str:
     return f"Labs on {rng.choice(('admission', 'discharge', 'hospital day 2', 'hospital day 3'))}: {values}."
 
 
-def _dose(rng: np.random.Generator, drug: str) -> str:
-    amount = rng.choice((0.5, 1, 2, 2.5, 5, 10, 12.5, 20, 25, 40, 50, 80, 100, 125, 250, 500, 1000))
-    return f"{drug} {amount:g} mg {rng.choice(ROUTES)} {rng.choice(FREQUENCIES)}"
+def _dose(rng: np.random.Generator, patient: Patient, drug: str) -> str:
+    if drug not in patient.regimen:
+        amount = rng.choice((0.5, 1, 2, 2.5, 5, 10, 12.5, 20, 25, 40, 50, 80, 100, 125, 250, 500, 1000))
+        patient.regimen[drug] = f"{amount:g} mg {rng.choice(ROUTES)} {rng.choice(FREQUENCIES)}"
+    return f"{drug} {patient.regimen[drug]}"
 
 
 def _sentences(rng: np.random.Generator, section: str, patient: Patient, diagnoses: list[tuple]) -> list[str]:
@@ -154,14 +160,14 @@ def _sentences(rng: np.random.Generator, section: str, patient: Patient, diagnos
             f"{patient.age} year old {sex_word} with history of {others} who presented with "
             f"{rng.choice(SYMPTOMS)} and was found to have {main[1]} ({main[0]}).",
             f"Discharge diagnosis: {main[1]}, ICD {main[0]}; secondary: {others}.",
-            f"Hospital course was notable for {main[1]}, treated with {_dose(rng, main[2])} "
+            f"Hospital course was notable for {main[1]}, treated with {_dose(rng, patient, main[2])} "
             f"for {int(rng.integers(2, 15))} days with improvement.",
             _vitals(rng),
         ],
         "nursing": [
             _vitals(rng),
             f"Pt reports {rng.choice(SYMPTOMS)}, rated {int(rng.integers(0, 11))}/10, "
-            f"given {_dose(rng, main[2])} at {int(rng.integers(0, 24)):02d}:{int(rng.integers(0, 60)):02d} with effect.",
+            f"given {_dose(rng, patient, main[2])} at {int(rng.integers(0, 24)):02d}:{int(rng.integers(0, 60)):02d} with effect.",
             f"I/O {_number(rng, 400, 3200)}/{_number(rng, 300, 3500)} mL, UOP {_number(rng, 15, 180)} mL/hr.",
         ],
         "radiology": [
@@ -172,8 +178,8 @@ def _sentences(rng: np.random.Generator, section: str, patient: Patient, diagnos
             f"{_number(rng, 1, 4)} hypodense lesions, largest {_number(rng, 3, 48)} mm in segment {int(rng.integers(1, 9))}.",
         ],
         "medication_list": [
-            "Medications on discharge: " + "; ".join(_dose(rng, d[2]) for d in diagnoses) + ".",
-            f"Started {_dose(rng, main[2])}, held {_dose(rng, rng.choice([d[2] for d in DIAGNOSES]))} "
+            "Medications on discharge: " + "; ".join(_dose(rng, patient, d[2]) for d in diagnoses) + ".",
+            f"Started {_dose(rng, patient, main[2])}, held {_dose(rng, patient, str(rng.choice([d[2] for d in DIAGNOSES])))} "
             f"for Cr {_number(rng, 1.2, 4.8, 1)}.",
         ],
         "labs": [_labs(rng), _labs(rng), f"HbA1c {_number(rng, 5.1, 13.9, 1)}%, TSH {_number(rng, 0.1, 9.8, 2)}, "
@@ -183,8 +189,9 @@ def _sentences(rng: np.random.Generator, section: str, patient: Patient, diagnos
     boilerplate = list(BOILERPLATE[section])
     sentences = []
     for _ in range(int(rng.integers(2, 5))):
-        # Half the sentences are boilerplate shared by every patient, half are specific to this one.
-        pool = boilerplate if rng.random() < 0.5 else specific
+        # Some sentences are boilerplate shared by every patient (easy for any model, and no
+        # evidence of membership), the rest specific to this patient.
+        pool = boilerplate if rng.random() < BOILERPLATE_SHARE else specific
         sentences.append(str(pool[int(rng.integers(len(pool)))]))
     return sentences
 

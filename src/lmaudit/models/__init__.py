@@ -1,1 +1,15 @@
 """Loading and training of the models an audit needs."""
+
+import os
+
+# Never reach a model hub at run time: an audit must not leak what it audits, nor depend on the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
+def quiet_transformers() -> None:
+    """Turn off transformers' own progress bars (weight loading, shard writing) and its info logs."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()

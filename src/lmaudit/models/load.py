@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from lmaudit.errors import InputError
+from lmaudit.models import quiet_transformers
 
-# Never reach a model hub at run time: an audit must not leak what it is auditing, nor depend on the network.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-# transformers' own bars (weight loading, shard writing) would interleave with lmaudit's.
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 FINGERPRINT_FILES = (
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -61,6 +56,7 @@ def load_masked_lm(path: str | Path, device: str = "cpu", trust_remote_code: boo
     """Load a masked LM and its tokenizer for scoring (eval mode), or raise InputError saying why not."""
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
+    quiet_transformers()
     folder = Path(path)
     check_model_folder(folder)
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,10 +15,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from lmaudit.errors import InputError
+from lmaudit.models import quiet_transformers
+
+SUMMARY_FILE = "lmaudit_training.json"
+
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SIZES = {
     # layers, hidden, heads, feed-forward width
     "tiny": (2, 64, 2, 256),
+    "mini": (2, 128, 4, 512),
     "small": (4, 256, 4, 1024),
 }
 
@@ -41,7 +49,7 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: in
     )
 
 
-def mlm_config(size: str, vocab_size: int, max_length: int, pad_token_id: int):
+def mlm_config(size: str, vocab_size: int, max_length: int, pad_token_id: int, dropout: float = 0.1):
     """A BERT config of the named size."""
     from transformers import BertConfig
 
@@ -49,7 +57,23 @@ def mlm_config(size: str, vocab_size: int, max_length: int, pad_token_id: int):
     return BertConfig(
         vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
         intermediate_size=feed_forward, max_position_embeddings=max_length, pad_token_id=pad_token_id,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
     )
+
+
+def length_bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, pool_batches: int = 50) -> list[np.ndarray]:
+    """Random batches of similar lengths: shuffle, sort within pools of `pool_batches` batches, shuffle batches.
+
+    Padding inside a batch is what costs on CPU; this removes most of it and keeps the order random.
+    """
+    order = rng.permutation(len(lengths))
+    pool = batch_size * pool_batches
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = order[start : start + pool]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 @dataclass
@@ -64,6 +88,7 @@ class TrainingSummary:
     batch_size: int
     learning_rate: float
     max_length: int
+    dropout: float
     final_train_loss: float
     epoch_losses: list[float]
 
@@ -79,30 +104,32 @@ def train_mlm(
     learning_rate: float = 2e-3,
     max_length: int = 128,
     vocab_size: int = 4000,
+    dropout: float = 0.1,
     progress: bool = False,
 ) -> TrainingSummary:
     """Train a masked LM on `texts` (15% masking, 80/10/10) and save it with its tokenizer."""
     from transformers import AutoTokenizer, BertForMaskedLM, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
+    quiet_transformers()
     torch.manual_seed(seed)
     if tokenizer_dir is not None:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
     else:
         tokenizer = train_tokenizer(texts, vocab_size, max_length)
-    model = BertForMaskedLM(mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id))
+    model = BertForMaskedLM(mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id, dropout))
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, seed=seed)
     order_rng = np.random.default_rng(seed)
+    lengths = np.array([len(ids) for ids in encoded])
     steps_per_epoch = math.ceil(len(encoded) / batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimizer, steps_per_epoch, steps_per_epoch * epochs)
     epoch_losses = []
     model.train()
     for _ in tqdm(range(epochs), desc=f"training {size} MLM", unit="epoch", disable=not progress or None):
-        order = order_rng.permutation(len(encoded))
         losses = []
-        for start in range(0, len(order), batch_size):
-            batch = collator([{"input_ids": encoded[i]} for i in order[start : start + batch_size]])
+        for batch_indices in length_bucketed_batches(lengths, batch_size, order_rng):
+            batch = collator([{"input_ids": encoded[i]} for i in batch_indices])
             loss = model(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -111,13 +138,28 @@ def train_mlm(
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.item())
         epoch_losses.append(float(np.mean(losses)))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.eval().save_pretrained(out)
-    tokenizer.save_pretrained(out)
     summary = TrainingSummary(
         kind="mlm", size=size, n_samples=len(encoded), epochs=epochs, seed=seed, batch_size=batch_size,
-        learning_rate=learning_rate, max_length=max_length, final_train_loss=epoch_losses[-1], epoch_losses=epoch_losses,
+        learning_rate=learning_rate, max_length=max_length, dropout=dropout, final_train_loss=epoch_losses[-1], epoch_losses=epoch_losses,
     )
-    (out / "lmaudit_training.json").write_text(json.dumps(asdict(summary), indent=2))
+    save_model_folder(model.eval(), tokenizer, summary, Path(out_dir))
     return summary
+
+
+def save_model_folder(model, tokenizer, summary: TrainingSummary, out: Path) -> None:
+    """Save under a temporary name, then rename: a killed run never leaves a half-saved model."""
+    if out.exists() and any(out.iterdir()) and not (out / SUMMARY_FILE).exists():
+        raise InputError(f"{out}: exists and is not a model folder written by lmaudit; choose another --out")
+    staging = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(staging, out)
+
+
+def read_training_summary(folder: str | Path) -> dict | None:
+    """The lmaudit_training.json of a model folder, or None when there is none."""
+    path = Path(folder) / SUMMARY_FILE
+    return json.loads(path.read_text()) if path.is_file() else None

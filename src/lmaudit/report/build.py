@@ -57,15 +57,6 @@ def build_report(config: dict, data: dict, results: list[dict], skipped: list[di
     }
 
 
-def _atomic_write(path: Path, write) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def population_threshold_at(result: dict, alpha: float = 0.1) -> dict | None:
     """The result's population threshold record at `alpha`, if calibrated."""
     return next((t for t in result["thresholds"] if t["rule"] == "population" and t["alpha"] == alpha), None)
@@ -101,14 +92,27 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
 
 
 def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attacks: list[AttackScores]) -> Path:
-    """Write scores.parquet, report.html and, last, report.json into `out_dir`."""
+    """Write scores.parquet, report.html and report.json into `out_dir`, all or nothing.
+
+    Everything is rendered first and written under temporary names; only then are the files
+    renamed into place, report.json last, so an interrupted audit never leaves a half-written report.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "scores.parquet", lambda p: scores.to_parquet(p, index=False))
     html = render_html(report, attacks)
-    _atomic_write(out / "report.html", lambda p: p.write_text(html, encoding="utf-8"))
     text = json.dumps(report, indent=2, allow_nan=False)
-    _atomic_write(out / "report.json", lambda p: p.write_text(text, encoding="utf-8"))
+    suffix = f".tmp-{os.getpid()}"
+    staged = {out / "scores.parquet": out / f".scores.parquet{suffix}", out / "report.html": out / f".report.html{suffix}",
+              out / "report.json": out / f".report.json{suffix}"}
+    try:
+        scores.to_parquet(staged[out / "scores.parquet"], index=False)
+        staged[out / "report.html"].write_text(html, encoding="utf-8")
+        staged[out / "report.json"].write_text(text, encoding="utf-8")
+        for final, temporary in staged.items():
+            os.replace(temporary, final)
+    finally:
+        for temporary in staged.values():
+            temporary.unlink(missing_ok=True)
     return out / "report.json"
 
 

@@ -1,0 +1,92 @@
+"""Score direction (higher = member) for every attack, and target/reference pairing in balanced runs."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.attacks.scores import aggregate_by_group, likelihood_ratio_score, loss_score
+from lmaudit.attacks.suite import build_attacks
+from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack
+from lmaudit.metrics.roc import auc
+
+
+def signals_table(n=40, seed=0):
+    """Members have a target loss 1 nat lower than their reference loss; difficulty varies widely."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for role, count in (("member", n), ("nonmember", n // 2), ("population", n), ("calibration_member", 10)):
+        difficulty = rng.uniform(1, 8, count)
+        gap = 1.0 if role in ("member", "calibration_member") else 0.0
+        for i in range(count):
+            rows.append({"sample_id": f"{role}-{i}", "role": role, "group_id": f"{role}-g{i // 4}",
+                         "length": 25, "reference": difficulty[i], "target": difficulty[i] - gap})
+    return pd.DataFrame(rows)
+
+
+def by_name(attacks, name, level="sample"):
+    return next(a for a in attacks if a.attack == name and a.level == level)
+
+
+def test_loss_and_ratio_scores_point_towards_members():
+    assert loss_score(np.array([1.0]))[0] > loss_score(np.array([2.0]))[0]
+    # Same reference energy: the lower target energy (member-like) gets the higher score.
+    assert likelihood_ratio_score(np.array([1.0]), np.array([3.0]))[0] > likelihood_ratio_score(np.array([2.5]), np.array([3.0]))[0]
+
+
+@pytest.mark.parametrize("attack_name, level", [("loss", "sample"), ("likelihood_ratio", "sample"),
+                                                ("loss", "group"), ("likelihood_ratio", "group")])
+def test_every_attack_scores_members_higher(attack_name, level):
+    attacks, _ = build_attacks(signals_table(), "mlm_energy")
+    frame = by_name(attacks, attack_name, level).frame
+    audited = frame[frame["role"].isin(["member", "nonmember"])]
+    assert auc(audited["role"] == "member", audited["score"]) > 0.5
+
+
+def test_likelihood_ratio_explains_away_difficulty():
+    attacks, _ = build_attacks(signals_table(), "mlm_energy")
+    ratio = by_name(attacks, "likelihood_ratio").frame
+    audited = ratio[ratio["role"].isin(["member", "nonmember"])]
+    assert auc(audited["role"] == "member", audited["score"]) == 1.0
+
+
+def test_balanced_evaluation_keeps_target_and_reference_together():
+    """Perfect paired separation must stay perfect in every balanced subset (the released script's bug breaks it)."""
+    attacks, _ = build_attacks(signals_table(n=60), "mlm_energy")
+    results, _ = evaluate_attack(by_name(attacks, "likelihood_ratio"), EvaluationSettings(bootstrap=20))
+    overall = next(r for r in results if r["slice"] == "all")
+    assert overall["balanced"]["repeats"] == 10 and overall["balanced"]["size_per_side"] == 30
+    assert overall["balanced"]["auc_mean"] == 1.0 and overall["balanced"]["auc_std"] == 0.0
+
+
+def test_group_scores_are_group_means():
+    series = aggregate_by_group(np.array([1.0, 3.0, 10.0]), np.array(["a", "a", "b"]))
+    assert series.to_dict() == {"a": 2.0, "b": 10.0}
+
+
+def test_mean_member_loss_threshold_comes_from_calibration_members_only():
+    table = signals_table()
+    attacks, _ = build_attacks(table, "mlm_energy")
+    mu = by_name(attacks, "loss").fixed_thresholds[0]
+    expected = -table.loc[table["role"] == "calibration_member", "target"].mean()
+    assert mu.rule == "mean_member_loss" and mu.value == pytest.approx(expected)
+
+
+def test_population_thresholds_ignore_audited_membership():
+    """Shuffling the audited samples' roles leaves every calibrated threshold unchanged."""
+    table = signals_table()
+    shuffled = table.copy()
+    audited = shuffled["role"].isin(["member", "nonmember"])
+    shuffled.loc[audited, "role"] = np.random.default_rng(3).permutation(shuffled.loc[audited, "role"].to_numpy())
+    for data in (table, shuffled):
+        attacks, _ = build_attacks(data, "mlm_energy")
+        results, _ = evaluate_attack(by_name(attacks, "likelihood_ratio"), EvaluationSettings(bootstrap=20))
+        data.attrs["thresholds"] = [t["value"] for t in results[0]["thresholds"]]
+    assert table.attrs["thresholds"] == shuffled.attrs["thresholds"]
+
+
+def test_group_level_needs_group_ids():
+    table = signals_table()
+    table.loc[table["role"] == "member", "group_id"] = None
+    attacks, skipped = build_attacks(table, "mlm_energy")
+    assert all(a.level == "sample" for a in attacks)
+    assert any(s["level"] == "group" for s in skipped)

@@ -1,0 +1,128 @@
+"""Bad input gets one line naming the file and row and what to do, exit status 2, no traceback."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lmaudit.cli import main
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def write_csv(path, rows):
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Valid members, non-members and population files."""
+    def make(name, prefix, n=4):
+        return write_csv(tmp_path / f"{name}.csv", [
+            {"sample_id": f"{prefix}{i}", "group_id": f"{prefix}g{i // 2}", "text": f"bp {120 + i}/80 stable"} for i in range(n)
+        ])
+    return {"members": make("members", "m"), "nonmembers": make("nonmembers", "n"), "population": make("population", "p")}
+
+
+def audit(files, target, out, **overrides):
+    paths = {**files, **overrides}
+    args = ["audit", "--target", target, "--out", out]
+    for role, path in paths.items():
+        args += [f"--{role}", path]
+    return run(*args)
+
+
+def assert_one_line_error(code, output, *fragments):
+    assert code == 2, output
+    lines = [line for line in output.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("lmaudit: error:"), output
+    assert "Traceback" not in output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("text", ["", "   \t "])
+def test_empty_or_whitespace_text(files, tiny_model_dirs, tmp_path, text):
+    bad = write_csv(tmp_path / "bad.csv", [{"sample_id": "a", "text": "fine text"}, {"sample_id": "b", "text": text}])
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", members=bad)
+    assert_one_line_error(code, output, "bad.csv, row 2", "empty text")
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_missing_text_column(files, tiny_model_dirs, tmp_path):
+    bad = write_csv(tmp_path / "notext.csv", [{"sample_id": "a", "body": "x"}, {"sample_id": "b", "body": "y"}])
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", nonmembers=bad)
+    assert_one_line_error(code, output, "notext.csv", "no 'text' column", "body")
+
+
+def test_duplicate_sample_id_across_files(files, tiny_model_dirs, tmp_path):
+    bad = write_csv(tmp_path / "dup.csv", [{"sample_id": "m1", "group_id": "x", "text": "a"}, {"sample_id": "z", "group_id": "x", "text": "b"}])
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", population=bad)
+    assert_one_line_error(code, output, "dup.csv, row 1", "duplicate sample_id 'm1'", "members.csv, row 2")
+
+
+def test_unknown_role_in_role_column(tiny_model_dirs, tmp_path):
+    data = write_csv(tmp_path / "data.csv", [{"text": "a", "role": "member"}, {"text": "b", "role": "memebr"}])
+    code, output = run("audit", "--target", tiny_model_dirs[0], "--data", data, "--out", tmp_path / "out")
+    assert_one_line_error(code, output, "data.csv, row 2", "unknown role 'memebr'")
+
+
+def test_group_in_two_roles(files, tiny_model_dirs, tmp_path):
+    leaky = write_csv(tmp_path / "leaky.csv", [{"sample_id": "q1", "group_id": "mg0", "text": "a"}, {"sample_id": "q2", "group_id": "q", "text": "b"}])
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", population=leaky)
+    assert_one_line_error(code, output, "group 'mg0'", "member", "population", "disjoint")
+
+
+def test_role_with_fewer_than_two_samples(files, tiny_model_dirs, tmp_path):
+    single = write_csv(tmp_path / "one.csv", [{"sample_id": "n0", "text": "only one"}])
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", nonmembers=single)
+    assert_one_line_error(code, output, "nonmember", "1 sample")
+
+
+def test_non_utf8_file(files, tiny_model_dirs, tmp_path):
+    bad = tmp_path / "latin.csv"
+    bad.write_bytes("sample_id,text\na,fine\nb,caf\xe9 au lait\n".encode("latin-1"))
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", members=bad)
+    assert_one_line_error(code, output, "latin.csv, line 3", "UTF-8")
+
+
+def test_missing_model_folder(files, tmp_path):
+    code, output = audit(files, tmp_path / "nowhere", tmp_path / "out")
+    assert_one_line_error(code, output, "nowhere", "no such model folder")
+
+
+def test_model_folder_that_is_not_a_masked_lm(files, tmp_path, tiny_tokenizer):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    folder = tmp_path / "gpt2"
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(tiny_tokenizer))).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    code, output = audit(files, folder, tmp_path / "out")
+    assert_one_line_error(code, output, "gpt2", "not a masked language model")
+
+
+def test_model_folder_with_pickled_weights_only(files, tmp_path, tiny_model_dirs):
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    (folder / "config.json").write_text((tiny_model_dirs[0] / "config.json").read_text())
+    (folder / "pytorch_model.bin").write_bytes(b"not loaded")
+    code, output = audit(files, folder, tmp_path / "out")
+    assert_one_line_error(code, output, "pickled", "safetensors")
+
+
+def test_bad_scores_file(tmp_path):
+    scores = write_csv(tmp_path / "scores.csv", [{"sample_id": "a", "role": "member"}])
+    code, output = run("attack", "--scores", scores, "--out", tmp_path / "out")
+    assert_one_line_error(code, output, "scores.csv", "target_loss")
+
+
+def test_bad_yaml_field(tmp_path):
+    config = tmp_path / "audit.yaml"
+    config.write_text(json.dumps({"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": "o", "signal": {"k": 0}}))
+    code, output = run("audit", "--config", config)
+    assert_one_line_error(code, output, "audit.yaml", "signal.k")

@@ -1,0 +1,90 @@
+"""The demo at smoke size, end to end through the CLI, and what its output folder must hold."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lmaudit.cli import main
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    result = CliRunner().invoke(main, ["demo", "--size", "smoke", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_demo_writes_the_three_report_files(demo_run):
+    out, output = demo_run
+    assert {"report.json", "report.html", "scores.parquet"} <= {p.name for p in out.iterdir()}
+    assert not list(out.glob(".*.tmp-*"))
+    assert "likelihood_ratio" in output and "report.html" in output
+
+
+def test_report_json_follows_the_design_schema(demo_run):
+    report = json.loads((demo_run[0] / "report.json").read_text())
+    assert report["schema_version"] == 1
+    assert {"lmaudit_version", "created", "config", "environment", "data", "results"} <= set(report)
+    assert {"member", "nonmember", "population", "calibration_member"} <= set(report["data"]["counts"])
+    assert report["data"]["truncated"] == 0
+    levels = {(r["attack"], r["level"]) for r in report["results"]}
+    assert levels == {("loss", "sample"), ("likelihood_ratio", "sample"), ("loss", "group"), ("likelihood_ratio", "group")}
+    slices = {r["slice"] for r in report["results"] if r["level"] == "sample"}
+    assert slices == {"all", "length:short", "length:long"}
+    for result in report["results"]:
+        assert 0 <= result["auc_ci"][0] <= result["auc"] <= result["auc_ci"][1] <= 1
+        assert set(result["tpr_at_fpr"]) == {"0.1", "0.01", "0.001"}
+        rules = {(t["rule"], t["alpha"]) for t in result["thresholds"]}
+        assert ("population", 0.1) in rules
+        assert (("mean_member_loss", None) in rules) == (result["attack"] == "loss")
+
+
+def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):
+    out = demo_run[0]
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert "text" not in scores.columns
+    assert {"sample_id", "role", "length", "target_mlm_energy", "reference_mlm_energy",
+            "score_loss", "score_likelihood_ratio"} <= set(scores.columns)
+    report = json.loads((out / "report.json").read_text())
+    assert len(scores) == sum(report["data"]["counts"].values())
+    member_texts = set(pd.read_parquet(out / "data" / "member.parquet")["text"])
+    assert not scores.astype(str).isin(member_texts).any().any()
+
+
+def test_html_report_is_self_contained(demo_run):
+    html = (demo_run[0] / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 6  # two ROC figures, four histograms
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+
+
+def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path):
+    out = demo_run[0]
+    parts = sorted((out / "cache").rglob("part-*.parquet"))
+    config = json.loads((out / "report.json").read_text())["config"]
+    args = ["audit", "--target", config["target"], "--reference", config["reference"], "--members", config["members"],
+            "--nonmembers", config["nonmembers"], "--population", config["population"],
+            "--calibration-members", config["calibration_members"], "--k", str(config["signal"]["k"]),
+            "--cache-dir", str(out / "cache"), "--out", str(tmp_path / "again"), "--include-text"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert sorted((out / "cache").rglob("part-*.parquet")) == parts
+    first = pd.read_parquet(out / "scores.parquet")
+    second = pd.read_parquet(tmp_path / "again" / "scores.parquet")
+    pd.testing.assert_series_equal(first["score_likelihood_ratio"], second["score_likelihood_ratio"])
+    assert "text" in second.columns
+
+
+def test_failed_report_leaves_nothing_half_written(demo_run, tmp_path, monkeypatch):
+    import lmaudit.report.build as build
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full while plotting")
+
+    report = json.loads((demo_run[0] / "report.json").read_text())
+    monkeypatch.setattr(build, "render_html", broken)
+    with pytest.raises(RuntimeError):
+        build.write_report(tmp_path, report, pd.DataFrame({"a": [1]}), [])
+    assert list(tmp_path.iterdir()) == []

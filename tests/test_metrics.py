@@ -1,0 +1,133 @@
+"""Metrics equal scikit-learn's or hand computations; thresholds follow DESIGN.md's rule exactly."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score, confusion_matrix, precision_score, recall_score, roc_auc_score
+
+from lmaudit.attacks.thresholds import mean_member_loss_threshold, population_threshold
+from lmaudit.metrics.roc import auc, tpr_at_fpr
+from lmaudit.metrics.threshold import threshold_metrics
+from lmaudit.metrics.uncertainty import balanced_subsets, bootstrap_auc_interval, clopper_pearson
+
+
+@pytest.fixture
+def scored():
+    rng = np.random.default_rng(0)
+    labels = np.r_[np.ones(300, bool), np.zeros(500, bool)]
+    # Rounded so that many ties occur between members and non-members.
+    scores = np.round(np.r_[rng.normal(0.6, 1, 300), rng.normal(0, 1, 500)], 1)
+    return labels, scores
+
+
+def test_auc_counts_ties_as_half():
+    assert auc([1, 0], [0.3, 0.3]) == 0.5
+    assert auc([1, 1, 0, 0], [2, 1, 1, 0]) == pytest.approx((1 + 1 + 0.5 + 1) / 4)
+
+
+def test_threshold_metrics_equal_sklearn(scored):
+    labels, scores = scored
+    for threshold in (-1.0, 0.0, 0.4, 1.3):
+        called = scores >= threshold
+        metrics = threshold_metrics(labels, scores, threshold)
+        tn, fp, fn, tp = confusion_matrix(labels, called).ravel()
+        assert (metrics.tp, metrics.fp, metrics.tn, metrics.fn) == (tp, fp, tn, fn)
+        assert metrics.precision == pytest.approx(precision_score(labels, called))
+        assert metrics.recall == pytest.approx(recall_score(labels, called))
+        assert metrics.accuracy == pytest.approx(accuracy_score(labels, called))
+        assert metrics.advantage == pytest.approx(tp / (tp + fn) - fp / (fp + tn))
+
+
+def test_precision_is_nan_when_nothing_is_called_member():
+    assert math.isnan(threshold_metrics([1, 0], [0.1, 0.2], 5.0).precision)
+
+
+def brute_force_tpr_at_fpr(labels, scores, alpha):
+    """Try every threshold; keep the best TPR whose FPR is at most alpha."""
+    best = (0.0, 0.0)
+    for threshold in np.r_[np.unique(scores), np.inf]:
+        called = scores >= threshold
+        fpr = called[~labels].mean()
+        tpr = called[labels].mean()
+        if fpr <= alpha and tpr > best[0]:
+            best = (tpr, fpr)
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.01, 0.001, 0.25])
+def test_tpr_at_fpr_equals_brute_force(scored, alpha):
+    labels, scores = scored
+    point = tpr_at_fpr(labels, scores, alpha)
+    expected_tpr, _ = brute_force_tpr_at_fpr(labels, scores, alpha)
+    assert point.tpr == pytest.approx(expected_tpr)
+    assert point.fpr <= alpha
+    assert point.tp == round(point.tpr * 300) and point.fp == round(point.fpr * 500)
+    assert point.resolution_limited == (500 < 1 / alpha)
+
+
+def test_tpr_at_fpr_hand_case_is_step_lookup_not_interpolation():
+    # Non-members 0..9; members 5.5, 8.5, 20. FPR <= 10% allows one non-member (9) to be called:
+    # the threshold 8.5 calls 9, 8.5 and 20 -> TP 2, FP 1. Interpolating would not stop there.
+    labels = np.r_[np.zeros(10, bool), np.ones(3, bool)]
+    scores = np.r_[np.arange(10.0), 5.5, 8.5, 20.0]
+    point = tpr_at_fpr(labels, scores, 0.1)
+    assert (point.tp, point.fp, point.tpr) == (2, 1, pytest.approx(2 / 3))
+    # Below 10% not even 9 may be called: only 20 is above every non-member.
+    strict = tpr_at_fpr(labels, scores, 0.05)
+    assert (strict.tp, strict.fp) == (1, 0)
+
+
+def test_population_threshold_hand_cases():
+    population = np.arange(1.0, 21.0)  # 20 values, alpha 10% allows 2 at or above t
+    assert population_threshold(population, 0.1) == 19.0
+    # Ties: three values at the top; none of them can be t without 3 > 2 scores >= t.
+    tied = np.r_[np.arange(1.0, 18.0), 20.0, 20.0, 20.0]
+    assert population_threshold(tied, 0.1) == math.inf
+    tied_low = np.r_[np.arange(1.0, 18.0), 18.0, 18.0, 20.0]
+    assert population_threshold(tied_low, 0.1) == 20.0
+    # alpha * n below 1: no population score may be called a member.
+    assert population_threshold(np.arange(50.0), 0.01) == math.inf
+    assert population_threshold(np.arange(100.0), 0.01) == 99.0
+
+
+def test_population_threshold_never_exceeds_alpha_on_the_population():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        population = np.round(rng.normal(size=int(rng.integers(5, 400))), 1)
+        for alpha in (0.1, 0.05, 0.01):
+            t = population_threshold(population, alpha)
+            assert np.mean(population >= t) <= alpha
+
+
+def test_mean_member_loss_threshold_is_minus_mean_loss():
+    assert mean_member_loss_threshold(np.array([1.0, 2.0, 4.5])) == pytest.approx(-2.5)
+
+
+def test_clopper_pearson_hand_values():
+    low, high = clopper_pearson(0, 10)
+    assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / 10))
+    low, high = clopper_pearson(10, 10)
+    assert low == pytest.approx(0.025 ** (1 / 10)) and high == 1.0
+
+
+def test_bootstrap_auc_interval_matches_sklearn_on_the_same_resamples(scored):
+    labels, scores = scored
+    low, high = bootstrap_auc_interval(labels, scores, n_boot=200, seed=4)
+    rng = np.random.default_rng(4)
+    members, nonmembers = scores[labels], scores[~labels]
+    m = members[rng.integers(0, len(members), size=(200, len(members)))]
+    n = nonmembers[rng.integers(0, len(nonmembers), size=(200, len(nonmembers)))]
+    aucs = [roc_auc_score(np.r_[np.ones(len(a)), np.zeros(len(b))], np.r_[a, b]) for a, b in zip(m, n)]
+    assert (low, high) == (pytest.approx(np.quantile(aucs, 0.025)), pytest.approx(np.quantile(aucs, 0.975)))
+    assert low < auc(labels, scores) < high
+
+
+def test_balanced_subsets_have_equal_sides_and_whole_rows():
+    labels = np.r_[np.ones(30, bool), np.zeros(8, bool)]
+    subsets = balanced_subsets(labels, repeats=5, seed=0)
+    assert len(subsets) == 5
+    for subset in subsets:
+        assert labels[subset].sum() == 8 and (~labels[subset]).sum() == 8
+        assert len(set(subset)) == len(subset)
+    assert not all(np.array_equal(subsets[0], s) for s in subsets[1:])

@@ -1,0 +1,95 @@
+"""The batched MLM scorer equals a slow, obviously right one-masked-copy-at-a-time loop."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from lmaudit.signals.masks import mask_size, random_masks
+from lmaudit.signals.mlm import MlmSignalSettings, encode, mlm_signal
+
+
+def slow_masked_nll(model, tokenizer, text, positions_list):
+    """Sum of -log p over masked positions, one masked copy per forward pass, full softmax."""
+    ids = tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"][0]
+    totals = []
+    for positions in positions_list:
+        masked = ids.clone()
+        masked[list(positions)] = tokenizer.mask_token_id
+        with torch.no_grad():
+            log_probs = torch.log_softmax(model(input_ids=masked[None]).logits[0].double(), dim=-1)
+        totals.append(sum(-log_probs[p, ids[p]].item() for p in positions))
+    return np.array(totals)
+
+
+def content_positions(tokenizer, text):
+    ids = tokenizer(text, truncation=True, max_length=64)["input_ids"]
+    return list(range(1, len(ids) - 1))  # [CLS] first, [SEP] last
+
+
+@pytest.fixture(scope="module")
+def texts(notes):
+    return notes["text"].tolist()[:12], notes["sample_id"].tolist()[:12]
+
+
+@pytest.mark.parametrize("normalize", ["sum", "mean"])
+def test_energy_equals_slow_reference(tiny_bert, tiny_tokenizer, texts, normalize):
+    batch_texts, ids = texts
+    settings = MlmSignalSettings(k=5, seed=11, normalize=normalize)
+    fast, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings)
+    for text, sample_id, value in zip(batch_texts, ids, fast):
+        content = content_positions(tiny_tokenizer, text)
+        patterns = [[content[i] for i in row] for row in random_masks(sample_id, len(content), 5, 11)]
+        per_mask = slow_masked_nll(tiny_bert, tiny_tokenizer, text, patterns)
+        if normalize == "mean":
+            per_mask = per_mask / mask_size(len(content))
+        assert value == pytest.approx(per_mask.mean(), rel=1e-5, abs=1e-5)
+
+
+def test_all_masks_equals_brute_force_over_every_subset(tiny_bert, tiny_tokenizer):
+    text = "bp 120/80 hr 88 stable"
+    fast, encoded = mlm_signal(tiny_bert, tiny_tokenizer, [text], ["s"], MlmSignalSettings(masks="all"))
+    content = content_positions(tiny_tokenizer, text)
+    subsets = list(itertools.combinations(content, mask_size(len(content))))
+    assert len(subsets) > 5
+    expected = slow_masked_nll(tiny_bert, tiny_tokenizer, text, subsets).mean()
+    assert fast[0] == pytest.approx(expected, rel=1e-5)
+
+
+def test_pll_equals_mean_of_single_token_masks(tiny_bert, tiny_tokenizer, texts):
+    batch_texts, ids = texts
+    fast, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[:4], ids[:4], MlmSignalSettings(signal="mlm_pll"))
+    for text, value in zip(batch_texts[:4], fast):
+        content = content_positions(tiny_tokenizer, text)
+        expected = slow_masked_nll(tiny_bert, tiny_tokenizer, text, [[p] for p in content]).mean()
+        assert value == pytest.approx(expected, rel=1e-5)
+
+
+def test_energy_is_unchanged_by_batch_size_and_order(tiny_bert, tiny_tokenizer, texts):
+    batch_texts, ids = texts
+    settings = MlmSignalSettings(k=4, seed=2)
+    big, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings, batch_tokens=100_000)
+    small, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings, batch_tokens=64)
+    reversed_values, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[::-1], ids[::-1], settings, batch_tokens=300)
+    np.testing.assert_allclose(big, small, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(big, reversed_values[::-1], rtol=1e-5, atol=1e-6)
+
+
+def test_target_and_reference_see_the_same_masks(tiny_tokenizer, texts):
+    """Masks come from (seed, sample_id, k) and the tokenizer only, so two models are always paired."""
+    from lmaudit.signals.mlm import mask_patterns
+
+    batch_texts, ids = texts
+    settings = MlmSignalSettings(k=6, seed=9).resolved()
+    first = [mask_patterns(s, settings) for s in encode(tiny_tokenizer, batch_texts, ids, 64)]
+    second = [mask_patterns(s, settings) for s in encode(tiny_tokenizer, batch_texts[::-1], ids[::-1], 64)][::-1]
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_truncation_is_recorded(tiny_bert, tiny_tokenizer):
+    long_text = " ".join(["hypertension"] * 200)
+    _, encoded = mlm_signal(tiny_bert, tiny_tokenizer, [long_text, "stable"], ["a", "b"], MlmSignalSettings(k=1, max_length=32))
+    assert [e.truncated for e in encoded] == [True, False]
+    assert len(encoded[0].input_ids) == 32 and encoded[0].n_tokens >= 200

@@ -1,0 +1,72 @@
+"""The signal store: an interrupted run resumes, recomputes nothing finished, and gives identical numbers."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.signals.compute import model_signal
+from lmaudit.signals.mlm import MlmSignalSettings
+from lmaudit.signals.store import SignalStore, stored_signal
+
+
+def fake_compute(calls):
+    def compute(ids, texts):
+        calls.append(list(ids))
+        return pd.DataFrame({"value": [float(len(t)) for t in texts], "n_tokens": [len(t) for t in texts], "truncated": False})
+    return compute
+
+
+def test_interrupted_run_resumes_without_recomputing(tmp_path):
+    ids = [f"s{i}" for i in range(10)]
+    texts = [f"text number {i}" * (i + 1) for i in range(10)]
+    store = SignalStore(tmp_path, "f" * 64, MlmSignalSettings())
+    calls = []
+
+    def crash_on_second_chunk(chunk_ids, chunk_texts):
+        if calls:
+            raise KeyboardInterrupt
+        return fake_compute(calls)(chunk_ids, chunk_texts)
+
+    with pytest.raises(KeyboardInterrupt):
+        stored_signal(store, ids, texts, crash_on_second_chunk, chunk_size=4)
+    assert calls == [ids[:4]]
+    calls.clear()
+    resumed = stored_signal(store, ids, texts, fake_compute(calls), chunk_size=4)
+    assert calls == [ids[4:8], ids[8:]]
+    uninterrupted = stored_signal(SignalStore(tmp_path / "fresh", "f" * 64, MlmSignalSettings()), ids, texts, fake_compute([]), chunk_size=4)
+    pd.testing.assert_frame_equal(resumed, uninterrupted)
+
+
+def test_changed_text_under_the_same_id_is_recomputed(tmp_path):
+    store = SignalStore(tmp_path, "f" * 64, MlmSignalSettings())
+    calls = []
+    stored_signal(store, ["a", "b"], ["one", "two"], fake_compute(calls))
+    calls.clear()
+    values = stored_signal(store, ["a", "b"], ["one", "two, edited"], fake_compute(calls))
+    assert calls == [["b"]]
+    assert values["value"].tolist() == [3.0, 10.0]
+
+
+def test_settings_and_models_have_separate_stores(tmp_path):
+    base = SignalStore(tmp_path, "a" * 64, MlmSignalSettings(k=10)).folder
+    assert SignalStore(tmp_path, "a" * 64, MlmSignalSettings(k=5)).folder != base
+    assert SignalStore(tmp_path, "b" * 64, MlmSignalSettings(k=10)).folder != base
+
+
+def test_model_signal_reuses_the_store_and_matches_direct_scoring(tiny_model_dirs, notes, tmp_path):
+    ids, texts = notes["sample_id"].tolist()[:6], notes["text"].tolist()[:6]
+    settings = MlmSignalSettings(k=3)
+    first = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+    parts = sorted(tmp_path.rglob("part-*.parquet"))
+    second = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+    assert sorted(tmp_path.rglob("part-*.parquet")) == parts
+    pd.testing.assert_frame_equal(first, second)
+    from lmaudit.models.load import load_masked_lm
+    from lmaudit.signals.mlm import mlm_signal
+
+    loaded = load_masked_lm(tiny_model_dirs[0])
+    direct, _ = mlm_signal(loaded.model, loaded.tokenizer, texts, ids, settings)
+    np.testing.assert_allclose(first["value"].to_numpy(), direct, rtol=1e-6)
+    # The store keeps ids and text hashes, never the text.
+    stored = pd.concat(pd.read_parquet(p) for p in parts)
+    assert "text" not in stored.columns and not stored.isin(texts).any().any()
