@@ -44,7 +44,7 @@ def test_changed_text_under_the_same_id_is_recomputed(tmp_path):
     calls.clear()
     values = stored_signal(store, ["a", "b"], ["one", "two, edited"], fake_compute(calls))
     assert calls == [["b"]]
-    assert values["value"].tolist() == [3.0, 10.0]
+    assert values["value"].tolist() == [3.0, 11.0]  # len("two, edited")
 
 
 def test_settings_and_models_have_separate_stores(tmp_path):

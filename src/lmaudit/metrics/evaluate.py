@@ -44,6 +44,24 @@ def _threshold_record(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
     return record
 
 
+def population_mismatch_warnings(result: dict) -> list[str]:
+    """Warn when a population threshold's FPR on the audited non-members is incompatible with its alpha.
+
+    The population is meant to be distributed like the non-members; when the exact 95% interval of
+    the non-members' FPR excludes alpha, it is not, and threshold metrics mislead.
+    """
+    warnings = []
+    for threshold in result["thresholds"]:
+        low, high = threshold["fpr_ci"]
+        if threshold["rule"] == "population" and not (low <= threshold["alpha"] <= high):
+            warnings.append(
+                f"{result['attack']} ({result['level']}, {result['slice']}): the population threshold for "
+                f"{threshold['alpha']:.0%} FPR has {threshold['fpr']:.1%} FPR on the audited non-members "
+                f"(95% CI {low:.1%} to {high:.1%}); the population data is not distributed like the non-members"
+            )
+    return warnings
+
+
 def _balanced_record(labels: np.ndarray, scores: np.ndarray, thresholds: list[Threshold], settings: EvaluationSettings) -> dict | None:
     if labels.sum() == (~labels).sum():
         return None
@@ -124,5 +142,7 @@ def evaluate_attack(attack: AttackScores, settings: EvaluationSettings) -> tuple
             skipped.append({"attack": attack.attack, "level": attack.level, "slice": name,
                             "reason": f"{counts.get('member', 0)} members and {counts.get('nonmember', 0)} non-members; need 2 of each"})
             continue
-        results.append(evaluate_slice(attack, name, audited, part[part["role"] == "population"], settings))
+        result = evaluate_slice(attack, name, audited, part[part["role"] == "population"], settings)
+        result["warnings"] = population_mismatch_warnings(result)
+        results.append(result)
     return results, skipped

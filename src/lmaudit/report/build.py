@@ -130,4 +130,5 @@ def summary_table(report: dict) -> str:
             f"{_percent(threshold.get('precision')):>10}{_percent(threshold.get('recall')):>9}"
             f"{threshold.get('advantage') if threshold.get('advantage') is None else format(threshold['advantage'], '.3f'):>7}"
         )
+    lines += [f"warning: {w}" for r in report["results"] if r["slice"] == "all" for w in r.get("warnings", [])]
     return "\n".join(lines)
