@@ -4,7 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks.scores import aggregate_by_group, likelihood_ratio_score, loss_score
+from lmaudit.attacks.scores import (
+    aggregate_by_group,
+    likelihood_ratio_score,
+    loss_score,
+)
 from lmaudit.attacks.suite import build_attacks
 from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack
 from lmaudit.metrics.roc import auc

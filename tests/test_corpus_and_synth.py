@@ -2,9 +2,7 @@
 
 import json
 
-import numpy as np
 import pandas as pd
-import pytest
 
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import split_groups

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from lmaudit.errors import InputError
-from lmaudit.signals.masks import all_masks, mask_size, random_masks, single_position_masks
+from lmaudit.signals.masks import (
+    all_masks,
+    mask_size,
+    random_masks,
+    single_position_masks,
+)
 
 
 @pytest.mark.parametrize("n_content, expected", [(1, 1), (6, 1), (7, 2), (20, 3), (21, 4), (40, 6), (60, 9)])

@@ -4,12 +4,22 @@ import math
 
 import numpy as np
 import pytest
-from sklearn.metrics import accuracy_score, confusion_matrix, precision_score, recall_score, roc_auc_score
+from sklearn.metrics import (
+    accuracy_score,
+    confusion_matrix,
+    precision_score,
+    recall_score,
+    roc_auc_score,
+)
 
 from lmaudit.attacks.thresholds import mean_member_loss_threshold, population_threshold
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.threshold import threshold_metrics
-from lmaudit.metrics.uncertainty import balanced_subsets, bootstrap_auc_interval, clopper_pearson
+from lmaudit.metrics.uncertainty import (
+    balanced_subsets,
+    bootstrap_auc_interval,
+    clopper_pearson,
+)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from sklearn.metrics import roc_auc_score

@@ -10,11 +10,22 @@ import pandas as pd
 
 from lmaudit.attacks.suite import AttackScores, build_attacks
 from lmaudit.config import AuditConfig, EvaluationConfig
-from lmaudit.data.corpus import ROLES, check_unique_sample_ids, combine_corpora, load_corpus, read_table
+from lmaudit.data.corpus import (
+    ROLES,
+    check_unique_sample_ids,
+    combine_corpora,
+    load_corpus,
+    read_table,
+)
 from lmaudit.data.roles import check_disjoint_groups, check_role_sizes
 from lmaudit.errors import InputError
 from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack
-from lmaudit.report.build import build_report, data_summary, environment_info, write_report
+from lmaudit.report.build import (
+    build_report,
+    data_summary,
+    environment_info,
+    write_report,
+)
 
 AUDITED_ROLES = ("member", "nonmember")
 

@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lmaudit.attacks.scores import aggregate_by_group, likelihood_ratio_score, loss_score
+from lmaudit.attacks.scores import (
+    aggregate_by_group,
+    likelihood_ratio_score,
+    loss_score,
+)
 from lmaudit.attacks.thresholds import mean_member_loss_threshold
 
 EVALUATED_ROLES = ("member", "nonmember", "population")

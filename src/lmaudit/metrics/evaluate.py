@@ -12,7 +12,11 @@ from lmaudit.attacks.suite import AttackScores, Threshold
 from lmaudit.attacks.thresholds import population_threshold
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.threshold import threshold_metrics
-from lmaudit.metrics.uncertainty import balanced_subsets, bootstrap_auc_interval, clopper_pearson
+from lmaudit.metrics.uncertainty import (
+    balanced_subsets,
+    bootstrap_auc_interval,
+    clopper_pearson,
+)
 
 # Length slices of the paper's Table 3, in content tokens of the target's tokenizer: [low, high).
 LENGTH_SLICES = {"length:short": (10, 20), "length:long": (20, 61)}

@@ -9,7 +9,6 @@ from pathlib import Path
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
 
-
 FINGERPRINT_FILES = (
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "vocab.txt", "vocab.json", "merges.txt",

@@ -31,7 +31,15 @@ SIZES = {
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: int = 128):
     """A lower-casing WordPiece tokenizer trained on `texts`, wrapped for transformers."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.WordPiece(unk_token="[UNK]"))
@@ -108,7 +116,12 @@ def train_mlm(
     progress: bool = False,
 ) -> TrainingSummary:
     """Train a masked LM on `texts` (15% masking, 80/10/10) and save it with its tokenizer."""
-    from transformers import AutoTokenizer, BertForMaskedLM, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
+    from transformers import (
+        AutoTokenizer,
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        get_linear_schedule_with_warmup,
+    )
 
     quiet_transformers()
     torch.manual_seed(seed)

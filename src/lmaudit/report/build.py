@@ -57,6 +57,17 @@ def build_report(config: dict, data: dict, results: list[dict], skipped: list[di
     }
 
 
+def json_safe(value):
+    """The same structure with NaN and infinities as null: report.json stays strict JSON."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def population_threshold_at(result: dict, alpha: float = 0.1) -> dict | None:
     """The result's population threshold record at `alpha`, if calibrated."""
     return next((t for t in result["thresholds"] if t["rule"] == "population" and t["alpha"] == alpha), None)
@@ -100,7 +111,7 @@ def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attack
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     html = render_html(report, attacks)
-    text = json.dumps(report, indent=2, allow_nan=False)
+    text = json.dumps(json_safe(report), indent=2, allow_nan=False)
     suffix = f".tmp-{os.getpid()}"
     staged = {out / "scores.parquet": out / f".scores.parquet{suffix}", out / "report.html": out / f".report.html{suffix}",
               out / "report.json": out / f".report.json{suffix}"}

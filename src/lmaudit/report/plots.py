@@ -35,7 +35,7 @@ def roc_figure(attacks: list[AttackScores], level: str) -> str:
         fpr, tpr, _ = roc_points((audited["role"] == "member").to_numpy(), audited["score"].to_numpy())
         for axis in axes:
             axis.plot(fpr, tpr, label=attack.attack, drawstyle="steps-post")
-    for axis, scale in zip(axes, ("linear", "log")):
+    for axis, scale in zip(axes, ("linear", "log"), strict=True):
         axis.plot([1e-4, 1], [1e-4, 1], "--", color="grey", linewidth=1, label="chance")
         axis.set_xscale(scale)
         axis.set_yscale(scale)

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.models.load import LoadedModel, check_model_folder, load_masked_lm, model_fingerprint
+from lmaudit.models.load import (
+    LoadedModel,
+    check_model_folder,
+    load_masked_lm,
+    model_fingerprint,
+)
 from lmaudit.signals.mlm import MlmSignalSettings, mlm_signal
 from lmaudit.signals.store import SignalStore, stored_signal
 

@@ -57,7 +57,7 @@ def encode(tokenizer, texts: Sequence[str], sample_ids: Sequence[str], max_lengt
     full = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
     batch = tokenizer(list(texts), truncation=True, max_length=max_length, return_special_tokens_mask=True)
     encoded = []
-    for sample_id, ids, special, untruncated in zip(sample_ids, batch["input_ids"], batch["special_tokens_mask"], full):
+    for sample_id, ids, special, untruncated in zip(sample_ids, batch["input_ids"], batch["special_tokens_mask"], full, strict=True):
         content = np.flatnonzero(np.asarray(special) == 0)
         if len(content) == 0:
             raise InputError(f"sample '{sample_id}': the tokenizer makes no tokens of its text; remove the sample")
@@ -101,7 +101,7 @@ class _Copy:
 def _batches(samples: Sequence[EncodedSample], patterns: Sequence[np.ndarray], batch_tokens: int) -> Iterator[list[_Copy]]:
     """Masked copies grouped by exact sequence length (no padding), up to `batch_tokens` tokens a batch."""
     by_length: dict[int, list[_Copy]] = defaultdict(list)
-    for index, (sample, sample_patterns) in enumerate(zip(samples, patterns)):
+    for index, (sample, sample_patterns) in enumerate(zip(samples, patterns, strict=True)):
         by_length[len(sample.input_ids)].extend(_Copy(index, p) for p in sample_patterns)
     for length in sorted(by_length):
         copies = by_length[length]
