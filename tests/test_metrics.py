@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import (
     accuracy_score,
@@ -141,3 +142,25 @@ def test_balanced_subsets_have_equal_sides_and_whole_rows():
         assert labels[subset].sum() == 8 and (~labels[subset]).sum() == 8
         assert len(set(subset)) == len(subset)
     assert not all(np.array_equal(subsets[0], s) for s in subsets[1:])
+
+
+def test_population_mismatch_warning_follows_fisher_exact_test():
+    from scipy.stats import fisher_exact
+
+    from lmaudit.attacks.suite import AttackScores
+    from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack
+
+    rng = np.random.default_rng(0)
+    for shift, expect_warning in ((0.0, False), (1.0, True)):
+        population = rng.normal(0, 1, 2000)
+        nonmembers = rng.normal(shift, 1, 2000)  # shifted: the population misrepresents them
+        members = rng.normal(2, 1, 500)
+        frame = pd.DataFrame({"id": range(4500), "role": ["population"] * 2000 + ["nonmember"] * 2000 + ["member"] * 500,
+                              "score": np.r_[population, nonmembers, members]})
+        results, _ = evaluate_attack(AttackScores("loss", "x", "group", frame), EvaluationSettings(bootstrap=20))
+        threshold = next(t for t in results[0]["thresholds"] if t["alpha"] == 0.1)
+        called_population = int((population >= threshold["value"]).sum())
+        called_nonmembers = int((nonmembers >= threshold["value"]).sum())
+        expected_p = fisher_exact([[called_nonmembers, 2000 - called_nonmembers], [called_population, 2000 - called_population]]).pvalue
+        assert threshold["population_match_p"] == pytest.approx(expected_p)
+        assert bool(results[0]["warnings"]) == expect_warning

@@ -210,8 +210,8 @@ def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bo
     reference_texts = notes.loc[notes["role"] == "reference_train", "text"].tolist()
     target_texts = notes.loc[notes["role"].isin(["member", "calibration_member"]), "text"].tolist()
     recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
-    _train_unless_done(reference_texts, models / "reference", seed=seed + 1, **recipe)
-    _train_unless_done(target_texts, models / "target", tokenizer_dir=models / "reference", seed=seed, **recipe)
+    _train_unless_done(reference_texts, models / "reference", seed=seed + 1, label="reference", **recipe)
+    _train_unless_done(target_texts, models / "target", tokenizer_dir=models / "reference", seed=seed, label="target", **recipe)
     config = AuditConfig(
         target=str(models / "target"), reference=str(models / "reference"),
         members=str(files["member"]), nonmembers=str(files["nonmember"]),

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.stats import fisher_exact
 
 from lmaudit.attacks.suite import AttackScores, Threshold
 from lmaudit.attacks.thresholds import population_threshold
@@ -44,26 +45,31 @@ def _threshold_record(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
     record["recall_ci"] = list(clopper_pearson(metrics.tp, metrics.tp + metrics.fn))
     record["fpr_ci"] = list(clopper_pearson(metrics.fp, metrics.fp + metrics.tn))
     if len(population):
-        record["population_fpr"] = float(np.mean(population >= threshold.value))
+        called = int((population >= threshold.value).sum())
+        record["population_fpr"] = called / len(population)
+        table = [[metrics.fp, metrics.tn], [called, len(population) - called]]
+        record["population_match_p"] = float(fisher_exact(table).pvalue)
     return record
 
 
-def population_mismatch_warnings(result: dict) -> list[str]:
-    """Warn when a population threshold's FPR on the audited non-members is incompatible with its alpha.
+MISMATCH_P_VALUE = 0.01
 
-    The population is meant to be distributed like the non-members; when the exact 95% interval of
-    the non-members' FPR excludes alpha, it is not, and threshold metrics mislead.
+
+def population_mismatch_warnings(result: dict) -> list[str]:
+    """Warn when a population threshold's FPR differs between the population and the audited non-members.
+
+    Both should be draws from one distribution; a two-sided Fisher exact test (p < 0.01) on the
+    called / not-called counts says when they are not, and then threshold metrics mislead. The test
+    treats samples as independent, so many samples per patient make it fire more easily.
     """
-    warnings = []
-    for threshold in result["thresholds"]:
-        low, high = threshold["fpr_ci"]
-        if threshold["rule"] == "population" and not (low <= threshold["alpha"] <= high):
-            warnings.append(
-                f"{result['attack']} ({result['level']}, {result['slice']}): the population threshold for "
-                f"{threshold['alpha']:.0%} FPR has {threshold['fpr']:.1%} FPR on the audited non-members "
-                f"(95% CI {low:.1%} to {high:.1%}); the population data is not distributed like the non-members"
-            )
-    return warnings
+    return [
+        f"{result['attack']} ({result['level']}, {result['slice']}): the population threshold for "
+        f"{t['alpha']:.0%} FPR calls {t['population_fpr']:.1%} of the population but {t['fpr']:.1%} of the "
+        f"audited non-members (Fisher p = {t['population_match_p']:.1g}); the population data is not "
+        "distributed like the non-members, so precision and recall at this threshold mislead"
+        for t in result["thresholds"]
+        if t["rule"] == "population" and t["population_match_p"] < MISMATCH_P_VALUE
+    ]
 
 
 def _balanced_record(labels: np.ndarray, scores: np.ndarray, thresholds: list[Threshold], settings: EvaluationSettings) -> dict | None:
