@@ -27,7 +27,8 @@ def test_demo_writes_the_three_report_files(demo_run):
 def test_report_json_follows_the_design_schema(demo_run):
     report = json.loads((demo_run[0] / "report.json").read_text())
     assert report["schema_version"] == 1
-    assert {"lmaudit_version", "created", "config", "environment", "data", "results"} <= set(report)
+    assert {"lmaudit_version", "created", "config", "environment", "data", "results", "skipped", "warnings"} <= set(report)
+    assert report["warnings"] == []  # population and non-members are patients of one generator
     assert {"member", "nonmember", "population", "calibration_member"} <= set(report["data"]["counts"])
     assert report["data"]["truncated"] == 0
     levels = {(r["attack"], r["level"]) for r in report["results"]}

@@ -19,7 +19,7 @@ from lmaudit.data.corpus import (
 )
 from lmaudit.data.roles import check_disjoint_groups, check_role_sizes
 from lmaudit.errors import InputError
-from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack
+from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack, population_mismatch_warnings
 from lmaudit.report.build import (
     build_report,
     data_summary,
@@ -71,7 +71,8 @@ def _finish(out: str | Path, config: dict, signals: pd.DataFrame, signal: str, e
     results, skipped, attacks = evaluate_signals(signals, signal, evaluation)
     if not results:
         raise InputError("no attack could be evaluated: " + "; ".join(s["reason"] for s in skipped))
-    report = build_report(config, data_summary(signals), results, skipped, environment_info(device))
+    report = build_report(config, data_summary(signals), results, skipped, environment_info(device),
+                          population_mismatch_warnings(results))
     write_report(out, report, scores_table(signals, attacks, signal, texts), attacks)
     return report
 

@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import fisher_exact
 
 from lmaudit.attacks.suite import AttackScores, Threshold
 from lmaudit.attacks.thresholds import population_threshold
@@ -16,6 +15,7 @@ from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
     balanced_subsets,
     bootstrap_auc_interval,
+    population_fit_p_value,
     clopper_pearson,
 )
 
@@ -38,38 +38,47 @@ def _finite_or_none(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def _threshold_record(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, population: np.ndarray) -> dict:
+def _threshold_record(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, population: np.ndarray,
+                      nonmember_groups: np.ndarray | None = None, population_groups: np.ndarray | None = None) -> dict:
     metrics = threshold_metrics(labels, scores, threshold.value)
     record = {"rule": threshold.rule, "alpha": threshold.alpha, "value": _finite_or_none(threshold.value)}
     record.update({k: _finite_or_none(v) if isinstance(v, float) else v for k, v in asdict(metrics).items()})
     record["recall_ci"] = list(clopper_pearson(metrics.tp, metrics.tp + metrics.fn))
     record["fpr_ci"] = list(clopper_pearson(metrics.fp, metrics.fp + metrics.tn))
     if len(population):
-        called = int((population >= threshold.value).sum())
-        record["population_fpr"] = called / len(population)
-        table = [[metrics.fp, metrics.tn], [called, len(population) - called]]
-        record["population_match_p"] = float(fisher_exact(table).pvalue)
+        population_called = population >= threshold.value
+        record["population_fpr"] = float(population_called.mean())
+        if threshold.rule == "population":
+            record["population_match_p"] = population_fit_p_value(
+                scores[~labels], population, threshold.alpha, nonmember_groups, population_groups
+            )
     return record
 
 
-MISMATCH_P_VALUE = 0.01
+def population_mismatch_warnings(results: list[dict], level: float = 0.01) -> list[str]:
+    """Warn where a population threshold's FPR differs between the population and the audited non-members.
 
-
-def population_mismatch_warnings(result: dict) -> list[str]:
-    """Warn when a population threshold's FPR differs between the population and the audited non-members.
-
-    Both should be draws from one distribution; a two-sided Fisher exact test (p < 0.01) on the
-    called / not-called counts says when they are not, and then threshold metrics mislead. The test
-    treats samples as independent, so many samples per patient make it fire more easily.
+    Both should be draws from one distribution; when the permutation test (`population_fit_p_value`,
+    over whole groups when samples carry group ids) rejects that at `level`, Bonferroni-corrected over
+    every population threshold of the report, precision and recall at that threshold mislead.
     """
+    tested = [(r, t) for r in results for t in r["thresholds"] if t.get("population_match_p") is not None]
+    corrected = level / max(1, len(tested))
     return [
-        f"{result['attack']} ({result['level']}, {result['slice']}): the population threshold for "
-        f"{t['alpha']:.0%} FPR calls {t['population_fpr']:.1%} of the population but {t['fpr']:.1%} of the "
-        f"audited non-members (Fisher p = {t['population_match_p']:.1g}); the population data is not "
+        f"{r['attack']} ({r['level']}, {r['slice']}): the population threshold for {t['alpha']:.0%} FPR calls "
+        f"{t['population_fpr']:.1%} of the population but {t['fpr']:.1%} of the audited non-members "
+        f"(p = {t['population_match_p']:.1g}, Bonferroni level {corrected:.1g}); the population data is not "
         "distributed like the non-members, so precision and recall at this threshold mislead"
-        for t in result["thresholds"]
-        if t["rule"] == "population" and t["population_match_p"] < MISMATCH_P_VALUE
+        for r, t in tested
+        if t["population_match_p"] < corrected
     ]
+
+
+def _groups(audited: pd.DataFrame, population: pd.DataFrame, labels: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Group ids of the non-members and the population, when every one of them has one."""
+    if "group_id" not in audited or audited["group_id"].isna().any() or population["group_id"].isna().any():
+        return None, None
+    return audited["group_id"].to_numpy()[~labels], population["group_id"].to_numpy()
 
 
 def _balanced_record(labels: np.ndarray, scores: np.ndarray, thresholds: list[Threshold], settings: EvaluationSettings) -> dict | None:
@@ -121,7 +130,8 @@ def evaluate_slice(
         "auc": auc(labels, scores),
         "auc_ci": list(bootstrap_auc_interval(labels, scores, settings.bootstrap, seed=settings.seed)),
         "tpr_at_fpr": tpr_records,
-        "thresholds": [_threshold_record(t, labels, scores, population_scores) for t in thresholds],
+        "thresholds": [_threshold_record(t, labels, scores, population_scores, *_groups(audited, population, labels))
+                       for t in thresholds],
         "balanced": _balanced_record(labels, scores, thresholds, settings),
         "n_members": int(labels.sum()),
         "n_nonmembers": int((~labels).sum()),
@@ -152,7 +162,5 @@ def evaluate_attack(attack: AttackScores, settings: EvaluationSettings) -> tuple
             skipped.append({"attack": attack.attack, "level": attack.level, "slice": name,
                             "reason": f"{counts.get('member', 0)} members and {counts.get('nonmember', 0)} non-members; need 2 of each"})
             continue
-        result = evaluate_slice(attack, name, audited, part[part["role"] == "population"], settings)
-        result["warnings"] = population_mismatch_warnings(result)
-        results.append(result)
+        results.append(evaluate_slice(attack, name, audited, part[part["role"] == "population"], settings))
     return results, skipped

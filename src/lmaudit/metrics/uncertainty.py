@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import binomtest, mannwhitneyu
+import pandas as pd
+from scipy.stats import binomtest, mannwhitneyu, norm
+
+from lmaudit.attacks.thresholds import population_threshold
 
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
@@ -46,3 +49,51 @@ def balanced_subsets(labels: np.ndarray, repeats: int = 10, seed: int = 0) -> li
         chosen_nonmembers = rng.choice(nonmembers, size=size, replace=False) if len(nonmembers) > size else nonmembers
         subsets.append(np.sort(np.concatenate([chosen_members, chosen_nonmembers])))
     return subsets
+
+
+def population_fit_p_value(
+    nonmember_scores: np.ndarray,
+    population_scores: np.ndarray,
+    alpha: float,
+    nonmember_groups: np.ndarray | None = None,
+    population_groups: np.ndarray | None = None,
+    permutations: int = 1000,
+    seed: int = 0,
+) -> float:
+    """Two-sided p-value that the non-members and the population come from one distribution,
+    judged by the FPR that the population threshold at `alpha` gives the non-members (z-test
+    against the permutation distribution).
+
+    Units are pooled and split at random into a pseudo-population of the population's size and
+    pseudo-non-members; each split recalibrates the threshold by the same rule, so the noise of
+    estimating it is in the null. With group ids the units are whole groups, because samples of
+    one patient or user are correlated and a sample-level test would overstate the evidence.
+    """
+    scores = np.r_[np.asarray(population_scores, dtype=float), np.asarray(nonmember_scores, dtype=float)]
+    n_population = len(population_scores)
+    if nonmember_groups is None or population_groups is None:
+        codes = np.arange(len(scores))
+    else:
+        labels = np.r_[np.asarray(population_groups, dtype=object), np.asarray(nonmember_groups, dtype=object)]
+        codes = pd.factorize(labels)[0]
+    is_population_unit = np.zeros(codes.max() + 1, dtype=bool)
+    is_population_unit[codes[:n_population]] = True
+    n_population_units = int(is_population_unit.sum())
+
+    def nonmember_fpr(in_population: np.ndarray) -> float:
+        threshold = population_threshold(scores[in_population], alpha)
+        return float(np.mean(scores[~in_population] >= threshold))
+
+    observed = nonmember_fpr(is_population_unit[codes])
+    rng = np.random.default_rng(seed)
+    null = np.empty(permutations)
+    for i in range(permutations):
+        chosen = np.zeros(len(is_population_unit), dtype=bool)
+        chosen[rng.permutation(len(is_population_unit))[:n_population_units]] = True
+        null[i] = nonmember_fpr(chosen[codes])
+    # A normal approximation to the permutation distribution gives p-values far below 1/permutations,
+    # which a report-wide Bonferroni correction needs.
+    spread = null.std()
+    if spread == 0:
+        return 1.0 if abs(observed - null.mean()) < 1e-12 else 0.0
+    return float(2 * norm.sf(abs(observed - null.mean()) / spread))

@@ -43,7 +43,8 @@ def data_summary(signals: pd.DataFrame) -> dict:
     }
 
 
-def build_report(config: dict, data: dict, results: list[dict], skipped: list[dict], environment: dict) -> dict:
+def build_report(config: dict, data: dict, results: list[dict], skipped: list[dict], environment: dict,
+                 warnings: list[str]) -> dict:
     """The report.json document (DESIGN.md schema, version 1)."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -54,6 +55,7 @@ def build_report(config: dict, data: dict, results: list[dict], skipped: list[di
         "data": data,
         "results": results,
         "skipped": skipped,
+        "warnings": warnings,
     }
 
 
@@ -141,5 +143,5 @@ def summary_table(report: dict) -> str:
             f"{_percent(threshold.get('precision')):>10}{_percent(threshold.get('recall')):>9}"
             f"{threshold.get('advantage') if threshold.get('advantage') is None else format(threshold['advantage'], '.3f'):>7}"
         )
-    lines += [f"warning: {w}" for r in report["results"] if r["slice"] == "all" for w in r.get("warnings", [])]
+    lines += [f"warning: {w}" for w in report["warnings"]]
     return "\n".join(lines)
