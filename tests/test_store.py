@@ -70,3 +70,26 @@ def test_model_signal_reuses_the_store_and_matches_direct_scoring(tiny_model_dir
     # The store keeps ids and text hashes, never the text.
     stored = pd.concat(pd.read_parquet(p) for p in parts)
     assert "text" not in stored.columns and not stored.isin(texts).any().any()
+
+
+def test_hub_id_resolves_from_the_local_cache_only(tiny_model_dirs, notes, tmp_path, monkeypatch):
+    """A hub id is read from the local Hugging Face cache, never downloaded; an unknown id is a clear error."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    from lmaudit.errors import InputError
+    from lmaudit.models.load import resolve_model_folder
+
+    snapshot = tmp_path / "hub" / "models--clinic--tiny-bert" / "snapshots" / "0123abcd"
+    shutil.copytree(tiny_model_dirs[0], snapshot)
+    (tmp_path / "hub" / "models--clinic--tiny-bert" / "refs").mkdir()
+    (tmp_path / "hub" / "models--clinic--tiny-bert" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert resolve_model_folder("clinic/tiny-bert") == snapshot
+    ids, texts = notes["sample_id"].tolist()[:3], notes["text"].tolist()[:3]
+    from_hub = model_signal("clinic/tiny-bert", ids, texts, MlmSignalSettings(k=2), tmp_path / "cache")
+    from_folder = model_signal(tiny_model_dirs[0], ids, texts, MlmSignalSettings(k=2), tmp_path / "cache")
+    pd.testing.assert_frame_equal(from_hub, from_folder)
+    with pytest.raises(InputError, match="local Hugging Face cache"):
+        resolve_model_folder("clinic/not-there")

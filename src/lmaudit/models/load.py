@@ -17,12 +17,10 @@ FINGERPRINT_FILES = (
 
 @dataclass
 class LoadedModel:
-    """A model with its tokenizer, where it came from and its content fingerprint."""
+    """A model in eval mode with its tokenizer."""
 
     model: object
     tokenizer: object
-    path: str
-    fingerprint: str
 
 
 def model_fingerprint(path: str | Path) -> str:
@@ -36,6 +34,22 @@ def model_fingerprint(path: str | Path) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def resolve_model_folder(name: str | Path) -> Path:
+    """A local model folder, or the local Hugging Face cache's copy of hub id `name` (never downloaded)."""
+    folder = Path(name)
+    if folder.is_dir() or folder.is_absolute() or str(name).startswith("."):
+        return folder
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(str(name), local_files_only=True))
+    except Exception:  # not a valid id, or not in the cache: both mean the same thing to the user
+        raise InputError(
+            f"{name}: no such model folder, and no model of that id in the local Hugging Face cache "
+            "(lmaudit never downloads); pass a folder written by save_pretrained"
+        ) from None
 
 
 def check_model_folder(path: Path) -> None:
@@ -56,7 +70,7 @@ def load_masked_lm(path: str | Path, device: str = "cpu", trust_remote_code: boo
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
     quiet_transformers()
-    folder = Path(path)
+    folder = resolve_model_folder(path)
     check_model_folder(folder)
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
@@ -80,4 +94,4 @@ def load_masked_lm(path: str | Path, device: str = "cpu", trust_remote_code: boo
     if tokenizer.mask_token_id is None:
         raise InputError(f"{folder}: the tokenizer has no mask token, so this is not a masked LM")
     model.eval().to(device)
-    return LoadedModel(model=model, tokenizer=tokenizer, path=str(folder), fingerprint=model_fingerprint(folder))
+    return LoadedModel(model=model, tokenizer=tokenizer)

@@ -11,6 +11,7 @@ from lmaudit.models.load import (
     check_model_folder,
     load_masked_lm,
     model_fingerprint,
+    resolve_model_folder,
 )
 from lmaudit.signals.mlm import MlmSignalSettings, mlm_signal
 from lmaudit.signals.store import SignalStore, stored_signal
@@ -28,7 +29,8 @@ def model_signal(
     label: str = "model",
 ) -> pd.DataFrame:
     """Columns sample_id, value (nats), n_tokens (content tokens before truncation), truncated."""
-    check_model_folder(Path(model_dir))
+    model_dir = resolve_model_folder(model_dir)
+    check_model_folder(model_dir)
     settings = settings.resolved()
     store = SignalStore(cache_dir, model_fingerprint(model_dir), settings)
     loaded: list[LoadedModel] = []
