@@ -93,3 +93,37 @@ def test_truncation_is_recorded(tiny_bert, tiny_tokenizer):
     _, encoded = mlm_signal(tiny_bert, tiny_tokenizer, [long_text, "stable"], ["a", "b"], MlmSignalSettings(k=1, max_length=32))
     assert [e.truncated for e in encoded] == [True, False]
     assert len(encoded[0].input_ids) == 32 and encoded[0].n_tokens >= 200
+
+
+def _tiny_family(kind, tokenizer):
+    from transformers import DistilBertConfig, DistilBertForMaskedLM, RobertaConfig, RobertaForMaskedLM
+
+    torch.manual_seed(5)
+    if kind == "roberta":
+        config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=64 + tokenizer.pad_token_id + 1,
+                               pad_token_id=tokenizer.pad_token_id)
+        return RobertaForMaskedLM(config).eval()
+    config = DistilBertConfig(vocab_size=len(tokenizer), dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                              max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    return DistilBertForMaskedLM(config).eval()
+
+
+@pytest.mark.parametrize("kind", ["roberta", "distilbert"])
+def test_roberta_and_distilbert_energy_equals_slow_reference(tiny_tokenizer, texts, kind):
+    """The head-on-masked-positions path of each family gives the full model's numbers."""
+    model = _tiny_family(kind, tiny_tokenizer)
+    batch_texts, ids = texts
+    fast, _ = mlm_signal(model, tiny_tokenizer, batch_texts[:6], ids[:6], MlmSignalSettings(k=3, seed=1, max_length=64))
+    for text, sample_id, value in zip(batch_texts[:6], ids[:6], fast, strict=True):
+        content = content_positions(tiny_tokenizer, text)
+        patterns = [[content[i] for i in row] for row in random_masks(sample_id, len(content), 3, 1)]
+        assert value == pytest.approx(slow_masked_nll(model, tiny_tokenizer, text, patterns).mean(), rel=1e-5, abs=1e-5)
+
+
+def test_bf16_energy_is_close_to_fp32(tiny_bert, tiny_tokenizer, texts):
+    batch_texts, ids = texts
+    fp32, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, MlmSignalSettings(k=4))
+    bf16, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, MlmSignalSettings(k=4, precision="bf16"))
+    assert not np.array_equal(fp32, bf16)  # bf16 really ran
+    np.testing.assert_allclose(bf16, fp32, rtol=0.02)

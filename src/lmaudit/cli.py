@@ -88,6 +88,8 @@ def _signal_options(function):
                      help="Per-mask sum (Eq. 2, energy default) or mean (released code; PLL default)."),
         click.option("--seed", default=0, show_default=True, help="Mask seed."),
         click.option("--max-length", default=None, type=click.IntRange(min=3), help="Truncate to this many tokens."),
+        click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "auto"]),
+                     help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -101,7 +103,7 @@ def _signal_options(function):
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help=".csv or .parquet")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: next to --out).")
 def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
-          max_length: int | None, out: str, cache_dir: str | None) -> None:
+          max_length: int | None, precision: str, out: str, cache_dir: str | None) -> None:
     """Compute a per-sample MLM signal (nats; lower = more likely under the model)."""
     from lmaudit.data.corpus import load_corpus
     from lmaudit.pipeline import write_signal_file
@@ -109,7 +111,8 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
     from lmaudit.signals.mlm import MlmSignalSettings
 
     corpus = load_corpus(data)
-    settings = MlmSignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length)
+    settings = MlmSignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed,
+                                 max_length=max_length, precision=precision)
     cache = cache_dir or str(Path(out).parent / ".lmaudit-cache")
     values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache, progress=_progress())
     write_signal_file(values, signal, out)
@@ -129,6 +132,7 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False))
 @click.option("--k", default=None, type=click.IntRange(min=1))
 @click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll"]))
+@click.option("--precision", default=None, type=click.Choice(["fp32", "bf16", "auto"]))
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
 def audit(config_path: str | None, **options) -> None:
     """Audit a masked LM: signals of target (and reference), every attack the data allows, the report."""
@@ -136,7 +140,8 @@ def audit(config_path: str | None, **options) -> None:
     from lmaudit.pipeline import run_audit
     from lmaudit.report.build import summary_table
 
-    signal = {k: options.pop(k) for k in ("k", "signal") if options.get(k) is not None}
+    signal = {k: options.pop(k) for k in ("k", "signal", "precision") if k in options}
+    signal = {k: v for k, v in signal.items() if v is not None}
     if config_path:
         config = load_config(config_path, options)
         if signal:

@@ -23,6 +23,7 @@ class SignalConfig(BaseModel):
     seed: int = 0
     max_length: int | None = Field(None, ge=3)
     batch_tokens: int = Field(4096, ge=64)
+    precision: Literal["fp32", "bf16", "auto"] = "fp32"
 
 
 class EvaluationConfig(BaseModel):

@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lmaudit.errors import InputError
+from lmaudit.signals.heads import masked_position_logits
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 
 SignalName = Literal["mlm_energy", "mlm_pll"]
@@ -34,11 +35,14 @@ class MlmSignalSettings:
     seed: int = 0
     max_length: int | None = None
     all_masks_cap: int = 5000
+    precision: Literal["fp32", "bf16", "auto"] = "fp32"
 
-    def resolved(self) -> "MlmSignalSettings":
-        """Fill the signal's default normalisation: Eq. 2 sums (energy), A.3.2 averages (PLL)."""
+    def resolved(self, device: str = "cpu") -> "MlmSignalSettings":
+        """Fill the defaults that depend on the signal or the hardware, so stored values are keyed
+        by what was computed: normalisation (Eq. 2 sums, A.3.2 averages) and 'auto' precision."""
         normalize = self.normalize or DEFAULT_NORMALIZE[self.signal]
-        return MlmSignalSettings(**{**self.__dict__, "normalize": normalize})
+        precision = resolve_precision(self.precision, torch.device(device))
+        return MlmSignalSettings(**{**self.__dict__, "normalize": normalize, "precision": precision})
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,25 @@ def encode(tokenizer, texts: Sequence[str], sample_ids: Sequence[str], max_lengt
             truncated=len(content) < len(untruncated),
         ))
     return encoded
+
+
+def has_fast_bf16(device: torch.device) -> bool:
+    """CUDA, or a CPU with native bf16 matrix instructions (AVX512_BF16 or AMX)."""
+    if device.type == "cuda":
+        return True
+    try:
+        with open("/proc/cpuinfo") as handle:
+            flags = handle.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """'auto' becomes bf16 where the hardware has fast bf16, else fp32."""
+    if precision == "auto":
+        return "bf16" if has_fast_bf16(device) else "fp32"
+    return precision
 
 
 def model_max_length(config, tokenizer) -> int:
@@ -118,9 +141,15 @@ def score_masked_copies(
     patterns: Sequence[np.ndarray],
     batch_tokens: int = 4096,
     progress: bool = False,
+    precision: str = "fp32",
 ) -> list[np.ndarray]:
-    """Negative log-likelihood (nats) of each masked token, shape (copies, l) per sample."""
+    """Negative log-likelihood (nats) of each masked token, shape (copies, l) per sample.
+
+    The encoder runs once per batch of masked copies; the LM head only at masked positions.
+    """
     device = next(model.parameters()).device
+    logits_at = masked_position_logits(model)
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     results = [np.zeros(p.shape, dtype=np.float64) for p in patterns]
     filled = [0] * len(samples)
     total = sum(len(p) for p in patterns)
@@ -131,8 +160,9 @@ def score_masked_copies(
             cols = np.concatenate([c.positions for c in batch])
             masked = originals.clone()
             masked[rows, cols] = mask_token_id
-            logits = model(input_ids=masked.to(device), attention_mask=torch.ones_like(masked, device=device)).logits
-            picked = logits[torch.from_numpy(rows), torch.from_numpy(cols)].float()
+            with autocast:
+                picked = logits_at(masked.to(device), torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device))
+            picked = picked.float()  # log-softmax in fp32 whatever the matmul precision
             targets = originals[rows, cols].to(device)
             nll = -torch.log_softmax(picked, dim=-1).gather(1, targets[:, None])[:, 0].cpu().numpy()
             offset = 0
@@ -161,11 +191,11 @@ def mlm_signal(
     progress: bool = False,
 ) -> tuple[np.ndarray, list[EncodedSample]]:
     """The signal (nats) of each text under `model`, and the encodings (lengths, truncation)."""
-    settings = settings.resolved()
     max_length = settings.max_length or model_max_length(model.config, tokenizer)
     samples = encode(tokenizer, texts, sample_ids, max_length)
     patterns = [mask_patterns(s, settings) for s in samples]
-    token_nll = score_masked_copies(model, tokenizer.mask_token_id, samples, patterns, batch_tokens, progress)
+    settings = settings.resolved(next(model.parameters()).device.type)
+    token_nll = score_masked_copies(model, tokenizer.mask_token_id, samples, patterns, batch_tokens, progress, settings.precision)
     if settings.signal == "mlm_pll":
         values = [float(t.sum() if settings.normalize == "sum" else t.mean()) for t in token_nll]
     else:
