@@ -102,19 +102,26 @@ def _signal_options(function):
 @_signal_options
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help=".csv or .parquet")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: next to --out).")
+@click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the work.")
+@click.option("--chunk-size", default=512, show_default=True, type=click.IntRange(min=1), help="Samples per stored chunk.")
 def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
-          max_length: int | None, precision: str, out: str, cache_dir: str | None) -> None:
+          max_length: int | None, precision: str, out: str, cache_dir: str | None, shard: str | None,
+          chunk_size: int) -> None:
     """Compute a per-sample MLM signal (nats; lower = more likely under the model)."""
     from lmaudit.data.corpus import load_corpus
     from lmaudit.pipeline import write_signal_file
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.mlm import MlmSignalSettings
+    from lmaudit.signals.store import parse_shard, shard_positions
 
     corpus = load_corpus(data)
+    if shard is not None:
+        corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), parse_shard(shard))]
     settings = MlmSignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed,
                                  max_length=max_length, precision=precision)
     cache = cache_dir or str(Path(out).parent / ".lmaudit-cache")
-    values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache, progress=_progress())
+    values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache,
+                          progress=_progress(), chunk_size=chunk_size)
     write_signal_file(values, signal, out)
     click.echo(f"wrote {signal} of {len(values)} samples to {out} ({int(values['truncated'].sum())} truncated)")
 

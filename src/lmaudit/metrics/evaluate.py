@@ -15,8 +15,8 @@ from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
     balanced_subsets,
     bootstrap_auc_interval,
-    population_fit_p_value,
     clopper_pearson,
+    population_fit_p_value,
 )
 
 # Length slices of the paper's Table 3, in content tokens of the target's tokenizer: [low, high).

@@ -27,6 +27,7 @@ def model_signal(
     progress: bool = False,
     trust_remote_code: bool = False,
     label: str = "model",
+    chunk_size: int = 512,
 ) -> pd.DataFrame:
     """Columns sample_id, value (nats), n_tokens (content tokens before truncation), truncated."""
     model_dir = resolve_model_folder(model_dir)
@@ -46,4 +47,4 @@ def model_signal(
             "truncated": [e.truncated for e in encoded],
         })
 
-    return stored_signal(store, sample_ids, texts, compute, description=f"scoring {label}", progress=progress)
+    return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress)

@@ -14,9 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from lmaudit.errors import InputError
 from lmaudit.signals.mlm import MlmSignalSettings
 
 STORE_COLUMNS = ["sample_id", "text_sha256", "value", "n_tokens", "truncated"]
@@ -55,6 +57,25 @@ class SignalStore:
         temporary = final.with_suffix(".tmp")
         rows[STORE_COLUMNS].to_parquet(temporary, index=False)
         os.replace(temporary, final)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'i/N' -> (i, N), with 0 <= i < N."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise InputError(f"--shard {text}: expected i/N, e.g. 0/4") from None
+    if not 0 <= index < count:
+        raise InputError(f"--shard {text}: need 0 <= i < N")
+    return index, count
+
+
+def shard_positions(texts: list[str], sample_ids: list[str], shard: tuple[int, int]) -> np.ndarray:
+    """Positions of shard i of N: samples sorted by length, then dealt round-robin, so the N parts are
+    disjoint, cover everything and carry about the same amount of work."""
+    index, count = shard
+    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), sample_ids[i]))
+    return np.sort(np.asarray(order[index::count], dtype=np.int64))
 
 
 def stored_signal(
