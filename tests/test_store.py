@@ -93,3 +93,25 @@ def test_hub_id_resolves_from_the_local_cache_only(tiny_model_dirs, notes, tmp_p
     pd.testing.assert_frame_equal(from_hub, from_folder)
     with pytest.raises(InputError, match="local Hugging Face cache"):
         resolve_model_folder("clinic/not-there")
+
+
+def test_target_and_reference_on_the_same_batches_equal_separate_scoring(tiny_model_dirs, notes, tmp_path):
+    from lmaudit.signals.compute import model_signals
+
+    ids, texts = notes["sample_id"].tolist()[:8], notes["text"].tolist()[:8]
+    settings = MlmSignalSettings(k=3)
+    joint = model_signals({"target": tiny_model_dirs[0], "reference": tiny_model_dirs[1]}, ids, texts, settings, tmp_path / "joint")
+    for name, folder in zip(("target", "reference"), tiny_model_dirs, strict=True):
+        alone = model_signal(folder, ids, texts, settings, tmp_path / f"alone-{name}")
+        pd.testing.assert_frame_equal(joint[name], alone, check_exact=True)
+    # A reference already stored is not scored again when audited with another target.
+    parts = {p for p in (tmp_path / "joint").rglob("part-*.parquet")}
+    reference_parts = {p for p in parts if p.parent.parent.name.startswith(model_fingerprint_prefix(tiny_model_dirs[1]))}
+    model_signals({"target": tiny_model_dirs[1], "reference": tiny_model_dirs[1]}, ids, texts, settings, tmp_path / "joint")
+    assert reference_parts and {p for p in (tmp_path / "joint").rglob("part-*.parquet")} == parts
+
+
+def model_fingerprint_prefix(folder):
+    from lmaudit.models.load import model_fingerprint
+
+    return model_fingerprint(folder)[:16]

@@ -79,22 +79,18 @@ def _finish(out: str | Path, config: dict, signals: pd.DataFrame, signal: str, e
 
 def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     """Audit from models: compute (or reuse) the signals, run every attack, write the report."""
-    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.compute import model_signals
     from lmaudit.signals.mlm import MlmSignalSettings
 
     corpus = load_audit_corpus(config.role_files())
     scored = corpus[corpus["role"].isin(["member", "nonmember", "population", "calibration_member"])].reset_index(drop=True)
     signal_settings = MlmSignalSettings(**config.signal.model_dump(exclude={"batch_tokens"}))
     cache = config.cache_dir or str(Path(config.out) / "cache")
-    models = {"target": config.target, "reference": config.reference}
+    models = {name: path for name, path in (("target", config.target), ("reference", config.reference)) if path}
     signals = scored[["sample_id", "role", "group_id", "subgroup_id"]].copy()
-    for name, model_dir in models.items():
-        if model_dir is None:
-            continue
-        values = model_signal(
-            model_dir, scored["sample_id"].tolist(), scored["text"].tolist(), signal_settings, cache,
-            config.signal.batch_tokens, progress, config.trust_remote_code, label=name,
-        )
+    per_model = model_signals(models, scored["sample_id"].tolist(), scored["text"].tolist(), signal_settings, cache,
+                              config.signal.batch_tokens, progress, config.trust_remote_code)
+    for name, values in per_model.items():
         signals[name] = values["value"].to_numpy()
         if name == "target":
             signals["length"] = values["n_tokens"].to_numpy()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +27,26 @@ class LoadedModel:
 def model_fingerprint(path: str | Path) -> str:
     """SHA-256 over the weights, config and tokenizer files of a model folder (hex)."""
     folder = Path(path)
-    digest = hashlib.sha256()
     names = sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name in FINGERPRINT_FILES)
-    for name in names:
+    return _files_digest(folder, _stat_key(folder, names))
+
+
+def tokenizer_fingerprint(path: str | Path) -> str:
+    """SHA-256 over a model folder's tokenizer files: equal for two models that tokenize alike."""
+    folder = Path(path)
+    names = sorted(p.name for p in folder.iterdir() if p.name in FINGERPRINT_FILES and p.name != "config.json")
+    return _files_digest(folder, _stat_key(folder, names))
+
+
+def _stat_key(folder: Path, names: list[str]) -> tuple:
+    return tuple((name, (folder / name).stat().st_size, (folder / name).stat().st_mtime_ns) for name in names)
+
+
+@functools.lru_cache(maxsize=64)
+def _files_digest(folder: Path, files: tuple) -> str:
+    """Hash of the named files; cached on (name, size, mtime) so a large model is read once per process."""
+    digest = hashlib.sha256()
+    for name, _, _ in files:
         digest.update(name.encode())
         with open(folder / name, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):

@@ -12,9 +12,10 @@ from lmaudit.models.load import (
     load_masked_lm,
     model_fingerprint,
     resolve_model_folder,
+    tokenizer_fingerprint,
 )
-from lmaudit.signals.mlm import MlmSignalSettings, mlm_signal
-from lmaudit.signals.store import SignalStore, stored_signal
+from lmaudit.signals.mlm import MlmSignalSettings, mlm_signal, mlm_signals
+from lmaudit.signals.store import SignalStore, stored_signal, stored_signals
 
 
 def model_signal(
@@ -41,10 +42,42 @@ def model_signal(
             loaded.append(load_masked_lm(model_dir, trust_remote_code=trust_remote_code))
         model = loaded[0]
         values, encoded = mlm_signal(model.model, model.tokenizer, chunk_texts, ids, settings, batch_tokens, progress)
-        return pd.DataFrame({
-            "value": values,
-            "n_tokens": [e.n_tokens for e in encoded],
-            "truncated": [e.truncated for e in encoded],
-        })
+        return _frame(values, encoded)
 
     return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress)
+
+
+def _frame(values, encoded) -> pd.DataFrame:
+    return pd.DataFrame({"value": values, "n_tokens": [e.n_tokens for e in encoded], "truncated": [e.truncated for e in encoded]})
+
+
+def model_signals(
+    model_dirs: dict[str, str | Path],
+    sample_ids: list[str],
+    texts: list[str],
+    settings: MlmSignalSettings,
+    cache_dir: str | Path,
+    batch_tokens: int = 4096,
+    progress: bool = False,
+    trust_remote_code: bool = False,
+) -> dict[str, pd.DataFrame]:
+    """model_signal for several models; when they share a tokenizer, samples that none of them has
+    stored are scored on the same batches (each batch of masked copies built once, run through each)."""
+    folders = {name: resolve_model_folder(path) for name, path in model_dirs.items()}
+    for folder in folders.values():
+        check_model_folder(folder)
+    settings = settings.resolved()
+    if len(folders) > 1 and len({tokenizer_fingerprint(f) for f in folders.values()}) == 1:
+        stores = [SignalStore(cache_dir, model_fingerprint(f), settings) for f in folders.values()]
+        loaded: list[LoadedModel] = []
+
+        def compute(ids: list[str], chunk_texts: list[str]) -> list[pd.DataFrame]:
+            if not loaded:
+                loaded.extend(load_masked_lm(f, trust_remote_code=trust_remote_code) for f in folders.values())
+            values, encoded = mlm_signals([m.model for m in loaded], loaded[0].tokenizer, chunk_texts, ids, settings,
+                                          batch_tokens, progress)
+            return [_frame(v, encoded) for v in values]
+
+        stored_signals(stores, sample_ids, texts, compute, description=f"scoring {' and '.join(folders)}", progress=progress)
+    return {name: model_signal(folder, sample_ids, texts, settings, cache_dir, batch_tokens, progress, trust_remote_code, name)
+            for name, folder in folders.items()}

@@ -133,7 +133,6 @@ def _batches(samples: Sequence[EncodedSample], patterns: Sequence[np.ndarray], b
             yield copies[start : start + per_batch]
 
 
-@torch.inference_mode()
 def score_masked_copies(
     model: torch.nn.Module,
     mask_token_id: int,
@@ -147,10 +146,24 @@ def score_masked_copies(
 
     The encoder runs once per batch of masked copies; the LM head only at masked positions.
     """
-    device = next(model.parameters()).device
-    logits_at = masked_position_logits(model)
-    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-    results = [np.zeros(p.shape, dtype=np.float64) for p in patterns]
+    return score_masked_copies_with_models([model], mask_token_id, samples, patterns, batch_tokens, progress, precision)[0]
+
+
+@torch.inference_mode()
+def score_masked_copies_with_models(
+    models: Sequence[torch.nn.Module],
+    mask_token_id: int,
+    samples: Sequence[EncodedSample],
+    patterns: Sequence[np.ndarray],
+    batch_tokens: int = 4096,
+    progress: bool = False,
+    precision: str = "fp32",
+) -> list[list[np.ndarray]]:
+    """score_masked_copies for several models sharing a tokenizer: each batch is built once and run
+    through every model (target and reference on the same batches). Result [model][sample]."""
+    devices = [next(m.parameters()).device for m in models]
+    logits_at = [masked_position_logits(m) for m in models]
+    results = [[np.zeros(p.shape, dtype=np.float64) for p in patterns] for _ in models]
     filled = [0] * len(samples)
     total = sum(len(p) for p in patterns)
     with tqdm(total=total, desc="masked copies", unit="copy", disable=not progress or None, leave=False) as bar:
@@ -160,17 +173,22 @@ def score_masked_copies(
             cols = np.concatenate([c.positions for c in batch])
             masked = originals.clone()
             masked[rows, cols] = mask_token_id
-            with autocast:
-                picked = logits_at(masked.to(device), torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device))
-            picked = picked.float()  # log-softmax in fp32 whatever the matmul precision
-            targets = originals[rows, cols].to(device)
-            nll = -torch.log_softmax(picked, dim=-1).gather(1, targets[:, None])[:, 0].cpu().numpy()
-            offset = 0
+            targets = originals[rows, cols]
+            slots = []  # which row of its sample's result each copy fills
             for copy in batch:
-                size = len(copy.positions)
-                results[copy.sample_index][filled[copy.sample_index]] = nll[offset : offset + size]
+                slots.append(filled[copy.sample_index])
                 filled[copy.sample_index] += 1
-                offset += size
+            for model_results, device, logits_of in zip(results, devices, logits_at, strict=True):
+                autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+                with autocast:
+                    picked = logits_of(masked.to(device), torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device))
+                log_probs = torch.log_softmax(picked.float(), dim=-1)  # fp32 whatever the matmul precision
+                nll = -log_probs.gather(1, targets.to(device)[:, None])[:, 0].cpu().numpy()
+                offset = 0
+                for copy, slot in zip(batch, slots, strict=True):
+                    size = len(copy.positions)
+                    model_results[copy.sample_index][slot] = nll[offset : offset + size]
+                    offset += size
             bar.update(len(batch))
     return results
 
@@ -191,13 +209,30 @@ def mlm_signal(
     progress: bool = False,
 ) -> tuple[np.ndarray, list[EncodedSample]]:
     """The signal (nats) of each text under `model`, and the encodings (lengths, truncation)."""
-    max_length = settings.max_length or model_max_length(model.config, tokenizer)
+    values, samples = mlm_signals([model], tokenizer, texts, sample_ids, settings, batch_tokens, progress)
+    return values[0], samples
+
+
+def mlm_signals(
+    models: Sequence[torch.nn.Module],
+    tokenizer,
+    texts: Sequence[str],
+    sample_ids: Sequence[str],
+    settings: MlmSignalSettings,
+    batch_tokens: int = 4096,
+    progress: bool = False,
+) -> tuple[list[np.ndarray], list[EncodedSample]]:
+    """The signal of each text under each of several models that share `tokenizer`, on the same batches."""
+    settings = settings.resolved(next(models[0].parameters()).device.type)
+    max_length = settings.max_length or min(model_max_length(m.config, tokenizer) for m in models)
     samples = encode(tokenizer, texts, sample_ids, max_length)
     patterns = [mask_patterns(s, settings) for s in samples]
-    settings = settings.resolved(next(model.parameters()).device.type)
-    token_nll = score_masked_copies(model, tokenizer.mask_token_id, samples, patterns, batch_tokens, progress, settings.precision)
-    if settings.signal == "mlm_pll":
-        values = [float(t.sum() if settings.normalize == "sum" else t.mean()) for t in token_nll]
-    else:
-        values = [aggregate_energy(t, settings.normalize) for t in token_nll]
-    return np.asarray(values), samples
+    per_model = score_masked_copies_with_models(models, tokenizer.mask_token_id, samples, patterns, batch_tokens,
+                                                progress, settings.precision)
+    values = []
+    for token_nll in per_model:
+        if settings.signal == "mlm_pll":
+            values.append(np.asarray([float(t.sum() if settings.normalize == "sum" else t.mean()) for t in token_nll]))
+        else:
+            values.append(np.asarray([aggregate_energy(t, settings.normalize) for t in token_nll]))
+    return values, samples

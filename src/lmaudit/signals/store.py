@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -78,6 +78,34 @@ def shard_positions(texts: list[str], sample_ids: list[str], shard: tuple[int, i
     return np.sort(np.asarray(order[index::count], dtype=np.int64))
 
 
+def stored_signals(
+    stores: Sequence[SignalStore],
+    sample_ids: list[str],
+    texts: list[str],
+    compute: Callable[[list[str], list[str]], list[pd.DataFrame]],
+    chunk_size: int = 512,
+    description: str = "scoring",
+    progress: bool = False,
+) -> list[pd.DataFrame]:
+    """Values for every sample from each store, computing in chunks (each stored at once) the samples
+    missing from all of them; samples missing from only some stay missing (NaN) for the caller.
+
+    `compute(ids, texts)` returns one frame per store, columns value, n_tokens, truncated.
+    """
+    wanted = pd.DataFrame({"sample_id": sample_ids, "text_sha256": [text_hash(t) for t in texts], "text": texts})
+    keys = ["sample_id", "text_sha256"]
+    missing_everywhere = pd.Series(True, index=wanted.index)
+    for store in stores:
+        missing_everywhere &= wanted.merge(store.load(), on=keys, how="left")["value"].isna()
+    missing = wanted[missing_everywhere.to_numpy()]
+    for start in tqdm(range(0, len(missing), chunk_size), desc=description, unit="chunk", disable=not progress or None):
+        part = missing.iloc[start : start + chunk_size]
+        for store, computed in zip(stores, compute(part["sample_id"].tolist(), part["text"].tolist()), strict=True):
+            store.append(pd.concat([part[keys].reset_index(drop=True), computed.reset_index(drop=True)], axis=1))
+    return [wanted.merge(store.load(), on=keys, how="left")[["sample_id", "value", "n_tokens", "truncated"]]
+            for store in stores]
+
+
 def stored_signal(
     store: SignalStore,
     sample_ids: list[str],
@@ -87,19 +115,6 @@ def stored_signal(
     description: str = "scoring",
     progress: bool = False,
 ) -> pd.DataFrame:
-    """Values for every sample, computing (in chunks, each stored) only those not yet stored.
-
-    `compute(ids, texts)` returns a frame with columns value, n_tokens, truncated, one row per id.
-    """
-    wanted = pd.DataFrame({"sample_id": sample_ids, "text_sha256": [text_hash(t) for t in texts], "text": texts})
-    stored = store.load()
-    merged = wanted.merge(stored, on=["sample_id", "text_sha256"], how="left")
-    missing = merged[merged["value"].isna()]
-    chunks = range(0, len(missing), chunk_size)
-    for start in tqdm(chunks, desc=description, unit="chunk", disable=not progress or None):
-        part = missing.iloc[start : start + chunk_size]
-        computed = compute(part["sample_id"].tolist(), part["text"].tolist())
-        store.append(pd.concat([part[["sample_id", "text_sha256"]].reset_index(drop=True), computed.reset_index(drop=True)], axis=1))
-    if len(missing):
-        merged = wanted.merge(store.load(), on=["sample_id", "text_sha256"], how="left")
-    return merged[["sample_id", "value", "n_tokens", "truncated"]].reset_index(drop=True)
+    """Values for every sample, computing (in chunks, each stored) only those not yet stored."""
+    return stored_signals([store], sample_ids, texts, lambda ids, chunk: [compute(ids, chunk)], chunk_size,
+                          description, progress)[0]
