@@ -126,3 +126,12 @@ def test_bad_yaml_field(tmp_path):
     config.write_text(json.dumps({"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": "o", "signal": {"k": 0}}))
     code, output = run("audit", "--config", config)
     assert_one_line_error(code, output, "audit.yaml", "signal.k")
+
+
+def test_cuda_requested_without_a_gpu(files, tiny_model_dirs, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, output = run("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--device", "cuda",
+                       "--out", tmp_path / "e.csv")
+    assert_one_line_error(code, output, "--device cuda", "no CUDA GPU")

@@ -90,6 +90,8 @@ def _signal_options(function):
         click.option("--max-length", default=None, type=click.IntRange(min=3), help="Truncate to this many tokens."),
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "auto"]),
                      help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
+        click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda", "auto"]),
+                     help="Where the models run; auto = cuda when available."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -105,13 +107,14 @@ def _signal_options(function):
 @click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the work.")
 @click.option("--chunk-size", default=512, show_default=True, type=click.IntRange(min=1), help="Samples per stored chunk.")
 def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
-          max_length: int | None, precision: str, out: str, cache_dir: str | None, shard: str | None,
+          max_length: int | None, precision: str, device: str, out: str, cache_dir: str | None, shard: str | None,
           chunk_size: int) -> None:
     """Compute a per-sample MLM signal (nats; lower = more likely under the model)."""
     from lmaudit.data.corpus import load_corpus
     from lmaudit.pipeline import write_signal_file
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.mlm import MlmSignalSettings
+    from lmaudit.models.load import resolve_device
     from lmaudit.signals.store import parse_shard, shard_positions
 
     corpus = load_corpus(data)
@@ -121,7 +124,7 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
                                  max_length=max_length, precision=precision)
     cache = cache_dir or str(Path(out).parent / ".lmaudit-cache")
     values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache,
-                          progress=_progress(), chunk_size=chunk_size)
+                          progress=_progress(), chunk_size=chunk_size, device=resolve_device(device))
     write_signal_file(values, signal, out)
     click.echo(f"wrote {signal} of {len(values)} samples to {out} ({int(values['truncated'].sum())} truncated)")
 
@@ -140,6 +143,7 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
 @click.option("--k", default=None, type=click.IntRange(min=1))
 @click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll"]))
 @click.option("--precision", default=None, type=click.Choice(["fp32", "bf16", "auto"]))
+@click.option("--device", default=None, type=click.Choice(["cpu", "cuda", "auto"]), help="Where the models run.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
 def audit(config_path: str | None, **options) -> None:
     """Audit a masked LM: signals of target (and reference), every attack the data allows, the report."""

@@ -54,6 +54,7 @@ class AuditConfig(BaseModel):
     evaluation: EvaluationConfig = EvaluationConfig()
     include_text: bool = False
     trust_remote_code: bool = False
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
 
     @model_validator(mode="after")
     def _roles_given_once(self) -> "AuditConfig":

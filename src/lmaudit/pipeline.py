@@ -79,6 +79,7 @@ def _finish(out: str | Path, config: dict, signals: pd.DataFrame, signal: str, e
 
 def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     """Audit from models: compute (or reuse) the signals, run every attack, write the report."""
+    from lmaudit.models.load import resolve_device
     from lmaudit.signals.compute import model_signals
     from lmaudit.signals.mlm import MlmSignalSettings
 
@@ -88,15 +89,16 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     cache = config.cache_dir or str(Path(config.out) / "cache")
     models = {name: path for name, path in (("target", config.target), ("reference", config.reference)) if path}
     signals = scored[["sample_id", "role", "group_id", "subgroup_id"]].copy()
+    device = resolve_device(config.device)
     per_model = model_signals(models, scored["sample_id"].tolist(), scored["text"].tolist(), signal_settings, cache,
-                              config.signal.batch_tokens, progress, config.trust_remote_code)
+                              config.signal.batch_tokens, progress, config.trust_remote_code, device)
     for name, values in per_model.items():
         signals[name] = values["value"].to_numpy()
         if name == "target":
             signals["length"] = values["n_tokens"].to_numpy()
             signals["truncated"] = values["truncated"].to_numpy()
     texts = scored["text"] if config.include_text else None
-    return _finish(config.out, config.model_dump(), signals, config.signal.signal, config.evaluation, texts)
+    return _finish(config.out, config.model_dump(), signals, config.signal.signal, config.evaluation, texts, device)
 
 
 SCORES_COLUMNS = ("sample_id", "role", "target_loss")

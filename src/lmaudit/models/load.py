@@ -70,6 +70,17 @@ def resolve_model_folder(name: str | Path) -> Path:
         ) from None
 
 
+def resolve_device(device: str) -> str:
+    """'auto' -> cuda when available, else cpu; 'cuda' without a GPU is a user error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA GPU is visible to torch here; use --device cpu or auto")
+    return device
+
+
 def check_model_folder(path: Path) -> None:
     """Refuse a model folder that is missing, has no config or has no safetensors weights."""
     if not path.is_dir():

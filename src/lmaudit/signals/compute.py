@@ -29,17 +29,18 @@ def model_signal(
     trust_remote_code: bool = False,
     label: str = "model",
     chunk_size: int = 512,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """Columns sample_id, value (nats), n_tokens (content tokens before truncation), truncated."""
     model_dir = resolve_model_folder(model_dir)
     check_model_folder(model_dir)
-    settings = settings.resolved()
+    settings = settings.resolved(device)
     store = SignalStore(cache_dir, model_fingerprint(model_dir), settings)
     loaded: list[LoadedModel] = []
 
     def compute(ids: list[str], chunk_texts: list[str]) -> pd.DataFrame:
         if not loaded:
-            loaded.append(load_masked_lm(model_dir, trust_remote_code=trust_remote_code))
+            loaded.append(load_masked_lm(model_dir, device=device, trust_remote_code=trust_remote_code))
         model = loaded[0]
         values, encoded = mlm_signal(model.model, model.tokenizer, chunk_texts, ids, settings, batch_tokens, progress)
         return _frame(values, encoded)
@@ -60,24 +61,26 @@ def model_signals(
     batch_tokens: int = 4096,
     progress: bool = False,
     trust_remote_code: bool = False,
+    device: str = "cpu",
 ) -> dict[str, pd.DataFrame]:
     """model_signal for several models; when they share a tokenizer, samples that none of them has
     stored are scored on the same batches (each batch of masked copies built once, run through each)."""
     folders = {name: resolve_model_folder(path) for name, path in model_dirs.items()}
     for folder in folders.values():
         check_model_folder(folder)
-    settings = settings.resolved()
+    settings = settings.resolved(device)
     if len(folders) > 1 and len({tokenizer_fingerprint(f) for f in folders.values()}) == 1:
         stores = [SignalStore(cache_dir, model_fingerprint(f), settings) for f in folders.values()]
         loaded: list[LoadedModel] = []
 
         def compute(ids: list[str], chunk_texts: list[str]) -> list[pd.DataFrame]:
             if not loaded:
-                loaded.extend(load_masked_lm(f, trust_remote_code=trust_remote_code) for f in folders.values())
+                loaded.extend(load_masked_lm(f, device=device, trust_remote_code=trust_remote_code) for f in folders.values())
             values, encoded = mlm_signals([m.model for m in loaded], loaded[0].tokenizer, chunk_texts, ids, settings,
                                           batch_tokens, progress)
             return [_frame(v, encoded) for v in values]
 
         stored_signals(stores, sample_ids, texts, compute, description=f"scoring {' and '.join(folders)}", progress=progress)
-    return {name: model_signal(folder, sample_ids, texts, settings, cache_dir, batch_tokens, progress, trust_remote_code, name)
+    return {name: model_signal(folder, sample_ids, texts, settings, cache_dir, batch_tokens, progress, trust_remote_code,
+                               name, device=device)
             for name, folder in folders.items()}
