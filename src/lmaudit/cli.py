@@ -111,10 +111,10 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
           chunk_size: int) -> None:
     """Compute a per-sample MLM signal (nats; lower = more likely under the model)."""
     from lmaudit.data.corpus import load_corpus
+    from lmaudit.models.load import resolve_device
     from lmaudit.pipeline import write_signal_file
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.mlm import MlmSignalSettings
-    from lmaudit.models.load import resolve_device
     from lmaudit.signals.store import parse_shard, shard_positions
 
     corpus = load_corpus(data)
