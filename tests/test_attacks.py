@@ -94,3 +94,19 @@ def test_group_level_needs_group_ids():
     attacks, skipped = build_attacks(table, "mlm_energy")
     assert all(a.level == "sample" for a in attacks)
     assert any(s["level"] == "group" for s in skipped)
+
+
+def test_subgroup_and_group_scores_are_means_over_hand_made_groups():
+    """Admissions (subgroups) nest in patients (groups); each level scores the mean of its samples."""
+    table = pd.DataFrame({
+        "sample_id": ["a", "b", "c", "d", "e", "f", "g", "h"],
+        "role": ["member"] * 4 + ["nonmember"] * 4,
+        "group_id": ["p1", "p1", "p1", "p2", "p3", "p3", "p4", "p4"],
+        "subgroup_id": ["p1-a1", "p1-a1", "p1-a2", "p2-a1", "p3-a1", "p3-a1", "p4-a1", "p4-a2"],
+        "length": 25, "target": [1.0, 3.0, 5.0, 2.0, 4.0, 6.0, 7.0, 9.0],
+    })
+    attacks, _ = build_attacks(table, "clm_loss")
+    subgroup = by_name(attacks, "loss", "subgroup").frame.set_index("id")["score"].to_dict()
+    group = by_name(attacks, "loss", "group").frame.set_index("id")["score"].to_dict()
+    assert subgroup == {"p1-a1": -2.0, "p1-a2": -5.0, "p2-a1": -2.0, "p3-a1": -5.0, "p4-a1": -7.0, "p4-a2": -9.0}
+    assert group == {"p1": -3.0, "p2": -2.0, "p3": -5.0, "p4": -8.0}

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from lmaudit.cli import main
 from lmaudit.models.load import load_masked_lm
-from lmaudit.signals.mlm import MlmSignalSettings, mlm_signal
+from lmaudit.signals.mlm import SignalSettings, mlm_signal
 
 
 def invoke(*args):
@@ -38,7 +38,7 @@ def test_score_writes_the_signal_per_sample(tiny_model_dirs, notes, tmp_path):
     assert written.columns.tolist() == ["sample_id", "mlm_energy"]
     loaded = load_masked_lm(tiny_model_dirs[0])
     expected, _ = mlm_signal(loaded.model, loaded.tokenizer, notes["text"].head(5).tolist(),
-                             notes["sample_id"].head(5).tolist(), MlmSignalSettings(k=3, seed=4))
+                             notes["sample_id"].head(5).tolist(), SignalSettings(k=3, seed=4))
     np.testing.assert_allclose(written["mlm_energy"].to_numpy(), expected, rtol=1e-6)
     invoke("score", "--model", tiny_model_dirs[0], "--data", data, "--signal", "mlm_pll", "--out", tmp_path / "pll.parquet")
     assert pd.read_parquet(tmp_path / "pll.parquet").columns.tolist() == ["sample_id", "mlm_pll"]

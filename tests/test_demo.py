@@ -32,7 +32,7 @@ def test_report_json_follows_the_design_schema(demo_run):
     assert {"member", "nonmember", "population", "calibration_member"} <= set(report["data"]["counts"])
     assert report["data"]["truncated"] == 0
     levels = {(r["attack"], r["level"]) for r in report["results"]}
-    assert levels == {("loss", "sample"), ("likelihood_ratio", "sample"), ("loss", "group"), ("likelihood_ratio", "group")}
+    assert levels == {(attack, level) for attack in ("loss", "likelihood_ratio") for level in ("sample", "subgroup", "group")}
     slices = {r["slice"] for r in report["results"] if r["level"] == "sample"}
     assert slices == {"all", "length:short", "length:long"}
     for result in report["results"]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lmaudit.signals.masks import mask_size, random_masks
-from lmaudit.signals.mlm import MlmSignalSettings, encode, mlm_signal
+from lmaudit.signals.mlm import SignalSettings, encode, mlm_signal
 
 
 def slow_masked_nll(model, tokenizer, text, positions_list):
@@ -36,7 +36,7 @@ def texts(notes):
 @pytest.mark.parametrize("normalize", ["sum", "mean"])
 def test_energy_equals_slow_reference(tiny_bert, tiny_tokenizer, texts, normalize):
     batch_texts, ids = texts
-    settings = MlmSignalSettings(k=5, seed=11, normalize=normalize)
+    settings = SignalSettings(k=5, seed=11, normalize=normalize)
     fast, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings)
     for text, sample_id, value in zip(batch_texts, ids, fast):
         content = content_positions(tiny_tokenizer, text)
@@ -49,7 +49,7 @@ def test_energy_equals_slow_reference(tiny_bert, tiny_tokenizer, texts, normaliz
 
 def test_all_masks_equals_brute_force_over_every_subset(tiny_bert, tiny_tokenizer):
     text = "bp 120/80 hr 88 stable"
-    fast, encoded = mlm_signal(tiny_bert, tiny_tokenizer, [text], ["s"], MlmSignalSettings(masks="all"))
+    fast, encoded = mlm_signal(tiny_bert, tiny_tokenizer, [text], ["s"], SignalSettings(masks="all"))
     content = content_positions(tiny_tokenizer, text)
     subsets = list(itertools.combinations(content, mask_size(len(content))))
     assert len(subsets) > 5
@@ -59,7 +59,7 @@ def test_all_masks_equals_brute_force_over_every_subset(tiny_bert, tiny_tokenize
 
 def test_pll_equals_mean_of_single_token_masks(tiny_bert, tiny_tokenizer, texts):
     batch_texts, ids = texts
-    fast, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[:4], ids[:4], MlmSignalSettings(signal="mlm_pll"))
+    fast, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[:4], ids[:4], SignalSettings(signal="mlm_pll"))
     for text, value in zip(batch_texts[:4], fast):
         content = content_positions(tiny_tokenizer, text)
         expected = slow_masked_nll(tiny_bert, tiny_tokenizer, text, [[p] for p in content]).mean()
@@ -68,7 +68,7 @@ def test_pll_equals_mean_of_single_token_masks(tiny_bert, tiny_tokenizer, texts)
 
 def test_energy_is_unchanged_by_batch_size_and_order(tiny_bert, tiny_tokenizer, texts):
     batch_texts, ids = texts
-    settings = MlmSignalSettings(k=4, seed=2)
+    settings = SignalSettings(k=4, seed=2)
     big, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings, batch_tokens=100_000)
     small, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings, batch_tokens=64)
     reversed_values, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[::-1], ids[::-1], settings, batch_tokens=300)
@@ -81,7 +81,7 @@ def test_target_and_reference_see_the_same_masks(tiny_tokenizer, texts):
     from lmaudit.signals.mlm import mask_patterns
 
     batch_texts, ids = texts
-    settings = MlmSignalSettings(k=6, seed=9).resolved()
+    settings = SignalSettings(k=6, seed=9).resolved()
     first = [mask_patterns(s, settings) for s in encode(tiny_tokenizer, batch_texts, ids, 64)]
     second = [mask_patterns(s, settings) for s in encode(tiny_tokenizer, batch_texts[::-1], ids[::-1], 64)][::-1]
     for a, b in zip(first, second):
@@ -90,7 +90,7 @@ def test_target_and_reference_see_the_same_masks(tiny_tokenizer, texts):
 
 def test_truncation_is_recorded(tiny_bert, tiny_tokenizer):
     long_text = " ".join(["hypertension"] * 200)
-    _, encoded = mlm_signal(tiny_bert, tiny_tokenizer, [long_text, "stable"], ["a", "b"], MlmSignalSettings(k=1, max_length=32))
+    _, encoded = mlm_signal(tiny_bert, tiny_tokenizer, [long_text, "stable"], ["a", "b"], SignalSettings(k=1, max_length=32))
     assert [e.truncated for e in encoded] == [True, False]
     assert len(encoded[0].input_ids) == 32 and encoded[0].n_tokens >= 200
 
@@ -114,7 +114,7 @@ def test_roberta_and_distilbert_energy_equals_slow_reference(tiny_tokenizer, tex
     """The head-on-masked-positions path of each family gives the full model's numbers."""
     model = _tiny_family(kind, tiny_tokenizer)
     batch_texts, ids = texts
-    fast, _ = mlm_signal(model, tiny_tokenizer, batch_texts[:6], ids[:6], MlmSignalSettings(k=3, seed=1, max_length=64))
+    fast, _ = mlm_signal(model, tiny_tokenizer, batch_texts[:6], ids[:6], SignalSettings(k=3, seed=1, max_length=64))
     for text, sample_id, value in zip(batch_texts[:6], ids[:6], fast, strict=True):
         content = content_positions(tiny_tokenizer, text)
         patterns = [[content[i] for i in row] for row in random_masks(sample_id, len(content), 3, 1)]
@@ -123,7 +123,7 @@ def test_roberta_and_distilbert_energy_equals_slow_reference(tiny_tokenizer, tex
 
 def test_bf16_energy_is_close_to_fp32(tiny_bert, tiny_tokenizer, texts):
     batch_texts, ids = texts
-    fp32, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, MlmSignalSettings(k=4))
-    bf16, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, MlmSignalSettings(k=4, precision="bf16"))
+    fp32, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, SignalSettings(k=4))
+    bf16, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, SignalSettings(k=4, precision="bf16"))
     assert not np.array_equal(fp32, bf16)  # bf16 really ran
     np.testing.assert_allclose(bf16, fp32, rtol=0.02)

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from lmaudit.signals.compute import model_signal
-from lmaudit.signals.mlm import MlmSignalSettings
+from lmaudit.signals.mlm import SignalSettings
 from lmaudit.signals.store import SignalStore, stored_signal
 
 
@@ -19,7 +19,7 @@ def fake_compute(calls):
 def test_interrupted_run_resumes_without_recomputing(tmp_path):
     ids = [f"s{i}" for i in range(10)]
     texts = [f"text number {i}" * (i + 1) for i in range(10)]
-    store = SignalStore(tmp_path, "f" * 64, MlmSignalSettings())
+    store = SignalStore(tmp_path, "f" * 64, SignalSettings())
     calls = []
 
     def crash_on_second_chunk(chunk_ids, chunk_texts):
@@ -33,12 +33,12 @@ def test_interrupted_run_resumes_without_recomputing(tmp_path):
     calls.clear()
     resumed = stored_signal(store, ids, texts, fake_compute(calls), chunk_size=4)
     assert calls == [ids[4:8], ids[8:]]
-    uninterrupted = stored_signal(SignalStore(tmp_path / "fresh", "f" * 64, MlmSignalSettings()), ids, texts, fake_compute([]), chunk_size=4)
+    uninterrupted = stored_signal(SignalStore(tmp_path / "fresh", "f" * 64, SignalSettings()), ids, texts, fake_compute([]), chunk_size=4)
     pd.testing.assert_frame_equal(resumed, uninterrupted)
 
 
 def test_changed_text_under_the_same_id_is_recomputed(tmp_path):
-    store = SignalStore(tmp_path, "f" * 64, MlmSignalSettings())
+    store = SignalStore(tmp_path, "f" * 64, SignalSettings())
     calls = []
     stored_signal(store, ["a", "b"], ["one", "two"], fake_compute(calls))
     calls.clear()
@@ -48,14 +48,14 @@ def test_changed_text_under_the_same_id_is_recomputed(tmp_path):
 
 
 def test_settings_and_models_have_separate_stores(tmp_path):
-    base = SignalStore(tmp_path, "a" * 64, MlmSignalSettings(k=10)).folder
-    assert SignalStore(tmp_path, "a" * 64, MlmSignalSettings(k=5)).folder != base
-    assert SignalStore(tmp_path, "b" * 64, MlmSignalSettings(k=10)).folder != base
+    base = SignalStore(tmp_path, "a" * 64, SignalSettings(k=10)).folder
+    assert SignalStore(tmp_path, "a" * 64, SignalSettings(k=5)).folder != base
+    assert SignalStore(tmp_path, "b" * 64, SignalSettings(k=10)).folder != base
 
 
 def test_model_signal_reuses_the_store_and_matches_direct_scoring(tiny_model_dirs, notes, tmp_path):
     ids, texts = notes["sample_id"].tolist()[:6], notes["text"].tolist()[:6]
-    settings = MlmSignalSettings(k=3)
+    settings = SignalSettings(k=3)
     first = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
     parts = sorted(tmp_path.rglob("part-*.parquet"))
     second = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
@@ -88,8 +88,8 @@ def test_hub_id_resolves_from_the_local_cache_only(tiny_model_dirs, notes, tmp_p
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     assert resolve_model_folder("clinic/tiny-bert") == snapshot
     ids, texts = notes["sample_id"].tolist()[:3], notes["text"].tolist()[:3]
-    from_hub = model_signal("clinic/tiny-bert", ids, texts, MlmSignalSettings(k=2), tmp_path / "cache")
-    from_folder = model_signal(tiny_model_dirs[0], ids, texts, MlmSignalSettings(k=2), tmp_path / "cache")
+    from_hub = model_signal("clinic/tiny-bert", ids, texts, SignalSettings(k=2), tmp_path / "cache")
+    from_folder = model_signal(tiny_model_dirs[0], ids, texts, SignalSettings(k=2), tmp_path / "cache")
     pd.testing.assert_frame_equal(from_hub, from_folder)
     with pytest.raises(InputError, match="local Hugging Face cache"):
         resolve_model_folder("clinic/not-there")
@@ -99,7 +99,7 @@ def test_target_and_reference_on_the_same_batches_equal_separate_scoring(tiny_mo
     from lmaudit.signals.compute import model_signals
 
     ids, texts = notes["sample_id"].tolist()[:8], notes["text"].tolist()[:8]
-    settings = MlmSignalSettings(k=3)
+    settings = SignalSettings(k=3)
     joint = model_signals({"target": tiny_model_dirs[0], "reference": tiny_model_dirs[1]}, ids, texts, settings, tmp_path / "joint")
     for name, folder in zip(("target", "reference"), tiny_model_dirs, strict=True):
         alone = model_signal(folder, ids, texts, settings, tmp_path / f"alone-{name}")

@@ -62,26 +62,47 @@ def train() -> None:
     """Train small models from scratch on a corpus."""
 
 
-@train.command("mlm")
-@click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column.")
-@click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--epochs", default=30, show_default=True, type=click.IntRange(min=1))
-@click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "small"]))
-@click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder.")
-@click.option("--seed", default=0, show_default=True)
-def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
-    """Train a WordPiece tokenizer (unless --tokenizer) and a BERT-style masked LM; save as safetensors."""
+def _train_options(function):
+    options = [
+        click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column."),
+        click.option("--out", required=True, type=click.Path(file_okay=False)),
+        click.option("--epochs", default=30, show_default=True, type=click.IntRange(min=1)),
+        click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "mini", "small"])),
+        click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder."),
+        click.option("--seed", default=0, show_default=True),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
     from lmaudit.data.corpus import load_corpus
-    from lmaudit.models.train import train_mlm
+    from lmaudit.models.train import train_clm, train_mlm
 
     corpus = load_corpus(data)
-    summary = train_mlm(corpus["text"].tolist(), out, tokenizer, size, epochs, seed, progress=_progress())
+    trainer = train_mlm if kind == "mlm" else train_clm
+    summary = trainer(corpus["text"].tolist(), out, tokenizer, size, epochs, seed, progress=_progress())
     click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}; saved to {out}")
+
+
+@train.command("mlm")
+@_train_options
+def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
+    """Train a WordPiece tokenizer (unless --tokenizer) and a BERT-style masked LM; save as safetensors."""
+    _train("mlm", data, out, epochs, size, tokenizer, seed)
+
+
+@train.command("clm")
+@_train_options
+def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
+    """Train a WordPiece tokenizer (unless --tokenizer) and a GPT-2-style causal LM; save as safetensors."""
+    _train("clm", data, out, epochs, size, tokenizer, seed)
 
 
 def _signal_options(function):
     options = [
-        click.option("--signal", default="mlm_energy", show_default=True, type=click.Choice(["mlm_energy", "mlm_pll"])),
+        click.option("--signal", default="mlm_energy", show_default=True, type=click.Choice(["mlm_energy", "mlm_pll", "clm_loss"])),
         click.option("--k", default=10, show_default=True, type=click.IntRange(min=1), help="Random masks per sample."),
         click.option("--masks", default="random", show_default=True, type=click.Choice(["random", "all"])),
         click.option("--normalize", default=None, type=click.Choice(["sum", "mean"]),
@@ -114,13 +135,13 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
     from lmaudit.models.load import resolve_device
     from lmaudit.pipeline import write_signal_file
     from lmaudit.signals.compute import model_signal
-    from lmaudit.signals.mlm import MlmSignalSettings
+    from lmaudit.signals.mlm import SignalSettings
     from lmaudit.signals.store import parse_shard, shard_positions
 
     corpus = load_corpus(data)
     if shard is not None:
         corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), parse_shard(shard))]
-    settings = MlmSignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed,
+    settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed,
                                  max_length=max_length, precision=precision)
     cache = cache_dir or str(Path(out).parent / ".lmaudit-cache")
     values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache,
@@ -141,7 +162,7 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
 @click.option("--out", default=None, type=click.Path(file_okay=False))
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False))
 @click.option("--k", default=None, type=click.IntRange(min=1))
-@click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll"]))
+@click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll", "clm_loss"]))
 @click.option("--precision", default=None, type=click.Choice(["fp32", "bf16", "auto"]))
 @click.option("--device", default=None, type=click.Choice(["cpu", "cuda", "auto"]), help="Where the models run.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
@@ -185,15 +206,18 @@ def attack(scores: str, out: str, bootstrap: int, seed: int) -> None:
 
 
 @main.command()
-@click.option("--out", default="runs/demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Default: runs/demo (runs/demo-causal).")
 @click.option("--size", default="default", show_default=True, type=click.Choice(["smoke", "default"]))
 @click.option("--seed", default=0, show_default=True)
-def demo(out: str, size: str, seed: int) -> None:
+@click.option("--suite", default="mlm", show_default=True, type=click.Choice(["mlm", "causal"]),
+              help="mlm: BERT models, MLM energy, likelihood ratio; causal: GPT-2 models, next-token loss.")
+def demo(out: str | None, size: str, seed: int, suite: str) -> None:
     """Run the whole audit on generated clinical notes with tiny models trained on the spot."""
     from lmaudit.pipeline import run_demo
     from lmaudit.report.build import summary_table
 
-    report = run_demo(out, size, seed, progress=_progress())
+    out = out or ("runs/demo" if suite == "mlm" else f"runs/demo-{suite}")
+    report = run_demo(out, size, seed, progress=_progress(), suite=suite)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
 

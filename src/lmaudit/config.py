@@ -12,10 +12,10 @@ from lmaudit.errors import InputError
 
 
 class SignalConfig(BaseModel):
-    """How the MLM signal is computed (DESIGN.md: MLM energy)."""
+    """How the signal is computed (DESIGN.md: MLM energy; clm_loss: mean next-token NLL of a causal LM)."""
 
     model_config = ConfigDict(extra="forbid")
-    signal: Literal["mlm_energy", "mlm_pll"] = "mlm_energy"
+    signal: Literal["mlm_energy", "mlm_pll", "clm_loss"] = "mlm_energy"
     k: int = Field(10, ge=1)
     masks: Literal["random", "all"] = "random"
     normalize: Literal["sum", "mean"] | None = None

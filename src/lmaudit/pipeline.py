@@ -81,11 +81,11 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     """Audit from models: compute (or reuse) the signals, run every attack, write the report."""
     from lmaudit.models.load import resolve_device
     from lmaudit.signals.compute import model_signals
-    from lmaudit.signals.mlm import MlmSignalSettings
+    from lmaudit.signals.mlm import SignalSettings
 
     corpus = load_audit_corpus(config.role_files())
     scored = corpus[corpus["role"].isin(["member", "nonmember", "population", "calibration_member"])].reset_index(drop=True)
-    signal_settings = MlmSignalSettings(**config.signal.model_dump(exclude={"batch_tokens"}))
+    signal_settings = SignalSettings(**config.signal.model_dump(exclude={"batch_tokens"}))
     cache = config.cache_dir or str(Path(config.out) / "cache")
     models = {name: path for name, path in (("target", config.target), ("reference", config.reference)) if path}
     signals = scored[["sample_id", "role", "group_id", "subgroup_id"]].copy()
@@ -178,19 +178,25 @@ DEMO_LEARNING_RATE = 3e-3
 DEMO_SPLIT = {"member": 0.24, "calibration_member": 0.06, "nonmember": 0.12, "population": 0.12, "reference_train": 0.46}
 
 
-def _train_unless_done(texts: list[str], folder: Path, **settings) -> None:
-    """Train an MLM unless `folder` already holds one trained with the same settings on as many texts."""
-    from lmaudit.models.train import read_training_summary, train_mlm
+def _train_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
+    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts."""
+    from lmaudit.models.train import read_training_summary, train_clm, train_mlm
 
     done = read_training_summary(folder)
-    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")} | {"n_samples": len(texts)}
+    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")} | {"n_samples": len(texts), "kind": kind}
     if done is not None and all(done.get(key) == value for key, value in wanted.items()):
         return
-    train_mlm(texts, folder, **settings)
+    (train_mlm if kind == "mlm" else train_clm)(texts, folder, **settings)
 
 
-def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False) -> dict:
-    """Generate notes, split patients into roles, train target and reference, audit, report."""
+DEMO_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_loss")}
+
+
+def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm") -> dict:
+    """Generate notes, split patients into roles, train target and reference, audit, report.
+
+    suite "mlm": BERT masked LMs and the MLM energy; "causal": GPT-2 causal LMs and the mean
+    next-token loss (Jagannatha's black-box setting, at sample, admission and patient level)."""
     from lmaudit.data.roles import split_groups
     from lmaudit.data.synth import generate_notes
 
@@ -208,13 +214,15 @@ def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bo
     models = out / "models"
     reference_texts = notes.loc[notes["role"] == "reference_train", "text"].tolist()
     target_texts = notes.loc[notes["role"].isin(["member", "calibration_member"]), "text"].tolist()
+    kind, signal = DEMO_SUITES[suite]
     recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
-    _train_unless_done(reference_texts, models / "reference", seed=seed + 1, label="reference", **recipe)
-    _train_unless_done(target_texts, models / "target", tokenizer_dir=models / "reference", seed=seed, label="target", **recipe)
+    _train_unless_done(kind, reference_texts, models / "reference", seed=seed + 1, label="reference", **recipe)
+    _train_unless_done(kind, target_texts, models / "target", tokenizer_dir=models / "reference", seed=seed, label="target",
+                       **recipe)
     config = AuditConfig(
         target=str(models / "target"), reference=str(models / "reference"),
         members=str(files["member"]), nonmembers=str(files["nonmember"]),
         population=str(files["population"]), calibration_members=str(files["calibration_member"]),
-        out=str(out), signal={"k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
+        out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
     )
     return run_audit(config, progress=progress)

@@ -38,12 +38,16 @@ class AttackScores:
     fixed_thresholds: list[Threshold] = field(default_factory=list)
 
 
-def _group_level(sample_attack: AttackScores) -> AttackScores:
-    frame = sample_attack.frame.dropna(subset=["group_id"])
-    grouped = aggregate_by_group(frame["score"].to_numpy(), frame["group_id"].to_numpy())
-    roles = frame.groupby("group_id", sort=True)["role"].first()
+def _aggregated(sample_attack: AttackScores, column: str, level: str) -> AttackScores:
+    """Mean score per group (or subgroup), with the same thresholds rules (Jagannatha: the mu threshold
+    applied to the group's mean loss)."""
+    frame = sample_attack.frame.dropna(subset=[column])
+    grouped = aggregate_by_group(frame["score"].to_numpy(), frame[column].to_numpy())
+    roles = frame.groupby(column, sort=True)["role"].first()
     group_frame = pd.DataFrame({"id": grouped.index, "role": roles.loc[grouped.index].to_numpy(), "score": grouped.to_numpy()})
-    return AttackScores(sample_attack.attack, sample_attack.signal, "group", group_frame, sample_attack.fixed_thresholds)
+    if column == "subgroup_id":  # keep the patient of each admission, for group-aware statistics
+        group_frame["group_id"] = frame.groupby(column, sort=True)["group_id"].first().loc[grouped.index].to_numpy()
+    return AttackScores(sample_attack.attack, sample_attack.signal, level, group_frame, sample_attack.fixed_thresholds)
 
 
 def build_attacks(signals: pd.DataFrame, signal: str) -> tuple[list[AttackScores], list[dict]]:
@@ -57,6 +61,7 @@ def build_attacks(signals: pd.DataFrame, signal: str) -> tuple[list[AttackScores
         "id": evaluated["sample_id"].to_numpy(),
         "role": evaluated["role"].to_numpy(),
         "group_id": evaluated["group_id"].to_numpy(),
+        "subgroup_id": evaluated["subgroup_id"].to_numpy() if "subgroup_id" in evaluated else None,
         "length": evaluated["length"].to_numpy() if "length" in evaluated else np.nan,
     })
     calibration = signals.loc[signals["role"] == "calibration_member", "target"].to_numpy(dtype=float)
@@ -69,8 +74,10 @@ def build_attacks(signals: pd.DataFrame, signal: str) -> tuple[list[AttackScores
     else:
         skipped.append({"attack": "likelihood_ratio", "level": "sample", "slice": "all", "reason": "no reference-model signal"})
     audited = base[base["role"].isin(["member", "nonmember"])]
-    if audited["group_id"].notna().all():
-        attacks += [_group_level(a) for a in list(attacks)]
-    else:
-        skipped.append({"attack": "*", "level": "group", "slice": "all", "reason": "audited samples without group_id"})
+    sample_attacks = list(attacks)
+    for column, level in (("subgroup_id", "subgroup"), ("group_id", "group")):
+        if audited[column].notna().all():
+            attacks += [_aggregated(a, column, level) for a in sample_attacks]
+        else:
+            skipped.append({"attack": "*", "level": level, "slice": "all", "reason": f"audited samples without {column}"})
     return attacks, skipped

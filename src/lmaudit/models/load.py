@@ -96,7 +96,30 @@ def check_model_folder(path: Path) -> None:
 
 def load_masked_lm(path: str | Path, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
     """Load a masked LM and its tokenizer for scoring (eval mode), or raise InputError saying why not."""
-    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoModelForMaskedLM
+
+    loaded = _load(path, AutoModelForMaskedLM, "masked language model",
+                   "pass a BERT-, RoBERTa- or DistilBERT-style masked LM", device, trust_remote_code)
+    if loaded.tokenizer.mask_token_id is None:
+        raise InputError(f"{path}: the tokenizer has no mask token, so this is not a masked LM")
+    return loaded
+
+
+def load_causal_lm(path: str | Path, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+    """Load a causal (GPT-style) LM and its tokenizer for scoring, or raise InputError saying why not."""
+    from transformers import AutoModelForCausalLM
+
+    loaded = _load(path, AutoModelForCausalLM, "causal language model", "pass a GPT-2-style causal LM or use an MLM signal",
+                   device, trust_remote_code)
+    # transformers would load a BERT masked LM as BertLMHeadModel and score it left to right: meaningless numbers.
+    architectures = loaded.model.config.architectures or []
+    if architectures and not any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+        raise InputError(f"{path}: saved as {', '.join(architectures)}, not a causal LM; use --signal mlm_energy or mlm_pll")
+    return loaded
+
+
+def _load(path: str | Path, auto_class, kind: str, advice: str, device: str, trust_remote_code: bool) -> LoadedModel:
+    from transformers import AutoConfig, AutoTokenizer
 
     quiet_transformers()
     folder = resolve_model_folder(path)
@@ -106,21 +129,16 @@ def load_masked_lm(path: str | Path, device: str = "cpu", trust_remote_code: boo
     except (OSError, ValueError) as err:
         raise InputError(f"{folder}/config.json: unreadable model config ({str(err).splitlines()[0]})") from None
     try:
-        model = AutoModelForMaskedLM.from_pretrained(
+        model = auto_class.from_pretrained(
             folder, config=config, local_files_only=True, use_safetensors=True, trust_remote_code=trust_remote_code
         )
     except ValueError:
-        raise InputError(
-            f"{folder}: model type '{config.model_type}' is not a masked language model; "
-            "pass a BERT-, RoBERTa- or DistilBERT-style masked LM"
-        ) from None
+        raise InputError(f"{folder}: model type '{config.model_type}' is not a {kind}; {advice}") from None
     except OSError as err:
         raise InputError(f"{folder}: the weights could not be read ({str(err).splitlines()[0]})") from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
         raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
-    if tokenizer.mask_token_id is None:
-        raise InputError(f"{folder}: the tokenizer has no mask token, so this is not a masked LM")
     model.eval().to(device)
     return LoadedModel(model=model, tokenizer=tokenizer)

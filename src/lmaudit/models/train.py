@@ -114,7 +114,7 @@ def train_mlm(
     texts: Sequence[str],
     out_dir: str | Path,
     tokenizer_dir: str | Path | None = None,
-    size: Literal["tiny", "small"] = "tiny",
+    size: Literal["tiny", "mini", "small"] = "tiny",
     epochs: int = 30,
     seed: int = 0,
     batch_size: int = 32,
@@ -125,13 +125,57 @@ def train_mlm(
     progress: bool = False,
     label: str = "MLM",
 ) -> TrainingSummary:
-    """Train a masked LM on `texts` (15% masking, 80/10/10) and save it with its tokenizer."""
-    from transformers import (
-        AutoTokenizer,
-        BertForMaskedLM,
-        DataCollatorForLanguageModeling,
-        get_linear_schedule_with_warmup,
+    """Train a BERT masked LM on `texts` (15% masking, 80/10/10) and save it with its tokenizer."""
+    from transformers import BertForMaskedLM
+
+    return _train_language_model(
+        "mlm", lambda tokenizer: BertForMaskedLM(mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id, dropout)),
+        texts, out_dir, tokenizer_dir, size, epochs, seed, batch_size, learning_rate, max_length, vocab_size, dropout,
+        progress, label,
     )
+
+
+def clm_config(size: str, vocab_size: int, max_length: int, tokenizer, dropout: float = 0.1):
+    """A GPT-2 config of the named size (the same layer and width table as the MLMs)."""
+    from transformers import GPT2Config
+
+    layers, hidden, heads, _ = SIZES[size]
+    return GPT2Config(
+        vocab_size=vocab_size, n_positions=max_length, n_embd=hidden, n_layer=layers, n_head=heads,
+        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def train_clm(
+    texts: Sequence[str],
+    out_dir: str | Path,
+    tokenizer_dir: str | Path | None = None,
+    size: Literal["tiny", "mini", "small"] = "tiny",
+    epochs: int = 30,
+    seed: int = 0,
+    batch_size: int = 32,
+    learning_rate: float = 2e-3,
+    max_length: int = 128,
+    vocab_size: int = 4000,
+    dropout: float = 0.1,
+    progress: bool = False,
+    label: str = "causal LM",
+) -> TrainingSummary:
+    """Train a GPT-2 causal LM on `texts` (next-token loss) and save it with its tokenizer."""
+    from transformers import GPT2LMHeadModel
+
+    return _train_language_model(
+        "clm", lambda tokenizer: GPT2LMHeadModel(clm_config(size, len(tokenizer), max_length, tokenizer, dropout)),
+        texts, out_dir, tokenizer_dir, size, epochs, seed, batch_size, learning_rate, max_length, vocab_size, dropout,
+        progress, label,
+    )
+
+
+def _train_language_model(kind, build_model, texts, out_dir, tokenizer_dir, size, epochs, seed, batch_size,
+                          learning_rate, max_length, vocab_size, dropout, progress, label) -> TrainingSummary:
+    """The training loop both LM kinds share: AdamW, linear warm-up and decay, length-bucketed batches."""
+    from transformers import AutoTokenizer, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
     quiet_transformers()
     torch.manual_seed(seed)
@@ -139,9 +183,9 @@ def train_mlm(
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
     else:
         tokenizer = train_tokenizer(texts, vocab_size, max_length)
-    model = BertForMaskedLM(mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id, dropout))
+    model = build_model(tokenizer)
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, seed=seed)
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm=kind == "mlm", mlm_probability=0.15, seed=seed)
     order_rng = np.random.default_rng(seed)
     lengths = np.array([len(ids) for ids in encoded])
     steps_per_epoch = math.ceil(len(encoded) / batch_size)
@@ -162,8 +206,9 @@ def train_mlm(
             losses.append(loss.item())
         epoch_losses.append(float(np.mean(losses)))
     summary = TrainingSummary(
-        kind="mlm", size=size, n_samples=len(encoded), epochs=epochs, seed=seed, batch_size=batch_size,
-        learning_rate=learning_rate, max_length=max_length, dropout=dropout, final_train_loss=epoch_losses[-1], epoch_losses=epoch_losses,
+        kind=kind, size=size, n_samples=len(encoded), epochs=epochs, seed=seed, batch_size=batch_size,
+        learning_rate=learning_rate, max_length=max_length, dropout=dropout, final_train_loss=epoch_losses[-1],
+        epoch_losses=epoch_losses,
     )
     save_model_folder(model.eval(), tokenizer, summary, Path(out_dir))
     return summary

@@ -131,13 +131,13 @@ def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attack
 
 def summary_table(report: dict) -> str:
     """The terminal summary: one line per sample- or group-level result on all data."""
-    header = f"{'attack':<18}{'level':<8}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}"
+    header = f"{'attack':<18}{'level':<10}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}"
     lines = [header, "-" * len(header)]
     for r in report["results"]:
         threshold = population_threshold_at(r) or {}
         tpr = r["tpr_at_fpr"]
         lines.append(
-            f"{r['attack']:<18}{r['level']:<8}{r['slice']:<14}{r['auc']:>7.3f}  "
+            f"{r['attack']:<18}{r['level']:<10}{r['slice']:<14}{r['auc']:>7.3f}  "
             f"[{r['auc_ci'][0]:.3f}, {r['auc_ci'][1]:.3f}]{'':<1}"
             f"{tpr.get('0.01', {}).get('tpr', float('nan')):>8.3f}{tpr.get('0.001', {}).get('tpr', float('nan')):>10.3f}"
             f"{_percent(threshold.get('precision')):>10}{_percent(threshold.get('recall')):>9}"

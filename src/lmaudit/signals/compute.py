@@ -1,4 +1,4 @@
-"""A model's MLM signal for a set of samples, through the on-disk store (load the model only if needed)."""
+"""A model's signal for a set of samples, through the on-disk store (load the model only if needed)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import pandas as pd
 from lmaudit.models.load import (
     LoadedModel,
     check_model_folder,
+    load_causal_lm,
     load_masked_lm,
     model_fingerprint,
     resolve_model_folder,
     tokenizer_fingerprint,
 )
-from lmaudit.signals.mlm import MlmSignalSettings, mlm_signal, mlm_signals
+from lmaudit.signals.causal import causal_lm_loss
+from lmaudit.signals.mlm import CAUSAL_SIGNALS, SignalSettings, mlm_signal, mlm_signals
 from lmaudit.signals.store import SignalStore, stored_signal, stored_signals
 
 
@@ -22,7 +24,7 @@ def model_signal(
     model_dir: str | Path,
     sample_ids: list[str],
     texts: list[str],
-    settings: MlmSignalSettings,
+    settings: SignalSettings,
     cache_dir: str | Path,
     batch_tokens: int = 4096,
     progress: bool = False,
@@ -38,11 +40,17 @@ def model_signal(
     store = SignalStore(cache_dir, model_fingerprint(model_dir), settings)
     loaded: list[LoadedModel] = []
 
+    causal = settings.signal in CAUSAL_SIGNALS
+
     def compute(ids: list[str], chunk_texts: list[str]) -> pd.DataFrame:
         if not loaded:
-            loaded.append(load_masked_lm(model_dir, device=device, trust_remote_code=trust_remote_code))
+            load = load_causal_lm if causal else load_masked_lm
+            loaded.append(load(model_dir, device=device, trust_remote_code=trust_remote_code))
         model = loaded[0]
-        values, encoded = mlm_signal(model.model, model.tokenizer, chunk_texts, ids, settings, batch_tokens, progress)
+        if causal:
+            values, encoded = causal_lm_loss(model.model, model.tokenizer, chunk_texts, ids, settings, batch_tokens)
+        else:
+            values, encoded = mlm_signal(model.model, model.tokenizer, chunk_texts, ids, settings, batch_tokens, progress)
         return _frame(values, encoded)
 
     return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress)
@@ -56,7 +64,7 @@ def model_signals(
     model_dirs: dict[str, str | Path],
     sample_ids: list[str],
     texts: list[str],
-    settings: MlmSignalSettings,
+    settings: SignalSettings,
     cache_dir: str | Path,
     batch_tokens: int = 4096,
     progress: bool = False,
@@ -69,7 +77,8 @@ def model_signals(
     for folder in folders.values():
         check_model_folder(folder)
     settings = settings.resolved(device)
-    if len(folders) > 1 and len({tokenizer_fingerprint(f) for f in folders.values()}) == 1:
+    shared_tokenizer = len({tokenizer_fingerprint(f) for f in folders.values()}) == 1
+    if len(folders) > 1 and shared_tokenizer and settings.signal not in CAUSAL_SIGNALS:
         stores = [SignalStore(cache_dir, model_fingerprint(f), settings) for f in folders.values()]
         loaded: list[LoadedModel] = []
 

@@ -19,13 +19,15 @@ from lmaudit.errors import InputError
 from lmaudit.signals.heads import masked_position_logits
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 
-SignalName = Literal["mlm_energy", "mlm_pll"]
-DEFAULT_NORMALIZE = {"mlm_energy": "sum", "mlm_pll": "mean"}
+SignalName = Literal["mlm_energy", "mlm_pll", "clm_loss"]
+DEFAULT_NORMALIZE = {"mlm_energy": "sum", "mlm_pll": "mean", "clm_loss": "mean"}
+CAUSAL_SIGNALS = ("clm_loss",)
 
 
 @dataclass(frozen=True)
-class MlmSignalSettings:
-    """Everything that determines an MLM signal's value, besides the model and the text."""
+class SignalSettings:
+    """Everything that determines a signal's value, besides the model and the text (mask settings
+    apply to the MLM signals only)."""
 
     signal: SignalName = "mlm_energy"
     k: int = 10
@@ -37,12 +39,12 @@ class MlmSignalSettings:
     all_masks_cap: int = 5000
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
 
-    def resolved(self, device: str = "cpu") -> "MlmSignalSettings":
+    def resolved(self, device: str = "cpu") -> "SignalSettings":
         """Fill the defaults that depend on the signal or the hardware, so stored values are keyed
         by what was computed: normalisation (Eq. 2 sums, A.3.2 averages) and 'auto' precision."""
         normalize = self.normalize or DEFAULT_NORMALIZE[self.signal]
         precision = resolve_precision(self.precision, torch.device(device))
-        return MlmSignalSettings(**{**self.__dict__, "normalize": normalize, "precision": precision})
+        return SignalSettings(**{**self.__dict__, "normalize": normalize, "precision": precision})
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def model_max_length(config, tokenizer) -> int:
     return int(min(limit, tokenizer_limit)) if tokenizer_limit and tokenizer_limit < 1_000_000 else int(limit)
 
 
-def mask_patterns(sample: EncodedSample, settings: MlmSignalSettings) -> np.ndarray:
+def mask_patterns(sample: EncodedSample, settings: SignalSettings) -> np.ndarray:
     """The sample's mask patterns as positions in its input ids, shape (copies, l)."""
     n_content = len(sample.content_positions)
     if settings.signal == "mlm_pll":
@@ -204,7 +206,7 @@ def mlm_signal(
     tokenizer,
     texts: Sequence[str],
     sample_ids: Sequence[str],
-    settings: MlmSignalSettings,
+    settings: SignalSettings,
     batch_tokens: int = 4096,
     progress: bool = False,
 ) -> tuple[np.ndarray, list[EncodedSample]]:
@@ -218,7 +220,7 @@ def mlm_signals(
     tokenizer,
     texts: Sequence[str],
     sample_ids: Sequence[str],
-    settings: MlmSignalSettings,
+    settings: SignalSettings,
     batch_tokens: int = 4096,
     progress: bool = False,
 ) -> tuple[list[np.ndarray], list[EncodedSample]]:

@@ -19,7 +19,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lmaudit.errors import InputError
-from lmaudit.signals.mlm import MlmSignalSettings
+from lmaudit.signals.mlm import SignalSettings
 
 STORE_COLUMNS = ["sample_id", "text_sha256", "value", "n_tokens", "truncated"]
 
@@ -32,7 +32,7 @@ def text_hash(text: str) -> str:
 class SignalStore:
     """Stored values of one signal (with fixed settings) under one model."""
 
-    def __init__(self, root: str | Path, fingerprint: str, settings: MlmSignalSettings):
+    def __init__(self, root: str | Path, fingerprint: str, settings: SignalSettings):
         settings_json = json.dumps(asdict(settings), sort_keys=True)
         settings_key = hashlib.sha256(settings_json.encode()).hexdigest()[:16]
         self.folder = Path(root) / fingerprint[:16] / f"{settings.signal}-{settings_key}"
