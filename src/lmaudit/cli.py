@@ -78,11 +78,11 @@ def _train_options(function):
 
 def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
     from lmaudit.data.corpus import load_corpus
-    from lmaudit.models.train import train_clm, train_mlm
+    from lmaudit.models.train import train_language_model
 
     corpus = load_corpus(data)
-    trainer = train_mlm if kind == "mlm" else train_clm
-    summary = trainer(corpus["text"].tolist(), out, tokenizer, size, epochs, seed, progress=_progress())
+    summary = train_language_model(kind, corpus["text"].tolist(), out, tokenizer_dir=tokenizer, size=size, epochs=epochs,
+                                   seed=seed, progress=_progress())
     click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}; saved to {out}")
 
 

@@ -180,13 +180,13 @@ DEMO_SPLIT = {"member": 0.24, "calibration_member": 0.06, "nonmember": 0.12, "po
 
 def _train_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
     """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts."""
-    from lmaudit.models.train import read_training_summary, train_clm, train_mlm
+    from lmaudit.models.train import read_training_summary, train_language_model
 
     done = read_training_summary(folder)
     wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")} | {"n_samples": len(texts), "kind": kind}
     if done is not None and all(done.get(key) == value for key, value in wanted.items()):
         return
-    (train_mlm if kind == "mlm" else train_clm)(texts, folder, **settings)
+    train_language_model(kind, texts, folder, **settings)
 
 
 DEMO_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_loss")}

@@ -110,31 +110,6 @@ class TrainingSummary:
     epoch_losses: list[float]
 
 
-def train_mlm(
-    texts: Sequence[str],
-    out_dir: str | Path,
-    tokenizer_dir: str | Path | None = None,
-    size: Literal["tiny", "mini", "small"] = "tiny",
-    epochs: int = 30,
-    seed: int = 0,
-    batch_size: int = 32,
-    learning_rate: float = 2e-3,
-    max_length: int = 128,
-    vocab_size: int = 4000,
-    dropout: float = 0.1,
-    progress: bool = False,
-    label: str = "MLM",
-) -> TrainingSummary:
-    """Train a BERT masked LM on `texts` (15% masking, 80/10/10) and save it with its tokenizer."""
-    from transformers import BertForMaskedLM
-
-    return _train_language_model(
-        "mlm", lambda tokenizer: BertForMaskedLM(mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id, dropout)),
-        texts, out_dir, tokenizer_dir, size, epochs, seed, batch_size, learning_rate, max_length, vocab_size, dropout,
-        progress, label,
-    )
-
-
 def clm_config(size: str, vocab_size: int, max_length: int, tokenizer, dropout: float = 0.1):
     """A GPT-2 config of the named size (the same layer and width table as the MLMs)."""
     from transformers import GPT2Config
@@ -147,7 +122,26 @@ def clm_config(size: str, vocab_size: int, max_length: int, tokenizer, dropout: 
     )
 
 
-def train_clm(
+def _build_model(kind: str, size: str, tokenizer, max_length: int, dropout: float):
+    from transformers import BertForMaskedLM, GPT2LMHeadModel
+
+    if kind == "mlm":
+        return BertForMaskedLM(mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id, dropout))
+    return GPT2LMHeadModel(clm_config(size, len(tokenizer), max_length, tokenizer, dropout))
+
+
+def train_mlm(texts: Sequence[str], out_dir: str | Path, **settings) -> TrainingSummary:
+    """Train a BERT masked LM (15% masking, 80/10/10); settings as for train_language_model."""
+    return train_language_model("mlm", texts, out_dir, **settings)
+
+
+def train_clm(texts: Sequence[str], out_dir: str | Path, **settings) -> TrainingSummary:
+    """Train a GPT-2 causal LM (next-token loss); settings as for train_language_model."""
+    return train_language_model("clm", texts, out_dir, **settings)
+
+
+def train_language_model(
+    kind: Literal["mlm", "clm"],
     texts: Sequence[str],
     out_dir: str | Path,
     tokenizer_dir: str | Path | None = None,
@@ -160,21 +154,10 @@ def train_clm(
     vocab_size: int = 4000,
     dropout: float = 0.1,
     progress: bool = False,
-    label: str = "causal LM",
+    label: str = "model",
 ) -> TrainingSummary:
-    """Train a GPT-2 causal LM on `texts` (next-token loss) and save it with its tokenizer."""
-    from transformers import GPT2LMHeadModel
-
-    return _train_language_model(
-        "clm", lambda tokenizer: GPT2LMHeadModel(clm_config(size, len(tokenizer), max_length, tokenizer, dropout)),
-        texts, out_dir, tokenizer_dir, size, epochs, seed, batch_size, learning_rate, max_length, vocab_size, dropout,
-        progress, label,
-    )
-
-
-def _train_language_model(kind, build_model, texts, out_dir, tokenizer_dir, size, epochs, seed, batch_size,
-                          learning_rate, max_length, vocab_size, dropout, progress, label) -> TrainingSummary:
-    """The training loop both LM kinds share: AdamW, linear warm-up and decay, length-bucketed batches."""
+    """Train a small LM of `kind` on `texts` and save it with its tokenizer (trained here unless
+    `tokenizer_dir`): AdamW, linear warm-up and decay, length-bucketed batches."""
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
     quiet_transformers()
@@ -183,7 +166,7 @@ def _train_language_model(kind, build_model, texts, out_dir, tokenizer_dir, size
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
     else:
         tokenizer = train_tokenizer(texts, vocab_size, max_length)
-    model = build_model(tokenizer)
+    model = _build_model(kind, size, tokenizer, max_length, dropout)
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=kind == "mlm", mlm_probability=0.15, seed=seed)
     order_rng = np.random.default_rng(seed)
