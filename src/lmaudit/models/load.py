@@ -118,6 +118,38 @@ def load_causal_lm(path: str | Path, device: str = "cpu", trust_remote_code: boo
     return loaded
 
 
+def classifier_labels(path: str | Path) -> list[str]:
+    """A classifier's label names in output order, from its config.json (id2label)."""
+    import json
+
+    folder = resolve_model_folder(path)
+    check_model_folder(folder)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(f"{folder}/config.json: unreadable model config ({err})") from None
+    architectures = config.get("architectures") or []
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        raise InputError(f"{folder}: saved as {', '.join(architectures)}, not a sequence classifier; "
+                         "audit a language model with --signal mlm_energy or clm_loss")
+    id2label = config.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        raise InputError(f"{folder}/config.json: no id2label; this is not a sequence classifier")
+    return [str(id2label[key]) for key in sorted(id2label, key=int)]
+
+
+def load_classifier(path: str | Path, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+    """Load a sequence classifier (BERT-style or lmaudit's LSTM) and its tokenizer, or raise InputError saying why not."""
+    from transformers import AutoModelForSequenceClassification
+
+    import lmaudit.models.classifier  # noqa: F401  (registers the LSTM classifier with the Auto classes)
+
+    classifier_labels(path)  # refuses language models before transformers would bolt a random head onto one
+    return _load(path, AutoModelForSequenceClassification, "sequence classifier",
+                 "pass a model saved by `lmaudit train classifier` or a *ForSequenceClassification model", device,
+                 trust_remote_code)
+
+
 def _load(path: str | Path, auto_class, kind: str, advice: str, device: str, trust_remote_code: bool) -> LoadedModel:
     from transformers import AutoConfig, AutoTokenizer
 

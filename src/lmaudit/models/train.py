@@ -93,6 +93,17 @@ def length_bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
+def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids right-padded to the longest sequence, and the attention mask (1 on real tokens)."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        ids[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
+        mask[row, : len(sequence)] = 1
+    return ids, mask
+
+
 @dataclass
 class TrainingSummary:
     """What a training run did, written next to the model as lmaudit_training.json."""

@@ -11,10 +11,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from lmaudit.models.train import pad_batch
 from lmaudit.signals.mlm import EncodedSample, SignalSettings, encode, model_max_length
 
 
-def _batches(samples: Sequence[EncodedSample], batch_tokens: int) -> list[list[int]]:
+def length_sorted_batches(samples: Sequence[EncodedSample], batch_tokens: int) -> list[list[int]]:
+    """Sample positions in batches of similar length whose padded size stays within `batch_tokens`."""
     order = sorted(range(len(samples)), key=lambda i: len(samples[i].input_ids))
     batches, current, longest = [], [], 0
     for index in order:
@@ -44,14 +46,8 @@ def causal_lm_loss(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     totals = np.zeros(len(samples))
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
-    for batch in _batches(samples, batch_tokens):
-        width = max(len(samples[i].input_ids) for i in batch)
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, index in enumerate(batch):
-            length = len(samples[index].input_ids)
-            ids[row, :length] = torch.from_numpy(samples[index].input_ids)
-            attention[row, :length] = 1
+    for batch in length_sorted_batches(samples, batch_tokens):
+        ids, attention = pad_batch([samples[i].input_ids for i in batch], pad)
         with autocast:
             hidden = encoder(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
         # Position t predicts token t + 1, wherever t + 1 is a real token.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -10,14 +11,19 @@ from lmaudit.models.load import (
     LoadedModel,
     check_model_folder,
     load_causal_lm,
+    load_classifier,
     load_masked_lm,
     model_fingerprint,
     resolve_model_folder,
     tokenizer_fingerprint,
 )
 from lmaudit.signals.causal import causal_lm_loss
-from lmaudit.signals.mlm import CAUSAL_SIGNALS, SignalSettings, mlm_signal, mlm_signals
+from lmaudit.signals.classifier import class_log_probabilities
+from lmaudit.signals.mlm import SignalSettings, mlm_signal, mlm_signals
 from lmaudit.signals.store import SignalStore, stored_signal, stored_signals
+
+# Signals other than the MLM ones: how to load the model and how to score a chunk of texts.
+SCORERS = {"clm_loss": (load_causal_lm, causal_lm_loss), "classifier": (load_classifier, class_log_probabilities)}
 
 
 def model_signal(
@@ -33,31 +39,28 @@ def model_signal(
     chunk_size: int = 512,
     device: str = "cpu",
 ) -> pd.DataFrame:
-    """Columns sample_id, value (nats), n_tokens (content tokens before truncation), truncated."""
+    """Columns sample_id, value, n_tokens (content tokens before truncation), truncated.
+
+    value: nats for the LM signals; for "classifier", the array of label log-probabilities."""
     model_dir = resolve_model_folder(model_dir)
     check_model_folder(model_dir)
     settings = settings.resolved(device)
     store = SignalStore(cache_dir, model_fingerprint(model_dir), settings)
     loaded: list[LoadedModel] = []
 
-    causal = settings.signal in CAUSAL_SIGNALS
+    load, score = SCORERS.get(settings.signal, (load_masked_lm, partial(mlm_signal, progress=progress)))
 
     def compute(ids: list[str], chunk_texts: list[str]) -> pd.DataFrame:
         if not loaded:
-            load = load_causal_lm if causal else load_masked_lm
             loaded.append(load(model_dir, device=device, trust_remote_code=trust_remote_code))
-        model = loaded[0]
-        if causal:
-            values, encoded = causal_lm_loss(model.model, model.tokenizer, chunk_texts, ids, settings, batch_tokens)
-        else:
-            values, encoded = mlm_signal(model.model, model.tokenizer, chunk_texts, ids, settings, batch_tokens, progress)
+        values, encoded = score(loaded[0].model, loaded[0].tokenizer, chunk_texts, ids, settings, batch_tokens)
         return _frame(values, encoded)
 
     return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress)
 
 
 def _frame(values, encoded) -> pd.DataFrame:
-    return pd.DataFrame({"value": values, "n_tokens": [e.n_tokens for e in encoded], "truncated": [e.truncated for e in encoded]})
+    return pd.DataFrame({"value": list(values), "n_tokens": [e.n_tokens for e in encoded], "truncated": [e.truncated for e in encoded]})
 
 
 def model_signals(
@@ -78,7 +81,7 @@ def model_signals(
         check_model_folder(folder)
     settings = settings.resolved(device)
     shared_tokenizer = len({tokenizer_fingerprint(f) for f in folders.values()}) == 1
-    if len(folders) > 1 and shared_tokenizer and settings.signal not in CAUSAL_SIGNALS:
+    if len(folders) > 1 and shared_tokenizer and settings.signal not in SCORERS:
         stores = [SignalStore(cache_dir, model_fingerprint(f), settings) for f in folders.values()]
         loaded: list[LoadedModel] = []
 

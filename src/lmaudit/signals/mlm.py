@@ -19,9 +19,8 @@ from lmaudit.errors import InputError
 from lmaudit.signals.heads import masked_position_logits
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 
-SignalName = Literal["mlm_energy", "mlm_pll", "clm_loss"]
+SignalName = Literal["mlm_energy", "mlm_pll", "clm_loss", "classifier"]
 DEFAULT_NORMALIZE = {"mlm_energy": "sum", "mlm_pll": "mean", "clm_loss": "mean"}
-CAUSAL_SIGNALS = ("clm_loss",)
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class SignalSettings:
     def resolved(self, device: str = "cpu") -> "SignalSettings":
         """Fill the defaults that depend on the signal or the hardware, so stored values are keyed
         by what was computed: normalisation (Eq. 2 sums, A.3.2 averages) and 'auto' precision."""
-        normalize = self.normalize or DEFAULT_NORMALIZE[self.signal]
+        normalize = self.normalize or DEFAULT_NORMALIZE.get(self.signal)
         precision = resolve_precision(self.precision, torch.device(device))
         return SignalSettings(**{**self.__dict__, "normalize": normalize, "precision": precision})
 
@@ -98,11 +97,14 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 def model_max_length(config, tokenizer) -> int:
     """Longest input (tokens, with special tokens) the model accepts."""
-    limit = config.max_position_embeddings
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    tokenizer_limit = tokenizer_limit if tokenizer_limit and tokenizer_limit < 1_000_000 else None
+    limit = getattr(config, "max_position_embeddings", None)  # None for models without positions (LSTM)
+    if limit is None:
+        return int(tokenizer_limit or 512)
     if "roberta" in config.model_type or config.model_type == "camembert":
         limit -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
-    tokenizer_limit = getattr(tokenizer, "model_max_length", limit)
-    return int(min(limit, tokenizer_limit)) if tokenizer_limit and tokenizer_limit < 1_000_000 else int(limit)
+    return int(min(limit, tokenizer_limit)) if tokenizer_limit else int(limit)
 
 
 def mask_patterns(sample: EncodedSample, settings: SignalSettings) -> np.ndarray:

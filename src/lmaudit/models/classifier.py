@@ -1,0 +1,225 @@
+"""Text classifiers trained from scratch: a small BERT or a 2-layer LSTM, with early stopping.
+
+The LSTM is a transformers model class of our own (registered with the Auto classes), so both
+kinds save as safetensors with save_pretrained and load through the same code, with no
+`trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from lmaudit.errors import InputError
+from lmaudit.models import quiet_transformers
+from lmaudit.models.train import SIZES, length_bucketed_batches, mlm_config, pad_batch, save_model_folder, train_tokenizer
+
+
+class LSTMClassifierConfig(PretrainedConfig):
+    """Embedding, stacked LSTM, mean over real tokens, linear layer to the labels."""
+
+    model_type = "lmaudit-lstm"
+
+    def __init__(self, vocab_size: int = 4000, hidden_size: int = 64, num_layers: int = 2, dropout: float = 0.1,
+                 pad_token_id: int = 0, **kwargs):
+        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.dropout = dropout
+
+
+class LSTMForSequenceClassification(PreTrainedModel):
+    """The 2-layer LSTM text classifier of Shejwalkar et al. (Section 3), at our tiny sizes."""
+
+    config_class = LSTMClassifierConfig
+    base_model_prefix = "lstm"
+
+    def __init__(self, config: LSTMClassifierConfig):
+        super().__init__(config)
+        self.embeddings = torch.nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.lstm = torch.nn.LSTM(config.hidden_size, config.hidden_size, num_layers=config.num_layers,
+                                  batch_first=True, dropout=config.dropout if config.num_layers > 1 else 0.0)
+        self.dropout = torch.nn.Dropout(config.dropout)
+        self.classifier = torch.nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, **_) -> SequenceClassifierOutput:
+        """Logits (batch x labels) and, with labels, the mean cross-entropy."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        hidden, _ = self.lstm(self.embeddings(input_ids))
+        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+        logits = self.classifier(self.dropout(pooled))
+        loss = torch.nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+AutoConfig.register(LSTMClassifierConfig.model_type, LSTMClassifierConfig)
+AutoModelForSequenceClassification.register(LSTMClassifierConfig, LSTMForSequenceClassification)
+
+ARCHITECTURES = ("bert", "lstm")
+
+
+def classifier_model(architecture: str, size: str, tokenizer, labels: Sequence[str], max_length: int, dropout: float):
+    """An untrained classifier of the named architecture and size, with label names in its config."""
+    from transformers import BertForSequenceClassification
+
+    id2label = dict(enumerate(labels))
+    label2id = {name: index for index, name in id2label.items()}
+    if architecture == "bert":
+        config = mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id, dropout)
+        config.update({"num_labels": len(labels), "id2label": id2label, "label2id": label2id})
+        return BertForSequenceClassification(config)
+    _, hidden, _, _ = SIZES[size]
+    return LSTMForSequenceClassification(LSTMClassifierConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, num_layers=2, dropout=dropout, pad_token_id=tokenizer.pad_token_id,
+        num_labels=len(labels), id2label=id2label, label2id=label2id,
+    ))
+
+
+@dataclass
+class ClassifierTrainingSummary:
+    """What a classifier training run did, with the accuracies the paper reports (fractions)."""
+
+    kind: str
+    architecture: str
+    size: str
+    n_samples: int
+    n_validation: int
+    n_test: int
+    labels: list[str]
+    max_epochs: int
+    patience: int
+    epochs_run: int
+    best_epoch: int
+    seed: int
+    batch_size: int
+    learning_rate: float
+    max_length: int
+    dropout: float
+    train_accuracy: float
+    validation_accuracy: float
+    test_accuracy: float | None
+    generalization_gap: float
+    gap_measured_on: str
+    epoch_losses: list[float]
+    validation_accuracies: list[float]
+
+
+@torch.inference_mode()
+def accuracy(model, encoded: list[list[int]], label_ids: np.ndarray, pad: int, batch_size: int = 128) -> float:
+    """Share of samples whose most probable label is the true one."""
+    model.eval()
+    order = np.argsort([len(e) for e in encoded], kind="stable")
+    correct = 0
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        ids, mask = pad_batch([encoded[i] for i in indices], pad)
+        predicted = model(input_ids=ids, attention_mask=mask).logits.argmax(-1).numpy()
+        correct += int((predicted == label_ids[indices]).sum())
+    return correct / len(encoded)
+
+
+def _label_ids(labels: Sequence[str], label2id: dict[str, int], what: str) -> np.ndarray:
+    unknown = sorted({str(label) for label in labels} - set(label2id))
+    if unknown:
+        raise InputError(f"{what}: label(s) {', '.join(unknown[:5])} do not occur in the training data; "
+                         "a classifier can only be evaluated on labels it was trained on")
+    return np.array([label2id[str(label)] for label in labels])
+
+
+def train_classifier(
+    texts: Sequence[str],
+    labels: Sequence[str],
+    out_dir: str | Path,
+    validation: tuple[Sequence[str], Sequence[str]],
+    test: tuple[Sequence[str], Sequence[str]] | None = None,
+    architecture: Literal["bert", "lstm"] = "bert",
+    size: Literal["tiny", "mini", "small"] = "tiny",
+    max_epochs: int = 30,
+    patience: int = 5,
+    seed: int = 0,
+    batch_size: int = 32,
+    learning_rate: float = 2e-3,
+    max_length: int = 128,
+    vocab_size: int = 4000,
+    dropout: float = 0.1,
+    tokenizer_dir: str | Path | None = None,
+    progress: bool = False,
+    label: str = "classifier",
+) -> ClassifierTrainingSummary:
+    """Train a classifier, keep the epoch with the best validation accuracy (early stopping after
+    `patience` epochs without improvement), and save it with its tokenizer and a summary."""
+    from transformers import AutoTokenizer
+
+    if architecture not in ARCHITECTURES:
+        raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
+    quiet_transformers()
+    torch.manual_seed(seed)
+    names = sorted({str(v) for v in labels})
+    label2id = {name: index for index, name in enumerate(names)}
+    train_ids = _label_ids(labels, label2id, "training data")
+    validation_ids = _label_ids(validation[1], label2id, "validation data")
+    tokenizer = (AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True) if tokenizer_dir is not None
+                 else train_tokenizer(texts, vocab_size, max_length))
+    model = classifier_model(architecture, size, tokenizer, names, max_length, dropout)
+
+    def encode(values: Sequence[str]) -> list[list[int]]:
+        return tokenizer(list(values), truncation=True, max_length=max_length)["input_ids"]
+
+    encoded, validation_encoded = encode(texts), encode(validation[0])
+    pad = tokenizer.pad_token_id
+    lengths = np.array([len(e) for e in encoded])
+    order_rng = np.random.default_rng(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    epoch_losses, validation_accuracies = [], []
+    best_state, best_epoch, best_accuracy = None, 0, -1.0
+    for epoch in tqdm(range(1, max_epochs + 1), desc=f"training {label} ({architecture} {size})", unit="epoch",
+                      disable=not progress or None):
+        model.train()
+        losses = []
+        for indices in length_bucketed_batches(lengths, batch_size, order_rng):
+            ids, mask = pad_batch([encoded[i] for i in indices], pad)
+            loss = model(input_ids=ids, attention_mask=mask, labels=torch.from_numpy(train_ids[indices])).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+        epoch_losses.append(float(np.mean(losses)))
+        validation_accuracies.append(accuracy(model, validation_encoded, validation_ids, pad))
+        if validation_accuracies[-1] > best_accuracy:
+            best_state, best_epoch, best_accuracy = copy.deepcopy(model.state_dict()), epoch, validation_accuracies[-1]
+        elif epoch - best_epoch >= patience:
+            break
+    model.load_state_dict(best_state)
+    model.eval()
+    train_accuracy = accuracy(model, encoded, train_ids, pad)
+    test_accuracy = None
+    if test is not None:
+        test_accuracy = accuracy(model, encode(test[0]), _label_ids(test[1], label2id, "test data"), pad)
+    held_out = test_accuracy if test_accuracy is not None else best_accuracy
+    summary = ClassifierTrainingSummary(
+        kind="classifier", architecture=architecture, size=size, n_samples=len(encoded), n_validation=len(validation_encoded),
+        n_test=0 if test is None else len(test[0]), labels=names, max_epochs=max_epochs, patience=patience,
+        epochs_run=len(epoch_losses), best_epoch=best_epoch, seed=seed, batch_size=batch_size, learning_rate=learning_rate,
+        max_length=max_length, dropout=dropout, train_accuracy=train_accuracy, validation_accuracy=best_accuracy,
+        test_accuracy=test_accuracy, generalization_gap=train_accuracy - held_out,
+        gap_measured_on="test" if test_accuracy is not None else "validation",
+        epoch_losses=epoch_losses, validation_accuracies=validation_accuracies,
+    )
+    save_model_folder(model, tokenizer, summary, Path(out_dir))
+    return summary
+
