@@ -29,13 +29,15 @@ class Threshold:
 @dataclass
 class AttackScores:
     """Membership scores of one attack at one level: `frame` has one row per sample or group,
-    with columns id, role, score (and length at sample level)."""
+    with columns id, role, score (and length at sample level). `calibration` holds what was fitted
+    on calibration or shadow data (class thresholds, a regression's coefficients), for the report."""
 
     attack: str
     signal: str
     level: str
     frame: pd.DataFrame
     fixed_thresholds: list[Threshold] = field(default_factory=list)
+    calibration: dict = field(default_factory=dict)
 
 
 def _aggregated(sample_attack: AttackScores, column: str, level: str) -> AttackScores:

@@ -136,6 +136,7 @@ def evaluate_slice(
         "n_members": int(labels.sum()),
         "n_nonmembers": int((~labels).sum()),
         "n_population": int(len(population_scores)),
+        **({"calibration": attack.calibration} if attack.calibration else {}),
     }
 
 
