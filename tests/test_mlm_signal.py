@@ -127,3 +127,19 @@ def test_bf16_energy_is_close_to_fp32(tiny_bert, tiny_tokenizer, texts):
     bf16, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, SignalSettings(k=4, precision="bf16"))
     assert not np.array_equal(fp32, bf16)  # bf16 really ran
     np.testing.assert_allclose(bf16, fp32, rtol=0.02)
+
+
+def test_k1_mean_energy_is_jagannathas_mlm_loss(tiny_bert, tiny_tokenizer, texts):
+    """Jagannatha's MLM loss (one random 15% mask, mean cross-entropy over the masked tokens, as the
+    model's own `labels=` loss computes it) is the energy with k=1 and normalize=mean."""
+    batch_texts, ids = texts
+    energy, encoded = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, SignalSettings(k=1, normalize="mean", seed=3))
+    for sample, value in zip(encoded, energy, strict=True):
+        positions = sample.content_positions[random_masks(sample.sample_id, len(sample.content_positions), 1, 3)[0]]
+        input_ids = torch.from_numpy(sample.input_ids).clone()
+        labels = torch.full_like(input_ids, -100)
+        labels[positions] = input_ids[positions]
+        input_ids[positions] = tiny_tokenizer.mask_token_id
+        with torch.no_grad():
+            model_loss = tiny_bert(input_ids=input_ids[None], labels=labels[None]).loss.item()
+        assert value == pytest.approx(model_loss, abs=1e-5)

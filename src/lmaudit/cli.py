@@ -100,6 +100,43 @@ def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: st
     _train("clm", data, out, epochs, size, tokenizer, seed)
 
 
+@train.command("classifier")
+@click.option("--data", required=True, type=click.Path(), help="Training file with 'text' and 'label' columns.")
+@click.option("--validation", required=True, type=click.Path(), help="Held-out file (text, label) for early stopping.")
+@click.option("--test", "test_data", default=None, type=click.Path(), help="Held-out file (text, label) for the test accuracy.")
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--architecture", default="bert", show_default=True, type=click.Choice(["bert", "lstm"]))
+@click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "mini", "small"]))
+@click.option("--max-epochs", default=30, show_default=True, type=click.IntRange(min=1))
+@click.option("--patience", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Stop after this many epochs without a better validation accuracy.")
+@click.option("--learning-rate", default=2e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder.")
+@click.option("--seed", default=0, show_default=True)
+def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, architecture: str, size: str,
+                             max_epochs: int, patience: int, learning_rate: float, tokenizer: str | None, seed: int) -> None:
+    """Train a BERT-style or 2-layer LSTM text classifier with early stopping; save as safetensors."""
+    from lmaudit.classifier_audit import check_labels
+    from lmaudit.data.corpus import load_corpus
+    from lmaudit.models.classifier import train_classifier
+
+    def texts_and_labels(path: str) -> tuple[list[str], list[str]]:
+        corpus = load_corpus(path)
+        check_labels(corpus)
+        return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
+
+    texts, labels = texts_and_labels(data)
+    summary = train_classifier(
+        texts, labels, out, texts_and_labels(validation), texts_and_labels(test_data) if test_data else None,
+        architecture=architecture, size=size, max_epochs=max_epochs, patience=patience, learning_rate=learning_rate,
+        tokenizer_dir=tokenizer, seed=seed, progress=_progress(),
+    )
+    held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
+    click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
+               f"train accuracy {summary.train_accuracy:.1%}, {summary.gap_measured_on} accuracy {held_out:.1%}, "
+               f"gap {100 * summary.generalization_gap:.1f} points; saved to {out}")
+
+
 def _signal_options(function):
     options = [
         click.option("--signal", default="mlm_energy", show_default=True, type=click.Choice(["mlm_energy", "mlm_pll", "clm_loss"])),
@@ -154,20 +191,24 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
 @click.option("--config", "config_path", default=None, type=click.Path(), help="audit.yaml with the same settings.")
 @click.option("--target", default=None, type=click.Path())
 @click.option("--reference", default=None, type=click.Path())
+@click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
 @click.option("--members", default=None, type=click.Path())
 @click.option("--nonmembers", default=None, type=click.Path())
 @click.option("--population", default=None, type=click.Path())
 @click.option("--calibration-members", default=None, type=click.Path())
+@click.option("--shadow-members", default=None, type=click.Path(), help="The shadow classifier's training data.")
+@click.option("--shadow-nonmembers", default=None, type=click.Path(), help="Data the shadow classifier did not see.")
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
 @click.option("--out", default=None, type=click.Path(file_okay=False))
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False))
 @click.option("--k", default=None, type=click.IntRange(min=1))
-@click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll", "clm_loss"]))
+@click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll", "clm_loss", "classifier"]),
+              help="classifier: audit a text classifier with shadow-calibrated attacks (needs --shadow).")
 @click.option("--precision", default=None, type=click.Choice(["fp32", "bf16", "auto"]))
 @click.option("--device", default=None, type=click.Choice(["cpu", "cuda", "auto"]), help="Where the models run.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
 def audit(config_path: str | None, **options) -> None:
-    """Audit a masked LM: signals of target (and reference), every attack the data allows, the report."""
+    """Audit a model: signals of target (and reference or shadow), every attack the data allows, the report."""
     from lmaudit.config import load_config, validated
     from lmaudit.pipeline import run_audit
     from lmaudit.report.build import summary_table
@@ -209,15 +250,24 @@ def attack(scores: str, out: str, bootstrap: int, seed: int) -> None:
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Default: runs/demo (runs/demo-causal).")
 @click.option("--size", default="default", show_default=True, type=click.Choice(["smoke", "default"]))
 @click.option("--seed", default=0, show_default=True)
-@click.option("--suite", default="mlm", show_default=True, type=click.Choice(["mlm", "causal"]),
-              help="mlm: BERT models, MLM energy, likelihood ratio; causal: GPT-2 models, next-token loss.")
-def demo(out: str | None, size: str, seed: int, suite: str) -> None:
-    """Run the whole audit on generated clinical notes with tiny models trained on the spot."""
-    from lmaudit.pipeline import run_demo
+@click.option("--suite", default="mlm", show_default=True, type=click.Choice(["mlm", "causal", "classifier"]),
+              help="mlm: BERT models, MLM energy, likelihood ratio; causal: GPT-2 models, next-token loss; "
+                   "classifier: topic classifiers of user posts, shadow-calibrated sample- and user-level attacks.")
+@click.option("--architecture", default="bert", show_default=True, type=click.Choice(["bert", "lstm"]),
+              help="Classifier architecture (--suite classifier).")
+def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -> None:
+    """Run the whole audit on generated data (clinical notes, or user posts) with tiny models trained on the spot."""
     from lmaudit.report.build import summary_table
 
     out = out or ("runs/demo" if suite == "mlm" else f"runs/demo-{suite}")
-    report = run_demo(out, size, seed, progress=_progress(), suite=suite)
+    if suite == "classifier":
+        from lmaudit.classifier_audit import run_classifier_demo
+
+        report = run_classifier_demo(out, size, seed, progress=_progress(), architecture=architecture)
+    else:
+        from lmaudit.pipeline import run_demo
+
+        report = run_demo(out, size, seed, progress=_progress(), suite=suite)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
 

@@ -12,10 +12,11 @@ from lmaudit.errors import InputError
 
 
 class SignalConfig(BaseModel):
-    """How the signal is computed (DESIGN.md: MLM energy; clm_loss: mean next-token NLL of a causal LM)."""
+    """How the signal is computed (DESIGN.md: MLM energy; clm_loss: mean next-token NLL of a causal LM;
+    classifier: the label probabilities of a sequence classifier, turned into Shejwalkar's features)."""
 
     model_config = ConfigDict(extra="forbid")
-    signal: Literal["mlm_energy", "mlm_pll", "clm_loss"] = "mlm_energy"
+    signal: Literal["mlm_energy", "mlm_pll", "clm_loss", "classifier"] = "mlm_energy"
     k: int = Field(10, ge=1)
     masks: Literal["random", "all"] = "random"
     normalize: Literal["sum", "mean"] | None = None
@@ -43,10 +44,13 @@ class AuditConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     target: str
     reference: str | None = None
+    shadow: str | None = Field(None, description="shadow classifier, trained like the target on shadow_members")
     members: str | None = None
     nonmembers: str | None = None
     population: str | None = None
     calibration_members: str | None = None
+    shadow_members: str | None = None
+    shadow_nonmembers: str | None = None
     data: str | None = Field(None, description="one file with a role column, instead of one file per role")
     out: str
     cache_dir: str | None = None
@@ -67,6 +71,7 @@ class AuditConfig(BaseModel):
         files = {
             "member": self.members, "nonmember": self.nonmembers,
             "population": self.population, "calibration_member": self.calibration_members,
+            "shadow_member": self.shadow_members, "shadow_nonmember": self.shadow_nonmembers,
         }
         chosen: dict[str | None, str] = {role: path for role, path in files.items() if path}
         if self.data:
@@ -95,7 +100,8 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AuditConfig:
         raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(values, dict):
         raise InputError(f"{path}: expected a mapping of settings at the top level")
-    for key in ("target", "reference", "members", "nonmembers", "population", "calibration_members", "data", "out", "cache_dir"):
+    for key in ("target", "reference", "shadow", "members", "nonmembers", "population", "calibration_members",
+                "shadow_members", "shadow_nonmembers", "data", "out", "cache_dir"):
         if isinstance(values.get(key), str) and not Path(values[key]).is_absolute():
             values[key] = str(path.parent / values[key])
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})

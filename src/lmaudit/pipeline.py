@@ -35,46 +35,52 @@ def load_audit_corpus(role_files: dict[str | None, str]) -> pd.DataFrame:
     corpus = combine_corpora([load_corpus(path, role) for role, path in role_files.items()])
     check_role_sizes(corpus, AUDITED_ROLES)
     present = set(corpus["role"])
-    check_role_sizes(corpus, [r for r in ("population", "calibration_member") if r in present])
+    check_role_sizes(corpus, [r for r in ROLES if r in present and r not in AUDITED_ROLES])
     check_disjoint_groups(corpus)
     return corpus
 
 
-def evaluate_signals(signals: pd.DataFrame, signal: str, settings: EvaluationConfig) -> tuple[list[dict], list[dict], list[AttackScores]]:
-    """Every attack the signals allow, evaluated: result records, skipped attacks, attack scores."""
-    attacks, skipped = build_attacks(signals, signal)
+def evaluate_attacks(attacks: list[AttackScores], skipped: list[dict], settings: EvaluationConfig) -> tuple[list[dict], list[dict]]:
+    """Every attack evaluated: result records, and the skipped attacks and slices."""
     evaluation = EvaluationSettings(**settings.model_dump())
-    results = []
+    results, skipped = [], list(skipped)
     for attack in attacks:
         attack_results, attack_skipped = evaluate_attack(attack, evaluation)
         results += attack_results
         skipped += attack_skipped
-    return results, skipped, attacks
+    return results, skipped
 
 
-def scores_table(signals: pd.DataFrame, attacks: list[AttackScores], signal: str, texts: pd.Series | None) -> pd.DataFrame:
-    """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked."""
-    table = signals.rename(columns={"target": f"target_{signal}", "reference": f"reference_{signal}"}).copy()
-    for attack in attacks:
-        if attack.level == "sample":
-            table = table.merge(
-                attack.frame[["id", "score"]].rename(columns={"id": "sample_id", "score": f"score_{attack.attack}"}),
-                on="sample_id", how="left",
-            )
+def scores_table(signals: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:
+    """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked.
+
+    Attack columns are score_<attack>, or score_<attack>_<signal> when one attack runs on several signals."""
+    table = signals.copy()
+    sample_attacks = [a for a in attacks if a.level == "sample"]
+    several_signals = len({a.signal for a in sample_attacks}) > 1
+    for attack in sample_attacks:
+        name = f"score_{attack.attack}_{attack.signal}" if several_signals else f"score_{attack.attack}"
+        table = table.merge(attack.frame[["id", "score"]].rename(columns={"id": "sample_id", "score": name}),
+                            on="sample_id", how="left")
     if texts is not None:
         table["text"] = texts.to_numpy()
     return table.drop(columns=[c for c in ("source", "row") if c in table.columns])
 
 
-def _finish(out: str | Path, config: dict, signals: pd.DataFrame, signal: str, evaluation: EvaluationConfig,
-            texts: pd.Series | None, device: str = "cpu") -> dict:
-    results, skipped, attacks = evaluate_signals(signals, signal, evaluation)
+def finish_report(out: str | Path, config: dict, signals: pd.DataFrame, attacks: list[AttackScores], skipped: list[dict],
+            evaluation: EvaluationConfig, texts: pd.Series | None, device: str = "cpu", models: dict | None = None) -> dict:
+    """Evaluate the attacks and write the output folder (report.json, scores.parquet, report.html)."""
+    results, skipped = evaluate_attacks(attacks, skipped, evaluation)
     if not results:
         raise InputError("no attack could be evaluated: " + "; ".join(s["reason"] for s in skipped))
     report = build_report(config, data_summary(signals), results, skipped, environment_info(device),
-                          population_mismatch_warnings(results))
-    write_report(out, report, scores_table(signals, attacks, signal, texts), attacks)
+                          population_mismatch_warnings(results), models)
+    write_report(out, report, scores_table(signals, attacks, texts), attacks)
     return report
+
+
+def _lm_signal_columns(signals: pd.DataFrame, signal: str) -> pd.DataFrame:
+    return signals.rename(columns={"target": f"target_{signal}", "reference": f"reference_{signal}"})
 
 
 def run_audit(config: AuditConfig, progress: bool = False) -> dict:
@@ -83,6 +89,10 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     from lmaudit.signals.compute import model_signals
     from lmaudit.signals.mlm import SignalSettings
 
+    if config.signal.signal == "classifier":
+        from lmaudit.classifier_audit import run_classifier_audit
+
+        return run_classifier_audit(config, progress)
     corpus = load_audit_corpus(config.role_files())
     scored = corpus[corpus["role"].isin(["member", "nonmember", "population", "calibration_member"])].reset_index(drop=True)
     signal_settings = SignalSettings(**config.signal.model_dump(exclude={"batch_tokens"}))
@@ -98,7 +108,9 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
             signals["length"] = values["n_tokens"].to_numpy()
             signals["truncated"] = values["truncated"].to_numpy()
     texts = scored["text"] if config.include_text else None
-    return _finish(config.out, config.model_dump(), signals, config.signal.signal, config.evaluation, texts, device)
+    attacks, skipped = build_attacks(signals, config.signal.signal)
+    return finish_report(config.out, config.model_dump(), _lm_signal_columns(signals, config.signal.signal), attacks, skipped,
+                   config.evaluation, texts, device)
 
 
 SCORES_COLUMNS = ("sample_id", "role", "target_loss")
@@ -136,7 +148,8 @@ def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationC
     """Audit from precomputed scores: the same attacks, metrics and report, without any model."""
     signals = load_scores(scores_path)
     config = {"scores": str(scores_path), "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
-    return _finish(out, config, signals, signal, evaluation, texts=None)
+    attacks, skipped = build_attacks(signals, signal)
+    return finish_report(out, config, _lm_signal_columns(signals, signal), attacks, skipped, evaluation, texts=None)
 
 
 def write_signal_file(values: pd.DataFrame, signal: str, out: str | Path) -> None:

@@ -44,8 +44,8 @@ def data_summary(signals: pd.DataFrame) -> dict:
 
 
 def build_report(config: dict, data: dict, results: list[dict], skipped: list[dict], environment: dict,
-                 warnings: list[str]) -> dict:
-    """The report.json document (DESIGN.md schema, version 1)."""
+                 warnings: list[str], models: dict | None = None) -> dict:
+    """The report.json document (DESIGN.md schema, version 1); `models`: training summaries by role, when known."""
     return {
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -56,6 +56,7 @@ def build_report(config: dict, data: dict, results: list[dict], skipped: list[di
         "results": results,
         "skipped": skipped,
         "warnings": warnings,
+        **({"models": models} if models else {}),
     }
 
 
@@ -83,17 +84,50 @@ def _number(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+# Shejwalkar et al.'s Table 1 columns (Algorithms 1, 2, 3, 4), then Table 2's other statistics.
+CLASSIFIER_ATTACKS = ("sample_threshold", "user_threshold_avg", "user_logistic", "sample_to_user",
+                      "user_threshold_min", "user_threshold_max", "user_threshold_var")
+
+
+def feature_attack_table(results: list[dict]) -> list[dict]:
+    """Rows of feature x attack (the paper's Table 1): per feature, AUC and accuracy at the shadow threshold per attack."""
+    rows: dict[str, dict] = {}
+    for result in results:
+        if result["attack"] in CLASSIFIER_ATTACKS and result["slice"] == "all":
+            accuracy = result["thresholds"][0]["accuracy"] if result["thresholds"] else None
+            rows.setdefault(result["signal"], {})[result["attack"]] = {"auc": result["auc"], "accuracy": accuracy}
+    return [{"feature": feature, "attacks": attacks} for feature, attacks in rows.items()]
+
+
+def _figure_groups(attacks: list[AttackScores]) -> dict[str, list[AttackScores]]:
+    """Attacks per ROC figure: one per level, or per level and signal when there are several signals."""
+    several_signals = len({a.signal for a in attacks}) > 1
+    groups: dict[str, list[AttackScores]] = {}
+    for attack in sorted(attacks, key=lambda a: ["sample", "subgroup", "group"].index(a.level)):
+        title = f"{attack.level} level" + (f", {attack.signal}" if several_signals else "")
+        groups.setdefault(title, []).append(attack)
+    return groups
+
+
+def _histogram_threshold(result: dict) -> tuple[float | None, str]:
+    """The threshold to mark: the population 10% threshold, else the attack's own calibrated one."""
+    threshold = population_threshold_at(result)
+    if threshold is not None:
+        return threshold["value"], "population threshold (10% FPR)"
+    if result["thresholds"]:
+        return result["thresholds"][0]["value"], f"{result['thresholds'][0]['rule']} threshold"
+    return None, ""
+
+
 def render_html(report: dict, attacks: list[AttackScores]) -> str:
     """The self-contained HTML page: tables, ROC curves, histograms, configuration."""
-    levels = sorted({a.level for a in attacks}, key=["sample", "subgroup", "group"].index)
-    roc_images = {level: roc_figure([a for a in attacks if a.level == level], level) for level in levels}
+    roc_images = {title: roc_figure(group, title) for title, group in _figure_groups(attacks).items()}
     histogram_images = {}
     for attack in attacks:
-        result = next((r for r in report["results"] if r["attack"] == attack.attack and r["level"] == attack.level and r["slice"] == "all"), None)
-        if result is None:
-            continue
-        threshold = population_threshold_at(result)
-        histogram_images[f"{attack.attack} {attack.level}"] = histogram_figure(attack, threshold and threshold["value"], 0.1)
+        result = next((r for r in report["results"] if r["attack"] == attack.attack and r["level"] == attack.level
+                       and r["signal"] == attack.signal and r["slice"] == "all"), None)
+        if result is not None:
+            histogram_images[f"{attack.attack} {attack.signal} {attack.level}"] = histogram_figure(attack, *_histogram_threshold(result))
     environment = Environment(loader=PackageLoader("lmaudit.report", "templates"), autoescape=select_autoescape())
     template = environment.get_template("report.html.j2")
     alphas = list(report["results"][0]["tpr_at_fpr"]) if report["results"] else []
@@ -101,6 +135,7 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         report=report, alphas=alphas, roc_images=roc_images, histogram_images=histogram_images,
         config_json=json.dumps(report["config"], indent=2), environment_json=json.dumps(report["environment"], indent=2),
         population10=population_threshold_at, pct=_percent, num=_number,
+        feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS,
     )
 
 
@@ -129,8 +164,36 @@ def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attack
     return out / "report.json"
 
 
+def _models_lines(report: dict) -> list[str]:
+    return [
+        f"{name}: {m['architecture']} {m['size']}, train accuracy {_percent(m['train_accuracy'])}, "
+        f"{m['gap_measured_on']} accuracy {_percent(m['test_accuracy'] if m['gap_measured_on'] == 'test' else m['validation_accuracy'])}, "
+        f"generalisation gap {100 * m['generalization_gap']:.1f} points"
+        for name, m in report.get("models", {}).items()
+    ]
+
+
+def feature_attack_lines(report: dict) -> list[str]:
+    """The feature x attack table as text: AUC (accuracy %) per cell."""
+    table = feature_attack_table(report["results"])
+    if not table:
+        return []
+    header = f"{'feature':<13}" + "".join(f"{name:>21}" for name in CLASSIFIER_ATTACKS)
+    lines = [header, "-" * len(header)]
+    for row in table:
+        cells = []
+        for name in CLASSIFIER_ATTACKS:
+            cell = row["attacks"].get(name)
+            cells.append(f"{cell['auc']:.3f} ({100 * cell['accuracy']:.1f})" if cell else "")
+        lines.append(f"{row['feature']:<13}" + "".join(f"{c:>21}" for c in cells))
+    return lines
+
+
 def summary_table(report: dict) -> str:
-    """The terminal summary: one line per sample- or group-level result on all data."""
+    """The terminal summary: the feature x attack table for a classifier audit, else one line per result."""
+    if feature_attack_table(report["results"]):
+        lines = _models_lines(report) + ["AUC (accuracy % at the shadow-calibrated threshold):"] + feature_attack_lines(report)
+        return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])
     header = f"{'attack':<18}{'level':<10}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}"
     lines = [header, "-" * len(header)]
     for r in report["results"]:

@@ -27,8 +27,8 @@ def _png(figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def roc_figure(attacks: list[AttackScores], level: str) -> str:
-    """ROC curves of every attack at `level`, on linear and logarithmic FPR axes side by side."""
+def roc_figure(attacks: list[AttackScores], title: str) -> str:
+    """ROC curves of the given attacks, on linear and logarithmic FPR axes side by side (`title`: e.g. "sample level")."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for attack in attacks:
         audited = attack.frame[attack.frame["role"].isin(["member", "nonmember"])]
@@ -41,7 +41,7 @@ def roc_figure(attacks: list[AttackScores], level: str) -> str:
         axis.set_yscale(scale)
         axis.set_xlabel("false-positive rate")
         axis.set_ylabel("true-positive rate")
-        axis.set_title(f"{level} level, {scale} axes")
+        axis.set_title(f"{title}, {scale} axes")
         if scale == "log":
             axis.set_xlim(1e-3, 1)
             axis.set_ylim(1e-3, 1)
@@ -49,8 +49,8 @@ def roc_figure(attacks: list[AttackScores], level: str) -> str:
     return _png(figure)
 
 
-def histogram_figure(attack: AttackScores, threshold: float | None, alpha: float) -> str:
-    """Member and non-member histograms of one attack's score, population threshold marked."""
+def histogram_figure(attack: AttackScores, threshold: float | None, threshold_label: str) -> str:
+    """Member and non-member histograms of one attack's score, a calibrated threshold marked."""
     figure, axis = plt.subplots(figsize=(5.6, 3.6))
     frame = attack.frame
     values = frame.loc[frame["role"].isin(["member", "nonmember"]), "score"].to_numpy(dtype=float)
@@ -58,9 +58,9 @@ def histogram_figure(attack: AttackScores, threshold: float | None, alpha: float
     for role, color in (("member", "tab:blue"), ("nonmember", "tab:orange")):
         axis.hist(frame.loc[frame["role"] == role, "score"], bins=bins, alpha=0.55, color=color, label=role, density=True)
     if threshold is not None:
-        axis.axvline(threshold, color="red", linewidth=1.5, label=f"population threshold ({alpha:.0%} FPR)")
+        axis.axvline(threshold, color="red", linewidth=1.5, label=threshold_label)
     axis.set_xlabel(SCORE_LABELS.get(attack.attack, "membership score"))
     axis.set_ylabel("density")
-    axis.set_title(f"{attack.attack}, {attack.level} level: right of the line = called member")
+    axis.set_title(f"{attack.attack} ({attack.signal}), {attack.level} level: right of the line = called member", fontsize=9)
     axis.legend(fontsize=8)
     return _png(figure)

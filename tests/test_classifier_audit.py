@@ -1,0 +1,145 @@
+"""The classifier suite end to end (demo at smoke size, CLI train and audit) and its bad input."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lmaudit.cli import main
+from lmaudit.report.build import CLASSIFIER_ATTACKS
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("classifier-demo")
+    code, output = run("demo", "--suite", "classifier", "--size", "smoke", "--out", out)
+    assert code == 0, output
+    return out, output
+
+
+def test_demo_reports_every_feature_and_attack(demo_run):
+    out, output = demo_run
+    report = json.loads((out / "report.json").read_text())
+    cells = {(r["signal"], r["attack"]) for r in report["results"] if r["slice"] == "all"}
+    assert cells == {(f, a) for f in ("loss", "mentropy", "rank", "confidence", "correctness") for a in CLASSIFIER_ATTACKS}
+    for result in report["results"]:
+        assert result["level"] == ("sample" if result["attack"] == "sample_threshold" else "group")
+        assert 0.0 <= result["thresholds"][0]["accuracy"] <= 1.0
+    target = report["models"]["target"]
+    assert target["generalization_gap"] == pytest.approx(target["train_accuracy"] - target["test_accuracy"])
+    assert "user_logistic" in output and "generalisation gap" in output
+    assert "Features and attacks" in (out / "report.html").read_text()
+
+
+def test_scores_hold_features_of_both_models_and_no_text(demo_run):
+    out, _ = demo_run
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert "text" not in scores.columns
+    assert set(scores["model"]) == {"target", "shadow"}
+    assert (scores.loc[scores["model"] == "shadow", "role"].str.startswith("shadow_")).all()
+    for column in ("loss", "mentropy", "rank", "confidence", "correctness", "score_sample_threshold_loss"):
+        assert column in scores.columns
+
+
+def test_cli_train_and_audit_reuse_the_demo_data(demo_run, tmp_path):
+    out, _ = demo_run
+    data = out / "data"
+    code, output = run("train", "classifier", "--data", data / "member.parquet", "--validation", data / "validation.parquet",
+                       "--architecture", "lstm", "--max-epochs", "3", "--out", tmp_path / "lstm")
+    assert code == 0, output
+    assert "train accuracy" in output and "validation accuracy" in output
+    code, output = run("audit", "--signal", "classifier", "--target", tmp_path / "lstm", "--shadow", out / "models" / "shadow",
+                       "--members", data / "member.parquet", "--nonmembers", data / "nonmember.parquet",
+                       "--shadow-members", data / "shadow_member.parquet", "--shadow-nonmembers", data / "shadow_nonmember.parquet",
+                       "--out", tmp_path / "audit")
+    assert code == 0, output
+    assert json.loads((tmp_path / "audit" / "report.json").read_text())["models"]["target"]["architecture"] == "lstm"
+
+
+def assert_one_line_error(code, output, *fragments):
+    assert code == 2, output
+    lines = [line for line in output.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("lmaudit: error:"), output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def audit_args(out, tmp_path, **replaced):
+    data = out / "data"
+    files = {"members": data / "member.parquet", "nonmembers": data / "nonmember.parquet",
+             "shadow-members": data / "shadow_member.parquet", "shadow-nonmembers": data / "shadow_nonmember.parquet"}
+    files.update(replaced)
+    args = ["audit", "--signal", "classifier", "--target", out / "models" / "target", "--shadow", out / "models" / "shadow",
+            "--out", tmp_path / "bad"]
+    for option, path in files.items():
+        if path is not None:
+            args += [f"--{option}", path]
+    return args
+
+
+def rewrite(path, tmp_path, change):
+    table = change(pd.read_parquet(path))
+    target = tmp_path / f"changed-{path.stem}.csv"
+    table.to_csv(target, index=False)
+    return target
+
+
+def test_members_without_label_column(demo_run, tmp_path):
+    out, _ = demo_run
+    members = rewrite(out / "data" / "member.parquet", tmp_path, lambda t: t.drop(columns="label"))
+    assert_one_line_error(*run(*audit_args(out, tmp_path, members=members)), str(members), "no 'label' column")
+    assert not (tmp_path / "bad" / "report.json").exists()
+
+
+def test_label_unknown_to_the_model(demo_run, tmp_path):
+    out, _ = demo_run
+
+    def relabel(table):
+        table.loc[3, "label"] = "knitting"
+        return table
+
+    nonmembers = rewrite(out / "data" / "nonmember.parquet", tmp_path, relabel)
+    assert_one_line_error(*run(*audit_args(out, tmp_path, nonmembers=nonmembers)), f"{nonmembers}, row 4", "'knitting'",
+                          "not a label of the model")
+
+
+def test_user_with_one_sample(demo_run, tmp_path):
+    out, _ = demo_run
+
+    def lonely(table):
+        table.loc[0, "group_id"] = "lonely-user"
+        return table
+
+    members = rewrite(out / "data" / "member.parquet", tmp_path, lonely)
+    assert_one_line_error(*run(*audit_args(out, tmp_path, members=members)), f"{members}, row 1", "'lonely-user'",
+                          "at least 2 samples per user")
+
+
+def test_missing_shadow_data_or_model(demo_run, tmp_path):
+    out, _ = demo_run
+    assert_one_line_error(*run(*audit_args(out, tmp_path, **{"shadow-nonmembers": None})), "no shadow_nonmember samples",
+                          "--shadow-nonmembers")
+    args = audit_args(out, tmp_path)
+    position = args.index("--shadow")
+    del args[position : position + 2]
+    assert_one_line_error(*run(*args), "pass --shadow MODEL")
+
+
+def test_train_classifier_without_labels(demo_run, tmp_path):
+    out, _ = demo_run
+    data = rewrite(out / "data" / "member.parquet", tmp_path, lambda t: t.drop(columns="label"))
+    assert_one_line_error(*run("train", "classifier", "--data", data, "--validation", out / "data" / "validation.parquet",
+                               "--out", tmp_path / "m"), str(data), "no 'label' column")
+
+
+def test_language_model_refused_as_classifier(demo_run, tiny_model_dirs, tmp_path):
+    out, _ = demo_run
+    args = audit_args(out, tmp_path)
+    args[args.index("--target") + 1] = tiny_model_dirs[0]
+    assert_one_line_error(*run(*args), "BertForMaskedLM, not a sequence classifier")
