@@ -149,21 +149,15 @@ CLASSIFIER_DEMO_LEARNING_RATE = {"bert": 2e-3, "lstm": 5e-3}
 def run_classifier_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False,
                         architecture: str = "bert") -> dict:
     """Generate user posts, split users into roles, train target and shadow classifiers, audit, report."""
-    from lmaudit.data.roles import split_groups
     from lmaudit.data.users import generate_user_posts
     from lmaudit.models.classifier import train_classifier
     from lmaudit.models.train import read_training_summary
+    from lmaudit.pipeline import split_and_write_roles
 
     demo = CLASSIFIER_DEMO_SIZES[size]
     out = Path(out)
     posts = generate_user_posts(demo.users, seed)
-    posts["role"] = posts["group_id"].map(split_groups(posts["group_id"].tolist(), CLASSIFIER_DEMO_SPLIT, seed))
-    data_dir = out / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for role in CLASSIFIER_DEMO_SPLIT:
-        files[role] = data_dir / f"{role}.parquet"
-        posts[posts["role"] == role].drop(columns="role").to_parquet(files[role], index=False)
+    files = split_and_write_roles(posts, CLASSIFIER_DEMO_SPLIT, seed, out / "data")
 
     def texts_and_labels(role: str) -> tuple[list[str], list[str]]:
         rows = posts[posts["role"] == role]

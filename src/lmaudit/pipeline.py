@@ -202,6 +202,18 @@ def _train_unless_done(kind: str, texts: list[str], folder: Path, **settings) ->
     train_language_model(kind, texts, folder, **settings)
 
 
+def split_and_write_roles(corpus: pd.DataFrame, split: dict[str, float], seed: int, data_dir: Path) -> dict[str, Path]:
+    """Give whole groups a role in the `split` proportions (seeded; sets corpus["role"]) and write one Parquet file per role."""
+    from lmaudit.data.roles import split_groups
+
+    corpus["role"] = corpus["group_id"].map(split_groups(corpus["group_id"].tolist(), split, seed))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    files = {role: data_dir / f"{role}.parquet" for role in split}
+    for role, path in files.items():
+        corpus[corpus["role"] == role].drop(columns="role").to_parquet(path, index=False)
+    return files
+
+
 DEMO_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_loss")}
 
 
@@ -210,20 +222,12 @@ def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bo
 
     suite "mlm": BERT masked LMs and the MLM energy; "causal": GPT-2 causal LMs and the mean
     next-token loss (Jagannatha's black-box setting, at sample, admission and patient level)."""
-    from lmaudit.data.roles import split_groups
     from lmaudit.data.synth import generate_notes
 
     demo = DEMO_SIZES[size]
     out = Path(out)
     notes = generate_notes(demo.patients, seed)
-    roles = split_groups(notes["group_id"].tolist(), DEMO_SPLIT, seed)
-    notes["role"] = notes["group_id"].map(roles)
-    data_dir = out / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for role in DEMO_SPLIT:
-        files[role] = data_dir / f"{role}.parquet"
-        notes[notes["role"] == role].drop(columns="role").to_parquet(files[role], index=False)
+    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
     models = out / "models"
     reference_texts = notes.loc[notes["role"] == "reference_train", "text"].tolist()
     target_texts = notes.loc[notes["role"].isin(["member", "calibration_member"]), "text"].tolist()
