@@ -46,6 +46,7 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path):
         mu = next(t for t in record["thresholds"] if t["rule"] == "mean_member_loss")
         assert mu["advantage"] == pytest.approx(mu["recall"] - mu["fpr"])
     assert np.isfinite([r["auc"] for r in report["results"]]).all()
+    assert "Sample, admission and patient level" in (tmp_path / "report.html").read_text()
 
 
 def test_masked_lm_refused_for_the_causal_signal(tiny_model_dirs, notes, tmp_path):

@@ -99,11 +99,29 @@ def feature_attack_table(results: list[dict]) -> list[dict]:
     return [{"feature": feature, "attacks": attacks} for feature, attacks in rows.items()]
 
 
+LEVELS = ("sample", "subgroup", "group")
+
+
+def level_table(results: list[dict]) -> list[dict]:
+    """Per attack and signal, AUC and the advantage at the mean-member-loss threshold at each level, on all data
+    (Jagannatha et al.'s sample / admission / patient comparison); empty when only one level was run."""
+    rows: dict[tuple[str, str], dict] = {}
+    for result in results:
+        if result["slice"] != "all" or result["attack"] in CLASSIFIER_ATTACKS:
+            continue
+        mu = next((t for t in result["thresholds"] if t["rule"] == "mean_member_loss"), None)
+        rows.setdefault((result["attack"], result["signal"]), {})[result["level"]] = {
+            "auc": result["auc"], "advantage": mu["advantage"] if mu else None}
+    if len({level for cells in rows.values() for level in cells}) < 2:
+        return []
+    return [{"attack": attack, "signal": signal, "levels": cells} for (attack, signal), cells in rows.items()]
+
+
 def _figure_groups(attacks: list[AttackScores]) -> dict[str, list[AttackScores]]:
     """Attacks per ROC figure: one per level, or per level and signal when there are several signals."""
     several_signals = len({a.signal for a in attacks}) > 1
     groups: dict[str, list[AttackScores]] = {}
-    for attack in sorted(attacks, key=lambda a: ["sample", "subgroup", "group"].index(a.level)):
+    for attack in sorted(attacks, key=lambda a: LEVELS.index(a.level)):
         title = f"{attack.level} level" + (f", {attack.signal}" if several_signals else "")
         groups.setdefault(title, []).append(attack)
     return groups
@@ -136,6 +154,7 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         config_json=json.dumps(report["config"], indent=2), environment_json=json.dumps(report["environment"], indent=2),
         population10=population_threshold_at, pct=_percent, num=_number,
         feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS,
+        level_table=level_table(report["results"]), levels=LEVELS,
     )
 
 

@@ -1,0 +1,36 @@
+"""The report's summary tables pick the right cells: feature x attack (classifier) and attack x level (LMs)."""
+
+from lmaudit.report.build import feature_attack_table, level_table
+
+
+def result(attack, signal, level, auc, thresholds=(), slice_name="all"):
+    return {"attack": attack, "signal": signal, "level": level, "slice": slice_name, "auc": auc, "thresholds": list(thresholds)}
+
+
+def test_level_table_puts_levels_side_by_side_with_the_mu_advantage():
+    mu = {"rule": "mean_member_loss", "advantage": 0.3}
+    population = {"rule": "population", "advantage": 0.9}
+    results = [
+        result("loss", "clm_loss", "sample", 0.7, [population, mu]),
+        result("loss", "clm_loss", "sample", 0.6, [mu], slice_name="length:short"),
+        result("loss", "clm_loss", "group", 0.9, [{**mu, "advantage": 0.5}]),
+        result("likelihood_ratio", "clm_loss", "sample", 0.8, [population]),
+    ]
+    rows = level_table(results)
+    assert rows == [
+        {"attack": "loss", "signal": "clm_loss", "levels": {"sample": {"auc": 0.7, "advantage": 0.3},
+                                                             "group": {"auc": 0.9, "advantage": 0.5}}},
+        {"attack": "likelihood_ratio", "signal": "clm_loss", "levels": {"sample": {"auc": 0.8, "advantage": None}}},
+    ]
+    assert level_table(results[:2]) == []  # one level only: nothing to put side by side
+
+
+def test_feature_attack_table_reads_auc_and_shadow_accuracy():
+    shadow = {"rule": "shadow", "accuracy": 0.61}
+    results = [
+        result("sample_threshold", "loss", "sample", 0.66, [shadow]),
+        result("user_logistic", "loss", "group", 0.91, [{**shadow, "accuracy": 0.87}]),
+        result("loss", "mlm_energy", "sample", 0.55),
+    ]
+    assert feature_attack_table(results) == [{"feature": "loss", "attacks": {
+        "sample_threshold": {"auc": 0.66, "accuracy": 0.61}, "user_logistic": {"auc": 0.91, "accuracy": 0.87}}}]
