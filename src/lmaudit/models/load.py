@@ -118,6 +118,21 @@ def load_causal_lm(path: str | Path, device: str = "cpu", trust_remote_code: boo
     return loaded
 
 
+def model_family(path: str | Path) -> str:
+    """'mlm', 'clm' or 'classifier', from the architecture saved in config.json."""
+    import json
+
+    folder = resolve_model_folder(path)
+    check_model_folder(folder)
+    architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    for suffixes, family in ((("ForMaskedLM",), "mlm"), (("ForCausalLM", "LMHeadModel"), "clm"),
+                             (("ForSequenceClassification",), "classifier")):
+        if any(a.endswith(suffixes) for a in architectures):
+            return family
+    raise InputError(f"{folder}/config.json: architecture {', '.join(architectures) or 'unknown'} is not a masked LM, "
+                     "causal LM or sequence classifier; white-box features need one of those")
+
+
 def classifier_labels(path: str | Path) -> list[str]:
     """A classifier's label names in output order, from its config.json (id2label)."""
     import json

@@ -13,6 +13,7 @@ from lmaudit.models.load import (
     load_causal_lm,
     load_classifier,
     load_masked_lm,
+    model_family,
     model_fingerprint,
     resolve_model_folder,
     tokenizer_fingerprint,
@@ -20,10 +21,12 @@ from lmaudit.models.load import (
 from lmaudit.signals.causal import causal_lm_loss
 from lmaudit.signals.classifier import class_log_probabilities
 from lmaudit.signals.mlm import SignalSettings, mlm_signal, mlm_signals
+from lmaudit.signals.whitebox import attention_features, gradient_features
 from lmaudit.signals.store import SignalStore, stored_signal, stored_signals
 
-# Signals other than the MLM ones: how to load the model and how to score a chunk of texts.
+# Signals other than the MLM and white-box ones: how to load the model and how to score a chunk of texts.
 SCORERS = {"clm_loss": (load_causal_lm, causal_lm_loss), "classifier": (load_classifier, class_log_probabilities)}
+WHITEBOX_SIGNALS = ("whitebox_attention", "whitebox_gradient")
 
 
 def model_signal(
@@ -48,7 +51,7 @@ def model_signal(
     store = SignalStore(cache_dir, model_fingerprint(model_dir), settings)
     loaded: list[LoadedModel] = []
 
-    load, score = SCORERS.get(settings.signal, (load_masked_lm, partial(mlm_signal, progress=progress)))
+    load, score = _scorer(settings.signal, model_dir, progress)
 
     def compute(ids: list[str], chunk_texts: list[str]) -> pd.DataFrame:
         if not loaded:
@@ -57,6 +60,15 @@ def model_signal(
         return _frame(values, encoded)
 
     return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress)
+
+
+def _scorer(signal: str, model_dir: Path, progress: bool):
+    """How to load the model and score a chunk of texts for `signal`."""
+    if signal in WHITEBOX_SIGNALS:
+        family = model_family(model_dir)
+        load = {"mlm": load_masked_lm, "clm": load_causal_lm, "classifier": load_classifier}[family]
+        return load, attention_features if signal == "whitebox_attention" else partial(gradient_features, family=family)
+    return SCORERS.get(signal, (load_masked_lm, partial(mlm_signal, progress=progress)))
 
 
 def _frame(values, encoded) -> pd.DataFrame:
@@ -81,7 +93,7 @@ def model_signals(
         check_model_folder(folder)
     settings = settings.resolved(device)
     shared_tokenizer = len({tokenizer_fingerprint(f) for f in folders.values()}) == 1
-    if len(folders) > 1 and shared_tokenizer and settings.signal not in SCORERS:
+    if len(folders) > 1 and shared_tokenizer and settings.signal not in SCORERS and settings.signal not in WHITEBOX_SIGNALS:
         stores = [SignalStore(cache_dir, model_fingerprint(f), settings) for f in folders.values()]
         loaded: list[LoadedModel] = []
 

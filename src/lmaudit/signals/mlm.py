@@ -19,7 +19,7 @@ from lmaudit.errors import InputError
 from lmaudit.signals.heads import masked_position_logits
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 
-SignalName = Literal["mlm_energy", "mlm_pll", "clm_loss", "classifier"]
+SignalName = Literal["mlm_energy", "mlm_pll", "clm_loss", "classifier", "whitebox_attention", "whitebox_gradient"]
 DEFAULT_NORMALIZE = {"mlm_energy": "sum", "mlm_pll": "mean", "clm_loss": "mean"}
 
 

@@ -1,0 +1,123 @@
+"""White-box features: attention concentration against a hand computation and a one-sample numpy
+reference; batched per-sample gradient norms against one backward pass per sample (fp32, 1e-5)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lmaudit.signals.masks import random_masks
+from lmaudit.signals.mlm import SignalSettings
+from lmaudit.signals.whitebox import (
+    attention_concentration,
+    attention_features,
+    concentration_summary,
+    gradient_feature_names,
+    gradient_features,
+)
+
+
+def test_concentration_equals_hand_computation():
+    attention = torch.tensor([[0.5, 0.25, 0.25, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    expected = [0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25), 0.0]  # 0 log 0 counts as 0
+    assert attention_concentration(attention).tolist() == pytest.approx(expected)
+    summary = concentration_summary(torch.tensor([1.0, 2.0, 3.0, 4.0, 100.0]))
+    # mean 22; median 3; 5th percentile 1 + 0.2 * (2 - 1); 95th percentile 4 + 0.8 * (100 - 4).
+    assert summary.tolist() == pytest.approx([22.0, 3.0, 1.2, 80.8])
+
+
+@pytest.fixture(scope="module")
+def models(tiny_tokenizer):
+    from transformers import BertForMaskedLM, GPT2LMHeadModel
+
+    from lmaudit.models.train import clm_config, mlm_config
+
+    torch.manual_seed(5)
+    bert = BertForMaskedLM(mlm_config("tiny", len(tiny_tokenizer), 64, tiny_tokenizer.pad_token_id)).eval()
+    gpt2 = GPT2LMHeadModel(clm_config("tiny", len(tiny_tokenizer), 64, tiny_tokenizer)).eval()
+    return {"mlm": bert, "clm": gpt2}
+
+
+@pytest.fixture(scope="module")
+def texts(notes):
+    return notes["text"].tolist()[:16], notes["sample_id"].tolist()[:16]
+
+
+SETTINGS = SignalSettings(max_length=64, seed=4)
+
+
+@pytest.mark.parametrize("family", ["mlm", "clm"])
+def test_feature_shapes(models, tiny_tokenizer, texts, family):
+    model = models[family]
+    attention, encoded = attention_features(model, tiny_tokenizer, *texts, SETTINGS)
+    gradients, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, family=family)
+    assert attention.shape == (16, 2 * 2 * 4)  # tiny: 2 layers x 2 heads x 4 statistics
+    names = gradient_feature_names(model)
+    assert gradients.shape == (16, len(names)) and len(names) == len(list(model.parameters()))
+    assert np.isfinite(attention).all() and (attention <= 1e-9).all()  # C(a) <= 0
+    assert np.isfinite(gradients).all() and (gradients >= 0).all() and (gradients.sum(1) > 0).all()
+    assert len(encoded) == 16
+
+
+@pytest.mark.parametrize("family", ["mlm", "clm"])
+def test_attention_features_equal_one_sample_reference(models, tiny_tokenizer, texts, family):
+    model = models[family]
+    features, _ = attention_features(model, tiny_tokenizer, *texts, SETTINGS, batch_tokens=100)
+    for row, text in enumerate(texts[0]):
+        ids = tiny_tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            attentions = model(input_ids=ids, output_attentions=True).attentions
+        expected = []
+        for layer in attentions:
+            a = layer[0].double().numpy()  # heads x T x T
+            concentration = np.where(a > 0, a * np.log(np.where(a > 0, a, 1.0)), 0.0).sum(-1)
+            for head in concentration:
+                expected += [head.mean(), np.median(head), np.percentile(head, 5), np.percentile(head, 95)]
+        np.testing.assert_allclose(features[row], expected, rtol=1e-5, atol=1e-6)
+
+
+def reference_gradient_norms(model, tokenizer, text, sample_id, family):
+    """One forward and backward pass per sample with the model's own `labels=` loss."""
+    ids = tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"]
+    if family == "mlm":
+        content = np.arange(1, ids.shape[1] - 1)  # [CLS] ... [SEP]
+        positions = torch.from_numpy(content[random_masks(sample_id, len(content), 1, SETTINGS.seed)[0]])
+        labels = torch.full_like(ids, -100)
+        labels[0, positions] = ids[0, positions]
+        inputs = ids.clone()
+        inputs[0, positions] = tokenizer.mask_token_id
+    else:
+        inputs, labels = ids, ids
+    model.zero_grad(set_to_none=True)
+    model(input_ids=inputs, labels=labels).loss.backward()
+    return np.array([p.grad.double().pow(2).sum().item() if p.grad is not None else 0.0
+                     for _, p in model.named_parameters()])
+
+
+@pytest.mark.parametrize("family", ["mlm", "clm"])
+@pytest.mark.parametrize("memory_bytes", [1, 1 << 30])  # one sample per vmap call, or the whole length group
+def test_batched_gradient_norms_equal_one_backward_per_sample(models, tiny_tokenizer, texts, family, memory_bytes):
+    model = models[family]
+    batched, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, family=family, memory_bytes=memory_bytes)
+    for row, (text, sample_id) in enumerate(zip(*texts, strict=True)):
+        expected = reference_gradient_norms(model, tiny_tokenizer, text, sample_id, family)
+        np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
+    model.zero_grad(set_to_none=True)
+
+
+def test_whitebox_signals_are_stored_and_reused(tiny_model_dirs, notes, tmp_path, monkeypatch):
+    from lmaudit.signals import whitebox
+    from lmaudit.signals.compute import model_signal
+
+    texts, ids = notes["text"].tolist()[:12], notes["sample_id"].tolist()[:12]
+    settings = SignalSettings(signal="whitebox_gradient", max_length=64)
+    first = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("recomputed a stored feature")
+
+    monkeypatch.setattr(whitebox, "gradient_features", fail)
+    monkeypatch.setattr("lmaudit.signals.compute.gradient_features", fail)
+    second = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+    np.testing.assert_array_equal(np.stack(first["value"].to_numpy()), np.stack(second["value"].to_numpy()))
