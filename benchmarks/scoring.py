@@ -26,6 +26,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from lmaudit.signals.masks import random_masks
 from lmaudit.signals.mlm import EncodedSample, has_fast_bf16, score_masked_copies
+from markdown_section import replace_section
 
 K = 10
 MASK_TOKEN = 4
@@ -193,7 +194,7 @@ def main() -> None:
     table = markdown(rows, peaks, machine_description())
     print(table)
     if args.out:
-        args.out.write_text(args.out.read_text().split("<!-- benchmark -->")[0] + "<!-- benchmark -->\n" + table + "\n")
+        replace_section(args.out, "benchmark", table)
 
 
 if __name__ == "__main__":

@@ -97,7 +97,13 @@ def reference_gradient_norms(model, tokenizer, text, sample_id, family):
 
 @pytest.mark.parametrize("family", ["mlm", "clm"])
 @pytest.mark.parametrize("memory_bytes", [1, 1 << 30])  # one sample per vmap call, or the whole length group
-def test_batched_gradient_norms_equal_one_backward_per_sample(models, tiny_tokenizer, texts, family, memory_bytes):
+def test_batched_gradient_norms_equal_one_backward_per_sample(models, tiny_tokenizer, texts, family, memory_bytes, monkeypatch):
+    from lmaudit.signals import whitebox
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("the batched rule fell back to one backward pass per sample")
+
+    monkeypatch.setattr(whitebox, "_one_backward_per_sample", no_fallback)
     model = models[family]
     batched, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, family=family, memory_bytes=memory_bytes)
     for row, (text, sample_id) in enumerate(zip(*texts, strict=True)):
@@ -121,3 +127,78 @@ def test_whitebox_signals_are_stored_and_reused(tiny_model_dirs, notes, tmp_path
     monkeypatch.setattr("lmaudit.signals.compute.gradient_features", fail)
     second = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
     np.testing.assert_array_equal(np.stack(first["value"].to_numpy()), np.stack(second["value"].to_numpy()))
+
+
+def test_fallback_for_unsupported_layers_equals_reference(models, tiny_tokenizer, texts, monkeypatch):
+    """A model with a layer the batched rule does not know (e.g. an LSTM) gets one backward per sample: same numbers."""
+    from lmaudit.signals import gradnorms, whitebox
+
+    def unsupported(*args, **kwargs):
+        raise gradnorms.UnsupportedLayer("test")
+
+    monkeypatch.setattr(whitebox, "per_sample_squared_norms", unsupported)
+    batched, _ = gradient_features(models["clm"], tiny_tokenizer, *texts, SETTINGS, family="clm")
+    for row, (text, sample_id) in enumerate(zip(*texts, strict=True)):
+        expected = reference_gradient_norms(models["clm"], tiny_tokenizer, text, sample_id, "clm")
+        np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
+
+
+def test_batch_shared_layer_outputs_are_refused(models, tiny_tokenizer):
+    """GPT-2 called without position ids embeds positions once for the whole batch: its gradient there
+    is the batch's sum, so the batched rule must refuse rather than report mixed norms."""
+    from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
+
+    model = models["clm"]
+    ids = torch.tensor([[2, 7, 8, 9, 3], [2, 10, 11, 12, 3]])
+    with pytest.raises(UnsupportedLayer):
+        per_sample_squared_norms(model, lambda: model(input_ids=ids, labels=ids, use_cache=False).loss.expand(2),
+                                 gradient_feature_names(model))
+
+
+@pytest.mark.parametrize("kind", ["roberta", "distilbert"])
+def test_gradient_norms_of_other_mlm_families(tiny_tokenizer, texts, kind):
+    """RoBERTa (positions offset by the padding index) and DistilBERT give the reference numbers too."""
+    from test_mlm_signal import _tiny_family
+
+    model = _tiny_family(kind, tiny_tokenizer)
+    batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS, family="mlm")
+    for row, (text, sample_id) in enumerate(zip(texts[0][:6], texts[1][:6], strict=True)):
+        expected = reference_gradient_norms(model, tiny_tokenizer, text, sample_id, "mlm")
+        np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
+
+
+class TiedToy(torch.nn.Module):
+    """Embedding, layer norm, linear layer, and an output layer tied to the embedding: every rule of gradnorms."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(11, 4, padding_idx=0)
+        self.norm = torch.nn.LayerNorm(4)
+        self.hidden = torch.nn.Linear(4, 5)
+        self.back = torch.nn.Linear(5, 4)
+        self.out = torch.nn.Linear(4, 11)
+        self.out.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.out(self.back(torch.tanh(self.hidden(self.norm(self.embed(ids))))))
+
+
+@pytest.mark.parametrize("length", [3, 7])  # shorter and longer than the width: the Linear rule switches
+def test_gradient_norm_rules_on_a_tied_toy_model(length):
+    from lmaudit.signals.gradnorms import per_sample_squared_norms
+
+    model = TiedToy()
+    ids = torch.randint(0, 11, (5, length), generator=torch.Generator().manual_seed(length))
+    ids[0, 1] = ids[0, 2]  # a repeated token
+    ids[1, 0] = 0  # the padding index, whose row never gets a gradient
+
+    def losses(rows=slice(None)):
+        return torch.log_softmax(model(ids[rows]), -1)[..., 3].mean(-1) * -1
+
+    names = [n for n, _ in model.named_parameters()]
+    batched = per_sample_squared_norms(model, losses, names)
+    for row in range(5):
+        grads = torch.autograd.grad(losses([row]).sum(), list(model.parameters()))
+        expected = torch.stack([g.double().pow(2).sum() for g in grads])
+        torch.testing.assert_close(batched[row], expected, rtol=1e-5, atol=1e-12)

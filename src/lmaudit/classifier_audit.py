@@ -108,6 +108,9 @@ def run_classifier_audit(config: AuditConfig, progress: bool = False) -> dict:
     from lmaudit.models.load import resolve_device
     from lmaudit.pipeline import finish_report, load_audit_corpus
 
+    if config.whitebox:
+        raise InputError("--whitebox is not available for classifiers yet (their gradient needs each sample's label); "
+                         "audit without --whitebox")
     corpus = load_audit_corpus(config.role_files())
     check_shadow_setup(config, corpus)
     used = corpus[corpus["role"].isin(AUDITED_ROLES + SHADOW_ROLES)].reset_index(drop=True)

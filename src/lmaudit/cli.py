@@ -206,6 +206,8 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
               help="classifier: audit a text classifier with shadow-calibrated attacks (needs --shadow).")
 @click.option("--precision", default=None, type=click.Choice(["fp32", "bf16", "auto"]))
 @click.option("--device", default=None, type=click.Choice(["cpu", "cuda", "auto"]), help="Where the models run.")
+@click.option("--whitebox", is_flag=True, default=None,
+              help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
 def audit(config_path: str | None, **options) -> None:
     """Audit a model: signals of target (and reference or shadow), every attack the data allows, the report."""

@@ -56,6 +56,7 @@ class AuditConfig(BaseModel):
     cache_dir: str | None = None
     signal: SignalConfig = SignalConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    whitebox: bool = Field(False, description="also run the white-box attacks (attention and gradient features of the target)")
     include_text: bool = False
     trust_remote_code: bool = False
     device: Literal["cpu", "cuda", "auto"] = "cpu"

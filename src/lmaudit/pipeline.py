@@ -54,12 +54,12 @@ def evaluate_attacks(attacks: list[AttackScores], skipped: list[dict], settings:
 def scores_table(signals: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:
     """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked.
 
-    Attack columns are score_<attack>, or score_<attack>_<signal> when one attack runs on several signals."""
+    Attack columns are score_<attack>, or score_<attack>_<signal> when the attack runs on several signals."""
     table = signals.copy()
     sample_attacks = [a for a in attacks if a.level == "sample"]
-    several_signals = len({a.signal for a in sample_attacks}) > 1
+    uses = pd.Series([a.attack for a in sample_attacks]).value_counts()
     for attack in sample_attacks:
-        name = f"score_{attack.attack}_{attack.signal}" if several_signals else f"score_{attack.attack}"
+        name = f"score_{attack.attack}_{attack.signal}" if uses[attack.attack] > 1 else f"score_{attack.attack}"
         table = table.merge(attack.frame[["id", "score"]].rename(columns={"id": "sample_id", "score": name}),
                             on="sample_id", how="left")
     if texts is not None:
@@ -109,8 +109,36 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
             signals["truncated"] = values["truncated"].to_numpy()
     texts = scored["text"] if config.include_text else None
     attacks, skipped = build_attacks(signals, config.signal.signal)
+    if config.whitebox:
+        whitebox_attacks, whitebox_skipped = _whitebox_attacks(config, scored, signals, cache, progress, device)
+        attacks += whitebox_attacks
+        skipped += whitebox_skipped
     return finish_report(config.out, config.model_dump(), _lm_signal_columns(signals, config.signal.signal), attacks, skipped,
                    config.evaluation, texts, device)
+
+
+WHITEBOX_FEATURES = {"whitebox_attention": "attention_concentration", "whitebox_gradient": "gradient_norms"}
+
+
+def _whitebox_attacks(config: AuditConfig, scored: pd.DataFrame, signals: pd.DataFrame, cache: str, progress: bool,
+                      device: str) -> tuple[list[AttackScores], list[dict]]:
+    """Logistic-regression attacks on the target's attention and gradient features (Jagannatha et al.)."""
+    from lmaudit.attacks.learned import build_learned_attacks
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.mlm import SignalSettings
+
+    attacks, skipped = [], []
+    for signal, name in WHITEBOX_FEATURES.items():
+        # The gradient is of the signal's own loss: for an MLM, the first of the sample's masks (k = 1, mean).
+        settings = SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length,
+                                  mask_fraction=config.signal.mask_fraction)
+        values = model_signal(config.target, scored["sample_id"].tolist(), scored["text"].tolist(), settings, cache,
+                              config.signal.batch_tokens, progress, config.trust_remote_code, f"target {name}", device=device)
+        feature_attacks, feature_skipped = build_learned_attacks(signals, np.stack(values["value"].to_numpy()), name,
+                                                                 seed=config.evaluation.seed)
+        attacks += feature_attacks
+        skipped += feature_skipped
+    return attacks, skipped
 
 
 SCORES_COLUMNS = ("sample_id", "role", "target_loss")
@@ -241,5 +269,6 @@ def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bo
         members=str(files["member"]), nonmembers=str(files["nonmember"]),
         population=str(files["population"]), calibration_members=str(files["calibration_member"]),
         out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
+        whitebox=True,
     )
     return run_audit(config, progress=progress)

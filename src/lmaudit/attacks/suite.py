@@ -40,7 +40,7 @@ class AttackScores:
     calibration: dict = field(default_factory=dict)
 
 
-def _aggregated(sample_attack: AttackScores, column: str, level: str) -> AttackScores:
+def aggregated_attack(sample_attack: AttackScores, column: str, level: str) -> AttackScores:
     """Mean score per group (or subgroup), with the same thresholds rules (Jagannatha: the mu threshold
     applied to the group's mean loss)."""
     frame = sample_attack.frame.dropna(subset=[column])
@@ -49,7 +49,8 @@ def _aggregated(sample_attack: AttackScores, column: str, level: str) -> AttackS
     group_frame = pd.DataFrame({"id": grouped.index, "role": roles.loc[grouped.index].to_numpy(), "score": grouped.to_numpy()})
     if column == "subgroup_id":  # keep the patient of each admission, for group-aware statistics
         group_frame["group_id"] = frame.groupby(column, sort=True)["group_id"].first().loc[grouped.index].to_numpy()
-    return AttackScores(sample_attack.attack, sample_attack.signal, level, group_frame, sample_attack.fixed_thresholds)
+    return AttackScores(sample_attack.attack, sample_attack.signal, level, group_frame, sample_attack.fixed_thresholds,
+                        sample_attack.calibration)
 
 
 def build_attacks(signals: pd.DataFrame, signal: str) -> tuple[list[AttackScores], list[dict]]:
@@ -79,7 +80,7 @@ def build_attacks(signals: pd.DataFrame, signal: str) -> tuple[list[AttackScores
     sample_attacks = list(attacks)
     for column, level in (("subgroup_id", "subgroup"), ("group_id", "group")):
         if audited[column].notna().all():
-            attacks += [_aggregated(a, column, level) for a in sample_attacks]
+            attacks += [aggregated_attack(a, column, level) for a in sample_attacks]
         else:
             skipped.append({"attack": "*", "level": level, "slice": "all", "reason": f"audited samples without {column}"})
     return attacks, skipped

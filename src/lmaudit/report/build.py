@@ -213,13 +213,17 @@ def summary_table(report: dict) -> str:
     if feature_attack_table(report["results"]):
         lines = _models_lines(report) + ["AUC (accuracy % at the shadow-calibrated threshold):"] + feature_attack_lines(report)
         return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])
-    header = f"{'attack':<18}{'level':<10}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}"
+    several_signals = len({r["signal"] for r in report["results"]}) > 1
+    signal_header = f"{'signal':<25}" if several_signals else ""
+    header = (f"{'attack':<22}{signal_header}{'level':<10}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}"
+              f"{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}")
     lines = [header, "-" * len(header)]
     for r in report["results"]:
         threshold = population_threshold_at(r) or {}
         tpr = r["tpr_at_fpr"]
+        signal = f"{r['signal']:<25}" if several_signals else ""
         lines.append(
-            f"{r['attack']:<18}{r['level']:<10}{r['slice']:<14}{r['auc']:>7.3f}  "
+            f"{r['attack']:<22}{signal}{r['level']:<10}{r['slice']:<14}{r['auc']:>7.3f}  "
             f"[{r['auc_ci'][0]:.3f}, {r['auc_ci'][1]:.3f}]{'':<1}"
             f"{tpr.get('0.01', {}).get('tpr', float('nan')):>8.3f}{tpr.get('0.001', {}).get('tpr', float('nan')):>10.3f}"
             f"{_percent(threshold.get('precision')):>10}{_percent(threshold.get('recall')):>9}"

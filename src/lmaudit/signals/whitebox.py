@@ -2,22 +2,21 @@
 squared gradient norms of each sample's own loss.
 
 Samples are batched by exact token length, so there is no padding to exclude and every sample of a
-batch has the same number of masked or predicted positions. Per-sample gradients come from
-torch.func (vmap over grad of a functional call), in chunks whose per-sample gradient copies fit
-a memory budget; the model runs with eager attention, which both returns attention weights and
-has batching rules for vmap.
+batch has the same number of masked or predicted positions. The per-sample gradient norms come
+from one batched backward pass (`gradnorms.py`); attention weights need eager attention.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 import torch
-from torch.func import functional_call, grad, vmap
 
+from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
 from lmaudit.signals.masks import random_masks
 from lmaudit.signals.mlm import EncodedSample, SignalSettings, encode, model_max_length
 
@@ -50,13 +49,18 @@ def _eager(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-@torch.inference_mode()
 def attention_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
                        settings: SignalSettings, batch_tokens: int = 4096) -> tuple[np.ndarray, list[EncodedSample]]:
     """Per sample, layers x heads x (mean, median, p05, p95) of C(a) over its tokens, flattened; and the encodings."""
+    samples = encode(tokenizer, texts, sample_ids, settings.max_length or model_max_length(model.config, tokenizer))
+    return attention_features_of(model, samples, batch_tokens), samples
+
+
+@torch.inference_mode()
+def attention_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample], batch_tokens: int = 4096) -> np.ndarray:
+    """attention_features for encoded samples: (samples, layers * heads * 4)."""
     model = _eager(model)
     device = next(model.parameters()).device
-    samples = encode(tokenizer, texts, sample_ids, settings.max_length or model_max_length(model.config, tokenizer))
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     features = np.zeros((len(samples), layers * heads * len(CONCENTRATION_STATISTICS)))
     for group in exact_length_groups(samples):
@@ -68,7 +72,7 @@ def attention_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], 
             stacked = torch.stack(attentions, dim=1).float()  # (B, L, H, T, T)
             summary = concentration_summary(attention_concentration(stacked))  # (B, L, H, 4)
             features[batch] = summary.reshape(len(batch), -1).cpu().numpy()
-    return features, samples
+    return features
 
 
 def gradient_feature_names(model: torch.nn.Module) -> list[str]:
@@ -76,31 +80,51 @@ def gradient_feature_names(model: torch.nn.Module) -> list[str]:
     return [name for name, parameter in model.named_parameters() if parameter.requires_grad]
 
 
-def _family_loss(model: torch.nn.Module, family: Family):
-    """loss(params, buffers, input_ids (T,), target) of one sample, as the model family's signal defines it.
+def _batch_losses(model: torch.nn.Module, family: Family, input_ids: torch.Tensor, target) -> torch.Tensor:
+    """Each sample's own loss (B,), as the model family's signal defines it.
 
-    mlm: target = (masked positions (l,), original tokens (l,)); input_ids already carry the mask
-    tokens; mean NLL over the masked positions (Jagannatha's MLM loss, the energy with k = 1 and
-    normalize = mean). clm: mean next-token NLL. classifier: target = the label index; cross-entropy.
-    Embeddings are looked up here and passed as inputs_embeds, because transformers' input_ids
-    checks are data-dependent Python control flow that vmap cannot trace.
+    mlm: target = (masked positions (B, l), original tokens (B, l)); input_ids already carry the
+    mask tokens; mean NLL over the masked positions (Jagannatha's MLM loss: the energy with k = 1
+    and normalize = mean). clm: mean next-token NLL. classifier: target = label indices; cross-entropy.
     """
-    embedding_name = next(name for name, p in model.named_parameters() if p is model.get_input_embeddings().weight)
-    extra = {"use_cache": False} if family == "clm" else {}
+    extra = _per_sample_position_inputs(model, input_ids) | ({"use_cache": False} if family == "clm" else {})
+    logits = model(input_ids=input_ids, **extra).logits
+    if family == "classifier":
+        return -torch.log_softmax(logits.float(), dim=-1).gather(1, target[:, None])[:, 0]
+    if family == "clm":
+        log_probs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        return -log_probs.gather(2, input_ids[:, 1:, None])[..., 0].mean(1)
+    positions, tokens = target
+    selected = logits.gather(1, positions[..., None].expand(-1, -1, logits.shape[-1]))
+    return -torch.log_softmax(selected.float(), dim=-1).gather(2, tokens[..., None])[..., 0].mean(1)
 
-    def loss(params, buffers, input_ids, target):
-        embeds = torch.nn.functional.embedding(input_ids, params[embedding_name])[None]
-        logits = functional_call(model, (params, buffers), args=(), kwargs={"inputs_embeds": embeds, **extra}).logits[0]
-        if family == "classifier":
-            return -torch.log_softmax(logits.float(), dim=-1)[target]
-        if family == "clm":
-            log_probs = torch.log_softmax(logits[:-1].float(), dim=-1)
-            return -log_probs.gather(1, input_ids[1:, None]).mean()
-        positions, tokens = target
-        log_probs = torch.log_softmax(logits[positions].float(), dim=-1)
-        return -log_probs.gather(1, tokens[:, None]).mean()
 
-    return loss
+def _per_sample_position_inputs(model: torch.nn.Module, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Position and token-type ids of shape (B, T), as the model would make them for unpadded input.
+
+    Left to itself a model embeds positions once, (1, T), for the whole batch, and the gradient at
+    that embedding is then the batch's sum: the batched gradient norms need one row per sample.
+    """
+    parameters = inspect.signature(model.forward).parameters
+    extra = {}
+    if "position_ids" in parameters:
+        start = model.config.pad_token_id + 1 if model.config.model_type in ("roberta", "xlm-roberta", "camembert") else 0
+        extra["position_ids"] = (start + torch.arange(input_ids.shape[1], device=input_ids.device)).expand_as(input_ids)
+    if "token_type_ids" in parameters and getattr(model.config, "type_vocab_size", 0):
+        extra["token_type_ids"] = torch.zeros_like(input_ids)
+    return extra
+
+
+def _one_backward_per_sample(model: torch.nn.Module, losses_of, names: list[str], count: int) -> torch.Tensor:
+    """The fallback for layers without a batched rule: one backward pass per sample."""
+    parameters = dict(model.named_parameters())
+    rows = []
+    for index in range(count):
+        with torch.enable_grad():
+            grads = torch.autograd.grad(losses_of([index]).sum(), [parameters[n] for n in names], allow_unused=True)
+        rows.append(torch.stack([g.double().pow(2).sum() if g is not None else torch.zeros((), dtype=torch.float64)
+                                 for g in grads]))
+    return torch.stack(rows)
 
 
 def _inputs_and_targets(samples: Sequence[EncodedSample], batch: list[int], family: Family, settings: SignalSettings,
@@ -125,25 +149,41 @@ def gradient_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], s
                       labels: np.ndarray | None = None, memory_bytes: int = 1 << 30) -> tuple[np.ndarray, list[EncodedSample]]:
     """Per sample, the squared L2 norm of the gradient of its own loss for each trainable tensor; and the encodings.
 
-    Per-sample gradients are computed together (vmap) for up to `batch_tokens` tokens and `memory_bytes`
-    of gradient copies at a time.
+    Samples share a backward pass up to `batch_tokens` tokens and about `memory_bytes` of per-sample
+    intermediates.
     """
-    model = _eager(model).eval()
-    device = next(model.parameters()).device
     samples = encode(tokenizer, texts, sample_ids, settings.max_length or model_max_length(model.config, tokenizer))
+    features = gradient_features_of(model, samples, settings, family, tokenizer.mask_token_id, labels, batch_tokens, memory_bytes)
+    return features, samples
+
+
+def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample], settings: SignalSettings, family: Family,
+                         mask_token_id: int | None = None, labels: np.ndarray | None = None, batch_tokens: int = 4096,
+                         memory_bytes: int = 1 << 30) -> np.ndarray:
+    """gradient_features for encoded samples: (samples, trainable tensors)."""
+    model = model.eval()
+    device = next(model.parameters()).device
     names = gradient_feature_names(model)
-    params = {name: p.detach() for name, p in model.named_parameters() if name in set(names)}
-    buffers = dict(model.named_buffers())
-    n_values = sum(p.numel() for p in params.values())
-    per_chunk = max(1, memory_bytes // (4 * n_values))
-    per_sample_grad = vmap(grad(_family_loss(model, family)), in_dims=(None, None, 0, 0))
+    # Per-sample float64 intermediates (a formed weight gradient, output-layer gradients) stay within about
+    # the size of the largest tensor: bound how many samples share a backward pass.
+    largest = max(p.numel() for p in model.parameters())
+    per_chunk = max(1, memory_bytes // (8 * largest))
     features = np.zeros((len(samples), len(names)))
     for group in exact_length_groups(samples):
         chunk = max(1, min(per_chunk, batch_tokens // len(samples[group[0]].input_ids)))
         for start in range(0, len(group), chunk):
             batch = group[start : start + chunk]
-            inputs, targets = _inputs_and_targets(samples, batch, family, settings, tokenizer.mask_token_id, labels)
+            inputs, targets = _inputs_and_targets(samples, batch, family, settings, mask_token_id, labels)
+            inputs = inputs.to(device)
             targets = tuple(t.to(device) for t in targets) if isinstance(targets, tuple) else targets.to(device)
-            grads = per_sample_grad(params, buffers, inputs.to(device), targets)
-            features[batch] = torch.stack([grads[name].flatten(1).double().pow(2).sum(1) for name in names], 1).cpu().numpy()
-    return features, samples
+
+            def losses_of(rows, inputs=inputs, targets=targets):
+                picked = tuple(t[rows] for t in targets) if isinstance(targets, tuple) else targets[rows]
+                return _batch_losses(model, family, inputs[rows], picked)
+
+            try:
+                norms = per_sample_squared_norms(model, lambda: losses_of(slice(None)), names)
+            except UnsupportedLayer:
+                norms = _one_backward_per_sample(model, losses_of, names, len(batch))
+            features[batch] = norms.cpu().numpy()
+    return features

@@ -1,0 +1,17 @@
+"""Replace one marked section of a markdown file, so several benchmarks can share docs/performance.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def replace_section(path: Path, name: str, text: str) -> None:
+    """Put `text` between the lines <!-- name --> and <!-- /name --> of `path` (appending both if absent)."""
+    start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+    content = path.read_text()
+    if start in content and end in content:
+        before, rest = content.split(start, 1)
+        after = rest.split(end, 1)[1]
+    else:
+        before, after = content.rstrip("\n") + "\n\n", "\n"
+    path.write_text(f"{before}{start}\n{text.rstrip()}\n{end}{after}")

@@ -1,0 +1,91 @@
+"""Learned attacks on white-box feature vectors: standardised features, logistic regression (Jagannatha et al.).
+
+Two ways to get labelled training data, both reported:
+- `split`: as in the paper, a seeded 20% of the audited members and non-members train the
+  attack and the other 80% are audited. The split is by group when samples carry group ids, so
+  no patient has samples on both sides.
+- `calibration`: the attack trains on known training samples (`calibration_member`) against half
+  of the population; no audited sample's label is ever read. The other half of the population
+  calibrates the population thresholds.
+The membership score is the regression's log-odds (higher = member).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from lmaudit.attacks.suite import AttackScores, aggregated_attack
+
+AUDITED_ROLES = ("member", "nonmember")
+
+
+def training_split(roles: np.ndarray, groups: np.ndarray | None, fraction: float, seed: int) -> np.ndarray:
+    """True for the rows that train the attack: `fraction` of each role's units (groups, else samples), seeded."""
+    roles = np.asarray(roles)
+    units = np.asarray(groups) if groups is not None else np.arange(len(roles)).astype(str)
+    rng = np.random.default_rng(seed)
+    chosen = set()
+    for role in sorted(set(roles)):
+        role_units = np.unique(units[roles == role])
+        count = int(round(fraction * len(role_units)))
+        chosen.update(role_units[rng.permutation(len(role_units))[:count]].tolist())
+    return np.isin(units, list(chosen))
+
+
+def logistic_scores(train_features: np.ndarray, train_is_member: np.ndarray, features: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Log-odds of membership from a standardised logistic regression fitted on the training rows."""
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
+    model.fit(np.asarray(train_features, dtype=float), np.asarray(train_is_member, dtype=bool))
+    return model.decision_function(np.asarray(features, dtype=float))
+
+
+def _groups_of(table: pd.DataFrame) -> np.ndarray | None:
+    return None if table["group_id"].isna().any() else table["group_id"].to_numpy()
+
+
+def _frame(table: pd.DataFrame, scores: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"id": table["sample_id"].to_numpy(), "role": table["role"].to_numpy(),
+                         "group_id": table["group_id"].to_numpy(), "subgroup_id": table["subgroup_id"].to_numpy(),
+                         "length": table["length"].to_numpy() if "length" in table else np.nan, "score": scores})
+
+
+def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str, fraction: float = 0.2,
+                          seed: int = 0) -> tuple[list[AttackScores], list[dict]]:
+    """The split and calibration variants for one feature matrix (one row per row of `table`, which has
+    columns sample_id, role, group_id, subgroup_id and optionally length), at sample, subgroup and group level."""
+    features = np.asarray(features, dtype=float)
+    roles = table["role"].to_numpy()
+    attacks, skipped = [], []
+
+    audited = np.isin(roles, AUDITED_ROLES)
+    population = roles == "population"
+    train = np.zeros(len(table), dtype=bool)
+    train[audited] = training_split(roles[audited], _groups_of(table[audited]), fraction, seed)
+    scored = (audited & ~train) | population
+    scores = logistic_scores(features[train], roles[train] == "member", features[scored], seed)
+    attacks.append(AttackScores("logistic_split", signal, "sample", _frame(table[scored], scores),
+                                calibration={"trained_on": "audited members and non-members", "fraction": fraction,
+                                             "seed": seed, "n_train": int(train.sum())}))
+
+    calibration = roles == "calibration_member"
+    if calibration.any() and population.sum() >= 4:
+        population_train = np.zeros(len(table), dtype=bool)
+        population_train[population] = training_split(roles[population], _groups_of(table[population]), 0.5, seed)
+        train = calibration | population_train
+        scored = audited | (population & ~population_train)
+        scores = logistic_scores(features[train], calibration[train], features[scored], seed)
+        attacks.append(AttackScores("logistic_calibration", signal, "sample", _frame(table[scored], scores),
+                                    calibration={"trained_on": "calibration members and half of the population",
+                                                 "seed": seed, "n_train": int(train.sum())}))
+    else:
+        skipped.append({"attack": "logistic_calibration", "level": "sample", "slice": "all", "signal": signal,
+                        "reason": "needs calibration_member samples and at least 4 population samples"})
+
+    for column, level in (("subgroup_id", "subgroup"), ("group_id", "group")):
+        if table.loc[audited, column].notna().all():
+            attacks += [aggregated_attack(a, column, level) for a in list(attacks) if a.level == "sample"]
+    return attacks, skipped

@@ -1,0 +1,85 @@
+"""Learned (logistic regression) attacks on white-box features: the 20/80 split never overlaps, the
+calibration variant never reads audited labels, scores point towards members."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.attacks.learned import build_learned_attacks, training_split
+from lmaudit.metrics.roc import auc
+
+
+def feature_table(seed=0, dims=6):
+    """Members (and calibration members) have their first feature shifted by 1.5; 3 samples per patient."""
+    rng = np.random.default_rng(seed)
+    rows, features = [], []
+    for role, patients in (("member", 40), ("nonmember", 30), ("population", 30), ("calibration_member", 20)):
+        for patient in range(patients):
+            for sample in range(3):
+                rows.append({"sample_id": f"{role}-{patient}-{sample}", "role": role, "group_id": f"{role}-p{patient}",
+                             "subgroup_id": f"{role}-p{patient}-a{sample % 2}", "length": 20})
+                vector = rng.normal(size=dims)
+                vector[0] += 1.5 if role in ("member", "calibration_member") else 0.0
+                features.append(vector)
+    return pd.DataFrame(rows), np.array(features)
+
+
+def test_training_split_is_by_group_stratified_and_seeded():
+    table, _ = feature_table()
+    audited = table[table["role"].isin(["member", "nonmember"])]
+    train = training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, seed=3)
+    train_groups = set(audited.loc[train, "group_id"])
+    assert not train_groups & set(audited.loc[~train, "group_id"])  # no patient on both sides
+    assert audited.loc[train].groupby("role")["group_id"].nunique().to_dict() == {"member": 8, "nonmember": 6}
+    assert np.array_equal(train, training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, seed=3))
+    assert not np.array_equal(train, training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, seed=4))
+
+
+def by_name(attacks, name, level="sample"):
+    return next(a for a in attacks if a.attack == name and a.level == level)
+
+
+def test_split_variant_audits_only_samples_it_did_not_train_on():
+    table, features = feature_table()
+    attacks, skipped = build_learned_attacks(table, features, "gradient_norms", fraction=0.2, seed=1)
+    assert not skipped
+    split = by_name(attacks, "logistic_split")
+    audited = table[table["role"].isin(["member", "nonmember"])]
+    train = set(audited["sample_id"][training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, 1)])
+    assert len(train) == split.calibration["n_train"] == 3 * (8 + 6)
+    assert not train & set(split.frame["id"])
+    assert set(split.frame["id"]) | train == set(audited["sample_id"]) | set(table.loc[table["role"] == "population", "sample_id"])
+    frame = split.frame[split.frame["role"].isin(["member", "nonmember"])]
+    assert auc((frame["role"] == "member").to_numpy(), frame["score"].to_numpy()) > 0.8  # higher = member
+
+
+def test_calibration_variant_never_reads_audited_labels():
+    table, features = feature_table()
+    shuffled = table.copy()
+    audited = shuffled["role"].isin(["member", "nonmember"]).to_numpy()
+    shuffled.loc[audited, "role"] = np.random.default_rng(0).permutation(shuffled.loc[audited, "role"].to_numpy())
+    original = by_name(build_learned_attacks(table, features, "f")[0], "logistic_calibration").frame
+    after = by_name(build_learned_attacks(shuffled, features, "f")[0], "logistic_calibration").frame
+    assert np.array_equal(original.sort_values("id")["score"].to_numpy(), after.sort_values("id")["score"].to_numpy())
+    # Every audited sample is scored; the population half that trained the attack is not.
+    assert set(table.loc[audited, "sample_id"]) <= set(original["id"])
+    population_scored = original[original["role"] == "population"]
+    assert 0 < len(population_scored) < (table["role"] == "population").sum()
+
+
+def test_group_levels_and_missing_calibration_data():
+    table, features = feature_table()
+    attacks, _ = build_learned_attacks(table, features, "f")
+    assert {(a.attack, a.level) for a in attacks} == {(n, level) for n in ("logistic_split", "logistic_calibration")
+                                                      for level in ("sample", "subgroup", "group")}
+    keep = (table["role"] != "calibration_member").to_numpy()
+    attacks, skipped = build_learned_attacks(table[keep].reset_index(drop=True), features[keep], "f")
+    assert {a.attack for a in attacks} == {"logistic_split"}
+    assert skipped[0]["attack"] == "logistic_calibration"
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.5])
+def test_split_fraction_without_groups(fraction):
+    roles = np.array(["member"] * 50 + ["nonmember"] * 30)
+    train = training_split(roles, None, fraction, seed=0)
+    assert train[:50].sum() == round(fraction * 50) and train[50:].sum() == round(fraction * 30)
