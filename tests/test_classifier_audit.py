@@ -26,15 +26,18 @@ def demo_run(tmp_path_factory):
 def test_demo_reports_every_feature_and_attack(demo_run):
     out, output = demo_run
     report = json.loads((out / "report.json").read_text())
-    cells = {(r["signal"], r["attack"]) for r in report["results"] if r["slice"] == "all"}
+    cells = {(r["signal"], r["attack"]) for r in report["results"] if r["slice"] == "all" and r["attack"] in CLASSIFIER_ATTACKS}
     assert cells == {(f, a) for f in ("loss", "mentropy", "rank", "confidence", "correctness") for a in CLASSIFIER_ATTACKS}
-    for result in report["results"]:
+    for result in (r for r in report["results"] if r["attack"] in CLASSIFIER_ATTACKS):
         assert result["level"] == ("sample" if result["attack"] == "sample_threshold" else "group")
         assert 0.0 <= result["thresholds"][0]["accuracy"] <= 1.0
     target = report["models"]["target"]
     assert target["generalization_gap"] == pytest.approx(target["train_accuracy"] - target["test_accuracy"])
     assert "user_logistic" in output and "generalisation gap" in output
     assert "Features and attacks" in (out / "report.html").read_text()
+    whitebox = {(r["attack"], r["signal"], r["level"]) for r in report["results"] if r["attack"].startswith("logistic")}
+    assert whitebox == {(a, s, level) for a in ("logistic_split", "logistic_shadow")
+                        for s in ("attention_concentration", "gradient_norms") for level in ("sample", "group")}
 
 
 def test_scores_hold_features_of_both_models_and_no_text(demo_run):

@@ -31,8 +31,11 @@ def test_report_json_follows_the_design_schema(demo_run):
     assert report["warnings"] == []  # population and non-members are patients of one generator
     assert {"member", "nonmember", "population", "calibration_member"} <= set(report["data"]["counts"])
     assert report["data"]["truncated"] == 0
-    levels = {(r["attack"], r["level"]) for r in report["results"]}
-    assert levels == {(attack, level) for attack in ("loss", "likelihood_ratio") for level in ("sample", "subgroup", "group")}
+    levels = {(r["attack"], r["signal"], r["level"]) for r in report["results"]}
+    attacks = [("loss", "mlm_energy"), ("likelihood_ratio", "mlm_energy")] + [  # the demo runs the white-box attacks too
+        (attack, signal) for attack in ("logistic_split", "logistic_calibration")
+        for signal in ("attention_concentration", "gradient_norms")]
+    assert levels == {(attack, signal, level) for attack, signal in attacks for level in ("sample", "subgroup", "group")}
     slices = {r["slice"] for r in report["results"] if r["level"] == "sample"}
     assert slices == {"all", "length:short", "length:long"}
     for result in report["results"]:
@@ -41,6 +44,7 @@ def test_report_json_follows_the_design_schema(demo_run):
         rules = {(t["rule"], t["alpha"]) for t in result["thresholds"]}
         assert ("population", 0.1) in rules
         assert (("mean_member_loss", None) in rules) == (result["attack"] == "loss")
+        assert (("probability_0.5", None) in rules) == result["attack"].startswith("logistic")
 
 
 def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):

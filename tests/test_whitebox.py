@@ -202,3 +202,37 @@ def test_gradient_norm_rules_on_a_tied_toy_model(length):
         grads = torch.autograd.grad(losses([row]).sum(), list(model.parameters()))
         expected = torch.stack([g.double().pow(2).sum() for g in grads])
         torch.testing.assert_close(batched[row], expected, rtol=1e-5, atol=1e-12)
+
+
+@pytest.mark.parametrize("architecture", ["bert", "lstm"])  # the LSTM takes the one-backward-per-sample fallback
+def test_classifier_gradient_norms_equal_reference(tiny_tokenizer, texts, architecture):
+    from lmaudit.models.classifier import classifier_model
+
+    torch.manual_seed(2)
+    model = classifier_model(architecture, "tiny", tiny_tokenizer, ["a", "b", "c"], 64, 0.1).eval()
+    labels = np.arange(len(texts[0])) % 3
+    batched, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, family="classifier", labels=labels)
+    for row, text in enumerate(texts[0]):
+        ids = tiny_tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"]
+        model.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(input_ids=ids).logits, torch.tensor([labels[row]])).backward()
+        expected = [p.grad.double().pow(2).sum().item() if p.grad is not None else 0.0 for p in model.parameters()]
+        np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
+
+
+def test_classifier_gradient_is_stored_under_its_label(tiny_tokenizer, notes, tmp_path):
+    """The cross-entropy gradient depends on the label: another label is another stored value, not a reuse."""
+    from lmaudit.models.classifier import classifier_model
+    from lmaudit.signals.compute import model_signal
+
+    torch.manual_seed(3)
+    folder = tmp_path / "classifier"
+    classifier_model("bert", "tiny", tiny_tokenizer, ["a", "b"], 64, 0.1).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    texts, ids = notes["text"].tolist()[:6], notes["sample_id"].tolist()[:6]
+    settings = SignalSettings(signal="whitebox_gradient", max_length=64)
+    first = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[0] * 6)
+    other = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[1] * 6)
+    again = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[0] * 6)
+    assert not np.allclose(np.stack(first["value"].to_numpy()), np.stack(other["value"].to_numpy()))
+    np.testing.assert_array_equal(np.stack(first["value"].to_numpy()), np.stack(again["value"].to_numpy()))

@@ -103,14 +103,45 @@ def classifier_feature_table(config: AuditConfig, corpus: pd.DataFrame, progress
     return pd.concat(parts, ignore_index=True)
 
 
+def classifier_whitebox_attacks(config: AuditConfig, corpus: pd.DataFrame, table: pd.DataFrame, progress: bool,
+                                device: str) -> tuple[list, list[dict]]:
+    """Logistic regression on attention and gradient (cross-entropy) features: target features for the
+    audited samples, shadow features for the shadow samples (split and shadow-trained variants)."""
+    from lmaudit.attacks.learned import build_learned_attacks
+    from lmaudit.models.load import classifier_labels
+    from lmaudit.pipeline import WHITEBOX_FEATURES
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.mlm import SignalSettings
+
+    rows = corpus.set_index("sample_id").loc[table["sample_id"]].reset_index()
+    attacks, skipped = [], []
+    for signal, name in WHITEBOX_FEATURES.items():
+        settings = SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length)
+        parts = []
+        for model_dir, scored_by in ((config.target, "target"), (config.shadow, "shadow")):
+            part = rows[(table["model"] == scored_by).to_numpy()]
+            labels = label_indices(part, classifier_labels(model_dir), model_dir).tolist() if signal == "whitebox_gradient" else None
+            values = model_signal(model_dir, part["sample_id"].tolist(), part["text"].tolist(), settings,
+                                  config.cache_dir or str(Path(config.out) / "cache"), config.signal.batch_tokens, progress,
+                                  config.trust_remote_code, f"{scored_by} {name}", device=device, class_labels=labels)
+            parts.append(np.stack(values["value"].to_numpy()))
+        if parts[0].shape[1] != parts[1].shape[1]:
+            raise InputError(f"{config.shadow}: the shadow model has {parts[1].shape[1]} {name} features and the target "
+                             f"{parts[0].shape[1]}; train the shadow with the target's architecture")
+        features = np.zeros((len(table), parts[0].shape[1]))
+        features[(table["model"] == "target").to_numpy()] = parts[0]
+        features[(table["model"] == "shadow").to_numpy()] = parts[1]
+        found, missing = build_learned_attacks(table.assign(subgroup_id=None), features, name, seed=config.evaluation.seed)
+        attacks += found
+        skipped += missing
+    return attacks, skipped
+
+
 def run_classifier_audit(config: AuditConfig, progress: bool = False) -> dict:
     """Audit a classifier: features under target and shadow, Algorithms 1-4 for every feature, the report."""
     from lmaudit.models.load import resolve_device
     from lmaudit.pipeline import finish_report, load_audit_corpus
 
-    if config.whitebox:
-        raise InputError("--whitebox is not available for classifiers yet (their gradient needs each sample's label); "
-                         "audit without --whitebox")
     corpus = load_audit_corpus(config.role_files())
     check_shadow_setup(config, corpus)
     used = corpus[corpus["role"].isin(AUDITED_ROLES + SHADOW_ROLES)].reset_index(drop=True)
@@ -123,6 +154,10 @@ def run_classifier_audit(config: AuditConfig, progress: bool = False) -> dict:
         feature_attacks, feature_skipped = build_feature_attacks(table, feature, direction, config.evaluation.seed)
         attacks += feature_attacks
         skipped += feature_skipped
+    if config.whitebox:
+        whitebox_attacks, whitebox_skipped = classifier_whitebox_attacks(config, used, table, progress, device)
+        attacks += whitebox_attacks
+        skipped += whitebox_skipped
     models = {name: summary for name, summary in (("target", _training_summary(config.target)),
                                                   ("shadow", _training_summary(config.shadow))) if summary}
     texts = used.set_index("sample_id").loc[table["sample_id"], "text"] if config.include_text else None
@@ -181,7 +216,7 @@ def run_classifier_demo(out: str | Path, size: str = "default", seed: int = 0, p
         target=str(out / "models" / "target"), shadow=str(out / "models" / "shadow"),
         members=str(files["member"]), nonmembers=str(files["nonmember"]),
         shadow_members=str(files["shadow_member"]), shadow_nonmembers=str(files["shadow_nonmember"]),
-        out=str(out), signal={"signal": "classifier"}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
+        out=str(out), signal={"signal": "classifier"}, evaluation={"bootstrap": demo.bootstrap, "seed": seed}, whitebox=True,
     )
     return run_classifier_audit(config, progress)
 

@@ -7,6 +7,8 @@ Two ways to get labelled training data, both reported:
 - `calibration`: the attack trains on known training samples (`calibration_member`) against half
   of the population; no audited sample's label is ever read. The other half of the population
   calibrates the population thresholds.
+- `shadow` (classifiers): the attack trains on the shadow model's features of its own members and
+  non-members, and is applied to the target's features of the audited samples.
 The membership score is the regression's log-odds (higher = member).
 """
 
@@ -18,9 +20,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from lmaudit.attacks.suite import AttackScores, aggregated_attack
+from lmaudit.attacks.suite import AttackScores, Threshold, aggregated_attack
 
 AUDITED_ROLES = ("member", "nonmember")
+# The regression's own decision: log-odds >= 0, i.e. membership probability >= 0.5.
+DECISION = [Threshold("probability_0.5", 0.0)]
 
 
 def training_split(roles: np.ndarray, groups: np.ndarray | None, fraction: float, seed: int) -> np.ndarray:
@@ -55,8 +59,9 @@ def _frame(table: pd.DataFrame, scores: np.ndarray) -> pd.DataFrame:
 
 def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str, fraction: float = 0.2,
                           seed: int = 0) -> tuple[list[AttackScores], list[dict]]:
-    """The split and calibration variants for one feature matrix (one row per row of `table`, which has
-    columns sample_id, role, group_id, subgroup_id and optionally length), at sample, subgroup and group level."""
+    """The split variant, and the calibration or shadow variants the roles allow, for one feature matrix (one row
+    per row of `table`, which has columns sample_id, role, group_id, subgroup_id and optionally length), at
+    sample, subgroup and group level. Shadow rows must hold the shadow model's features."""
     features = np.asarray(features, dtype=float)
     roles = table["role"].to_numpy()
     attacks, skipped = [], []
@@ -67,9 +72,17 @@ def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str
     train[audited] = training_split(roles[audited], _groups_of(table[audited]), fraction, seed)
     scored = (audited & ~train) | population
     scores = logistic_scores(features[train], roles[train] == "member", features[scored], seed)
-    attacks.append(AttackScores("logistic_split", signal, "sample", _frame(table[scored], scores),
+    attacks.append(AttackScores("logistic_split", signal, "sample", _frame(table[scored], scores), DECISION,
                                 calibration={"trained_on": "audited members and non-members", "fraction": fraction,
                                              "seed": seed, "n_train": int(train.sum())}))
+
+    shadow_member, shadow_nonmember = roles == "shadow_member", roles == "shadow_nonmember"
+    if shadow_member.any() and shadow_nonmember.any():
+        train = shadow_member | shadow_nonmember
+        scores = logistic_scores(features[train], shadow_member[train], features[audited], seed)
+        attacks.append(AttackScores("logistic_shadow", signal, "sample", _frame(table[audited], scores), DECISION,
+                                    calibration={"trained_on": "the shadow model's members and non-members",
+                                                 "seed": seed, "n_train": int(train.sum())}))
 
     calibration = roles == "calibration_member"
     if calibration.any() and population.sum() >= 4:
@@ -78,10 +91,10 @@ def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str
         train = calibration | population_train
         scored = audited | (population & ~population_train)
         scores = logistic_scores(features[train], calibration[train], features[scored], seed)
-        attacks.append(AttackScores("logistic_calibration", signal, "sample", _frame(table[scored], scores),
+        attacks.append(AttackScores("logistic_calibration", signal, "sample", _frame(table[scored], scores), DECISION,
                                     calibration={"trained_on": "calibration members and half of the population",
                                                  "seed": seed, "n_train": int(train.sum())}))
-    else:
+    elif not shadow_member.any():
         skipped.append({"attack": "logistic_calibration", "level": "sample", "slice": "all", "signal": signal,
                         "reason": "needs calibration_member samples and at least 4 population samples"})
 

@@ -210,9 +210,16 @@ def feature_attack_lines(report: dict) -> list[str]:
 
 def summary_table(report: dict) -> str:
     """The terminal summary: the feature x attack table for a classifier audit, else one line per result."""
+    other = [r for r in report["results"] if r["attack"] not in CLASSIFIER_ATTACKS]
     if feature_attack_table(report["results"]):
         lines = _models_lines(report) + ["AUC (accuracy % at the shadow-calibrated threshold):"] + feature_attack_lines(report)
+        if other:
+            lines += ["", _result_lines({**report, "results": other, "warnings": []})]
         return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])
+    return _result_lines(report)
+
+
+def _result_lines(report: dict) -> str:
     several_signals = len({r["signal"] for r in report["results"]}) > 1
     signal_header = f"{'signal':<25}" if several_signals else ""
     header = (f"{'attack':<22}{signal_header}{'level':<10}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}"
@@ -227,7 +234,7 @@ def summary_table(report: dict) -> str:
             f"[{r['auc_ci'][0]:.3f}, {r['auc_ci'][1]:.3f}]{'':<1}"
             f"{tpr.get('0.01', {}).get('tpr', float('nan')):>8.3f}{tpr.get('0.001', {}).get('tpr', float('nan')):>10.3f}"
             f"{_percent(threshold.get('precision')):>10}{_percent(threshold.get('recall')):>9}"
-            f"{threshold.get('advantage') if threshold.get('advantage') is None else format(threshold['advantage'], '.3f'):>7}"
+            f"{_number(threshold.get('advantage')):>7}"
         )
     lines += [f"warning: {w}" for w in report["warnings"]]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from lmaudit.models.load import (
@@ -41,10 +42,13 @@ def model_signal(
     label: str = "model",
     chunk_size: int = 512,
     device: str = "cpu",
+    class_labels: list[int] | None = None,
 ) -> pd.DataFrame:
     """Columns sample_id, value, n_tokens (content tokens before truncation), truncated.
 
-    value: nats for the LM signals; for "classifier", the array of label log-probabilities."""
+    value: nats for the LM signals; for "classifier", the array of label log-probabilities; for the
+    white-box signals, the feature vector. `class_labels` (label indices) are needed for a
+    classifier's gradient features, whose loss depends on the label."""
     model_dir = resolve_model_folder(model_dir)
     check_model_folder(model_dir)
     settings = settings.resolved(device)
@@ -53,13 +57,19 @@ def model_signal(
 
     load, score = _scorer(settings.signal, model_dir, progress)
 
+    label_of = dict(zip(sample_ids, class_labels, strict=True)) if class_labels is not None else None
+
     def compute(ids: list[str], chunk_texts: list[str]) -> pd.DataFrame:
         if not loaded:
             loaded.append(load(model_dir, device=device, trust_remote_code=trust_remote_code))
-        values, encoded = score(loaded[0].model, loaded[0].tokenizer, chunk_texts, ids, settings, batch_tokens)
+        extra = {"labels": np.array([label_of[i] for i in ids])} if label_of is not None else {}
+        values, encoded = score(loaded[0].model, loaded[0].tokenizer, chunk_texts, ids, settings, batch_tokens, **extra)
         return _frame(values, encoded)
 
-    return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress)
+    # A value that depends on the label is stored under the text and the label.
+    keys = [f"{t}\x00label={label_of[i]}" for i, t in zip(sample_ids, texts, strict=True)] if label_of is not None else None
+    return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress,
+                         keys=keys)
 
 
 def _scorer(signal: str, model_dir: Path, progress: bool):

@@ -86,13 +86,16 @@ def stored_signals(
     chunk_size: int = 512,
     description: str = "scoring",
     progress: bool = False,
+    keys: list[str] | None = None,
 ) -> list[pd.DataFrame]:
     """Values for every sample from each store, computing in chunks (each stored at once) the samples
     missing from all of them; samples missing from only some stay missing (NaN) for the caller.
 
-    `compute(ids, texts)` returns one frame per store, columns value, n_tokens, truncated.
+    `compute(ids, texts)` returns one frame per store, columns value, n_tokens, truncated. A value is
+    stored under its sample id and the hash of its text, or of `keys` (what else it depends on) when given.
     """
-    wanted = pd.DataFrame({"sample_id": sample_ids, "text_sha256": [text_hash(t) for t in texts], "text": texts})
+    hashes = [text_hash(k) for k in (keys if keys is not None else texts)]
+    wanted = pd.DataFrame({"sample_id": sample_ids, "text_sha256": hashes, "text": texts})
     keys = ["sample_id", "text_sha256"]
     missing_everywhere = pd.Series(True, index=wanted.index)
     for store in stores:
@@ -114,7 +117,8 @@ def stored_signal(
     chunk_size: int = 512,
     description: str = "scoring",
     progress: bool = False,
+    keys: list[str] | None = None,
 ) -> pd.DataFrame:
     """Values for every sample, computing (in chunks, each stored) only those not yet stored."""
     return stored_signals([store], sample_ids, texts, lambda ids, chunk: [compute(ids, chunk)], chunk_size,
-                          description, progress)[0]
+                          description, progress, keys)[0]
