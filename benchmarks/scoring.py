@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from markdown_section import replace_section
 from transformers import BertConfig, BertForMaskedLM
 
 from lmaudit.signals.masks import random_masks
 from lmaudit.signals.mlm import EncodedSample, has_fast_bf16, score_masked_copies
-from markdown_section import replace_section
 
 K = 10
 MASK_TOKEN = 4

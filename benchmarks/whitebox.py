@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from markdown_section import replace_section
+from scoring import MASK_TOKEN, MODELS, build_model, machine_description, patterns_for, samples_of_length
 
 from lmaudit.signals.mlm import SignalSettings, score_masked_copies
 from lmaudit.signals.whitebox import attention_features_of, gradient_features_of
-from markdown_section import replace_section
-from scoring import MASK_TOKEN, MODELS, build_model, machine_description, patterns_for, samples_of_length
 
 SETTINGS = SignalSettings(seed=0)
 

@@ -22,8 +22,8 @@ from lmaudit.models.load import (
 from lmaudit.signals.causal import causal_lm_loss
 from lmaudit.signals.classifier import class_log_probabilities
 from lmaudit.signals.mlm import SignalSettings, mlm_signal, mlm_signals
-from lmaudit.signals.whitebox import attention_features, gradient_features
 from lmaudit.signals.store import SignalStore, stored_signal, stored_signals
+from lmaudit.signals.whitebox import attention_features, gradient_features
 
 # Signals other than the MLM and white-box ones: how to load the model and how to score a chunk of texts.
 SCORERS = {"clm_loss": (load_causal_lm, causal_lm_loss), "classifier": (load_classifier, class_log_probabilities)}
