@@ -108,6 +108,7 @@ def classifier_whitebox_attacks(config: AuditConfig, corpus: pd.DataFrame, table
     """Logistic regression on attention and gradient (cross-entropy) features: target features for the
     audited samples, shadow features for the shadow samples (split and shadow-trained variants)."""
     from lmaudit.attacks.learned import build_learned_attacks
+    from lmaudit.models.load import has_attention
     from lmaudit.models.load import classifier_labels
     from lmaudit.pipeline import WHITEBOX_FEATURES
     from lmaudit.signals.compute import model_signal
@@ -116,6 +117,10 @@ def classifier_whitebox_attacks(config: AuditConfig, corpus: pd.DataFrame, table
     rows = corpus.set_index("sample_id").loc[table["sample_id"]].reset_index()
     attacks, skipped = [], []
     for signal, name in WHITEBOX_FEATURES.items():
+        if signal == "whitebox_attention" and not has_attention(config.target):
+            skipped.append({"attack": "logistic_*", "level": "*", "slice": "all", "signal": name,
+                            "reason": "the model has no attention layers"})
+            continue
         settings = SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length)
         parts = []
         for model_dir, scored_by in ((config.target, "target"), (config.shadow, "shadow")):

@@ -124,11 +124,16 @@ def _whitebox_attacks(config: AuditConfig, scored: pd.DataFrame, signals: pd.Dat
                       device: str) -> tuple[list[AttackScores], list[dict]]:
     """Logistic-regression attacks on the target's attention and gradient features (Jagannatha et al.)."""
     from lmaudit.attacks.learned import build_learned_attacks
+    from lmaudit.models.load import has_attention
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.mlm import SignalSettings
 
     attacks, skipped = [], []
     for signal, name in WHITEBOX_FEATURES.items():
+        if signal == "whitebox_attention" and not has_attention(config.target):
+            skipped.append({"attack": "logistic_*", "level": "*", "slice": "all", "signal": name,
+                            "reason": "the model has no attention layers"})
+            continue
         # The gradient is of the signal's own loss: for an MLM, the first of the sample's masks (k = 1, mean).
         settings = SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length,
                                   mask_fraction=config.signal.mask_fraction)

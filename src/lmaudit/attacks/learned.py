@@ -40,6 +40,13 @@ def training_split(roles: np.ndarray, groups: np.ndarray | None, fraction: float
     return np.isin(units, list(chosen))
 
 
+def informative_columns(features: np.ndarray, relative: float = 1e-9) -> np.ndarray:
+    """Columns not numerically zero everywhere: attention key biases, for one, have a gradient that is
+    zero up to float noise, and standardising that noise would give it the weight of a real feature."""
+    magnitude = np.abs(np.asarray(features, dtype=float)).max(axis=0)
+    return magnitude > relative * magnitude.max()
+
+
 def logistic_scores(train_features: np.ndarray, train_is_member: np.ndarray, features: np.ndarray, seed: int = 0) -> np.ndarray:
     """Log-odds of membership from a standardised logistic regression fitted on the training rows."""
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
@@ -63,6 +70,8 @@ def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str
     per row of `table`, which has columns sample_id, role, group_id, subgroup_id and optionally length), at
     sample, subgroup and group level. Shadow rows must hold the shadow model's features."""
     features = np.asarray(features, dtype=float)
+    kept = informative_columns(features)
+    features = features[:, kept]
     roles = table["role"].to_numpy()
     attacks, skipped = [], []
 
@@ -74,7 +83,8 @@ def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str
     scores = logistic_scores(features[train], roles[train] == "member", features[scored], seed)
     attacks.append(AttackScores("logistic_split", signal, "sample", _frame(table[scored], scores), DECISION,
                                 calibration={"trained_on": "audited members and non-members", "fraction": fraction,
-                                             "seed": seed, "n_train": int(train.sum())}))
+                                             "seed": seed, "n_train": int(train.sum()),
+                                             "zero_columns_dropped": int((~kept).sum())}))
 
     shadow_member, shadow_nonmember = roles == "shadow_member", roles == "shadow_nonmember"
     if shadow_member.any() and shadow_nonmember.any():

@@ -133,6 +133,14 @@ def model_family(path: str | Path) -> str:
                      "causal LM or sequence classifier; white-box features need one of those")
 
 
+def has_attention(path: str | Path) -> bool:
+    """Whether the model has attention heads (transformers do; lmaudit's LSTM classifier does not), from config.json."""
+    import json
+
+    config = json.loads((resolve_model_folder(path) / "config.json").read_text(encoding="utf-8"))
+    return any(key in config for key in ("num_attention_heads", "n_head", "n_heads"))
+
+
 def classifier_labels(path: str | Path) -> list[str]:
     """A classifier's label names in output order, from its config.json (id2label)."""
     import json
