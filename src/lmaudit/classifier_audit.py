@@ -108,24 +108,18 @@ def classifier_whitebox_attacks(config: AuditConfig, corpus: pd.DataFrame, table
     """Logistic regression on attention and gradient (cross-entropy) features: target features for the
     audited samples, shadow features for the shadow samples (split and shadow-trained variants)."""
     from lmaudit.attacks.learned import build_learned_attacks
-    from lmaudit.models.load import has_attention
     from lmaudit.models.load import classifier_labels
-    from lmaudit.pipeline import WHITEBOX_FEATURES
+    from lmaudit.pipeline import whitebox_signals
     from lmaudit.signals.compute import model_signal
-    from lmaudit.signals.mlm import SignalSettings
 
     rows = corpus.set_index("sample_id").loc[table["sample_id"]].reset_index()
-    attacks, skipped = [], []
-    for signal, name in WHITEBOX_FEATURES.items():
-        if signal == "whitebox_attention" and not has_attention(config.target):
-            skipped.append({"attack": "logistic_*", "level": "*", "slice": "all", "signal": name,
-                            "reason": "the model has no attention layers"})
-            continue
-        settings = SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length)
+    features_to_compute, skipped = whitebox_signals(config)
+    attacks = []
+    for name, settings in features_to_compute:
         parts = []
         for model_dir, scored_by in ((config.target, "target"), (config.shadow, "shadow")):
             part = rows[(table["model"] == scored_by).to_numpy()]
-            labels = label_indices(part, classifier_labels(model_dir), model_dir).tolist() if signal == "whitebox_gradient" else None
+            labels = label_indices(part, classifier_labels(model_dir), model_dir).tolist() if name == "gradient_norms" else None
             values = model_signal(model_dir, part["sample_id"].tolist(), part["text"].tolist(), settings,
                                   config.cache_dir or str(Path(config.out) / "cache"), config.signal.batch_tokens, progress,
                                   config.trust_remote_code, f"{scored_by} {name}", device=device, class_labels=labels)

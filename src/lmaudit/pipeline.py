@@ -120,23 +120,32 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
 WHITEBOX_FEATURES = {"whitebox_attention": "attention_concentration", "whitebox_gradient": "gradient_norms"}
 
 
-def _whitebox_attacks(config: AuditConfig, scored: pd.DataFrame, signals: pd.DataFrame, cache: str, progress: bool,
-                      device: str) -> tuple[list[AttackScores], list[dict]]:
-    """Logistic-regression attacks on the target's attention and gradient features (Jagannatha et al.)."""
-    from lmaudit.attacks.learned import build_learned_attacks
+def whitebox_signals(config: AuditConfig) -> tuple[list[tuple[str, object]], list[dict]]:
+    """The white-box features to compute, as (report name, signal settings); and those the model does not allow."""
     from lmaudit.models.load import has_attention
-    from lmaudit.signals.compute import model_signal
     from lmaudit.signals.mlm import SignalSettings
 
-    attacks, skipped = [], []
+    chosen, skipped = [], []
     for signal, name in WHITEBOX_FEATURES.items():
         if signal == "whitebox_attention" and not has_attention(config.target):
             skipped.append({"attack": "logistic_*", "level": "*", "slice": "all", "signal": name,
                             "reason": "the model has no attention layers"})
             continue
-        # The gradient is of the signal's own loss: for an MLM, the first of the sample's masks (k = 1, mean).
-        settings = SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length,
-                                  mask_fraction=config.signal.mask_fraction)
+        # The gradient is of the signal's own loss: for an MLM, the sample's first mask (k = 1, mean).
+        chosen.append((name, SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length,
+                                            mask_fraction=config.signal.mask_fraction)))
+    return chosen, skipped
+
+
+def _whitebox_attacks(config: AuditConfig, scored: pd.DataFrame, signals: pd.DataFrame, cache: str, progress: bool,
+                      device: str) -> tuple[list[AttackScores], list[dict]]:
+    """Logistic-regression attacks on the target's attention and gradient features (Jagannatha et al.)."""
+    from lmaudit.attacks.learned import build_learned_attacks
+    from lmaudit.signals.compute import model_signal
+
+    features, skipped = whitebox_signals(config)
+    attacks = []
+    for name, settings in features:
         values = model_signal(config.target, scored["sample_id"].tolist(), scored["text"].tolist(), settings, cache,
                               config.signal.batch_tokens, progress, config.trust_remote_code, f"target {name}", device=device)
         feature_attacks, feature_skipped = build_learned_attacks(signals, np.stack(values["value"].to_numpy()), name,
