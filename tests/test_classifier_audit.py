@@ -146,3 +146,13 @@ def test_language_model_refused_as_classifier(demo_run, tiny_model_dirs, tmp_pat
     args = audit_args(out, tmp_path)
     args[args.index("--target") + 1] = tiny_model_dirs[0]
     assert_one_line_error(*run(*args), "BertForMaskedLM, not a sequence classifier")
+
+
+def test_whitebox_needs_a_shadow_of_the_targets_architecture(demo_run, tmp_path):
+    out, _ = demo_run
+    code, output = run("train", "classifier", "--data", out / "data" / "shadow_member.parquet", "--validation",
+                       out / "data" / "validation.parquet", "--architecture", "lstm", "--max-epochs", "1", "--out", tmp_path / "lstm")
+    assert code == 0, output
+    args = audit_args(out, tmp_path) + ["--whitebox"]
+    args[args.index("--shadow") + 1] = tmp_path / "lstm"
+    assert_one_line_error(*run(*args), "architecture differs", "model_type bert vs lmaudit-lstm")

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks.learned import build_learned_attacks, training_split
+from lmaudit.attacks.learned import build_learned_attacks, split_units, training_split
 from lmaudit.metrics.roc import auc
 
 
@@ -27,12 +27,12 @@ def feature_table(seed=0, dims=6):
 def test_training_split_is_by_group_stratified_and_seeded():
     table, _ = feature_table()
     audited = table[table["role"].isin(["member", "nonmember"])]
-    train = training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, seed=3)
+    train = training_split(audited["role"].to_numpy(), split_units(audited), 0.2, seed=3)
     train_groups = set(audited.loc[train, "group_id"])
     assert not train_groups & set(audited.loc[~train, "group_id"])  # no patient on both sides
     assert audited.loc[train].groupby("role")["group_id"].nunique().to_dict() == {"member": 8, "nonmember": 6}
-    assert np.array_equal(train, training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, seed=3))
-    assert not np.array_equal(train, training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, seed=4))
+    assert np.array_equal(train, training_split(audited["role"].to_numpy(), split_units(audited), 0.2, seed=3))
+    assert not np.array_equal(train, training_split(audited["role"].to_numpy(), split_units(audited), 0.2, seed=4))
 
 
 def by_name(attacks, name, level="sample"):
@@ -45,7 +45,7 @@ def test_split_variant_audits_only_samples_it_did_not_train_on():
     assert not skipped
     split = by_name(attacks, "logistic_split")
     audited = table[table["role"].isin(["member", "nonmember"])]
-    train = set(audited["sample_id"][training_split(audited["role"].to_numpy(), audited["group_id"].to_numpy(), 0.2, 1)])
+    train = set(audited["sample_id"][training_split(audited["role"].to_numpy(), split_units(audited), 0.2, 1)])
     assert len(train) == split.calibration["n_train"] == 3 * (8 + 6)
     assert not train & set(split.frame["id"])
     assert set(split.frame["id"]) | train == set(audited["sample_id"]) | set(table.loc[table["role"] == "population", "sample_id"])
@@ -81,7 +81,7 @@ def test_group_levels_and_missing_calibration_data():
 @pytest.mark.parametrize("fraction", [0.2, 0.5])
 def test_split_fraction_without_groups(fraction):
     roles = np.array(["member"] * 50 + ["nonmember"] * 30)
-    train = training_split(roles, None, fraction, seed=0)
+    train = training_split(roles, np.arange(80).astype(str), fraction, seed=0)
     assert train[:50].sum() == round(fraction * 50) and train[50:].sum() == round(fraction * 30)
 
 
@@ -93,3 +93,27 @@ def test_numerically_zero_columns_do_not_change_the_scores():
         plain = by_name(build_learned_attacks(table, features, "f")[0], name).frame["score"].to_numpy()
         with_noise = by_name(build_learned_attacks(table, noisy, "f")[0], name).frame["score"].to_numpy()
         np.testing.assert_allclose(plain, with_noise, rtol=1e-12)
+
+
+def test_samples_without_a_group_are_their_own_unit_and_groups_stay_whole():
+    table, features = feature_table()
+    table.loc[table.index[::7], "group_id"] = None  # some samples lost their patient id
+    audited = table[table["role"].isin(["member", "nonmember"])]
+    train = training_split(audited["role"].to_numpy(), split_units(audited), 0.2, seed=0)
+    grouped = audited["group_id"].notna().to_numpy()
+    assert not set(audited.loc[train & grouped, "group_id"]) & set(audited.loc[~train & grouped, "group_id"])
+
+
+def test_tiny_roles_keep_one_unit_on_each_side_or_are_skipped():
+    table, features = feature_table()
+    two_each = table[table["group_id"].isin(["member-p0", "member-p1", "nonmember-p0", "nonmember-p1"])
+                     | ~table["role"].isin(["member", "nonmember"])].reset_index(drop=True)
+    kept = table.index[table["sample_id"].isin(two_each["sample_id"])]
+    attacks, skipped = build_learned_attacks(two_each, features[kept], "f")
+    split = by_name(attacks, "logistic_split")
+    assert split.calibration["n_train"] == 3 * 2  # one patient per role trains, one per role is audited
+    one_each = two_each[~two_each["group_id"].isin(["member-p1", "nonmember-p1"])].reset_index(drop=True)
+    kept = table.index[table["sample_id"].isin(one_each["sample_id"])]
+    attacks, skipped = build_learned_attacks(one_each, features[kept], "f")
+    assert "logistic_split" not in {a.attack for a in attacks}
+    assert any(s["attack"] == "logistic_split" and "fewer than 2" in s["reason"] for s in skipped)

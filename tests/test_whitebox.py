@@ -236,3 +236,32 @@ def test_classifier_gradient_is_stored_under_its_label(tiny_tokenizer, notes, tm
     again = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[0] * 6)
     assert not np.allclose(np.stack(first["value"].to_numpy()), np.stack(other["value"].to_numpy()))
     np.testing.assert_array_equal(np.stack(first["value"].to_numpy()), np.stack(again["value"].to_numpy()))
+
+
+def test_wrong_explicit_positions_are_detected_and_avoided(models, tiny_tokenizer, texts, monkeypatch):
+    """If the per-sample position ids would change what the model computes (a family numbering positions
+    its own way), they are not used, and the numbers still equal the reference."""
+    from lmaudit.signals import whitebox
+
+    original = whitebox._per_sample_position_inputs
+
+    def shifted(model, input_ids):
+        extra = original(model, input_ids)
+        return {**extra, "position_ids": extra["position_ids"] + 3}
+
+    monkeypatch.setattr(whitebox, "_per_sample_position_inputs", shifted)
+    model = models["mlm"]
+    batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS, family="mlm")
+    for row, (text, sample_id) in enumerate(zip(texts[0][:6], texts[1][:6], strict=True)):
+        expected = reference_gradient_norms(model, tiny_tokenizer, text, sample_id, "mlm")
+        np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
+
+
+def test_one_token_causal_sample_is_refused(models, tiny_tokenizer):
+    from lmaudit.errors import InputError
+    from lmaudit.signals.mlm import EncodedSample
+    from lmaudit.signals.whitebox import gradient_features_of
+
+    sample = EncodedSample("s1", np.array([7]), np.array([0]), 1, False)
+    with pytest.raises(InputError, match="one token only"):
+        gradient_features_of(models["clm"], [sample], SETTINGS, "clm")

@@ -108,10 +108,14 @@ def classifier_whitebox_attacks(config: AuditConfig, corpus: pd.DataFrame, table
     """Logistic regression on attention and gradient (cross-entropy) features: target features for the
     audited samples, shadow features for the shadow samples (split and shadow-trained variants)."""
     from lmaudit.attacks.learned import build_learned_attacks
-    from lmaudit.models.load import classifier_labels
+    from lmaudit.models.load import architecture_difference, classifier_labels
     from lmaudit.pipeline import whitebox_signals
     from lmaudit.signals.compute import model_signal
 
+    difference = architecture_difference(config.target, config.shadow)
+    if difference:  # a regression fitted on one architecture's features means nothing on another's
+        raise InputError(f"{config.shadow}: the shadow model's architecture differs from the target's ({difference}); "
+                         "the white-box attacks need a shadow trained with the target's architecture")
     rows = corpus.set_index("sample_id").loc[table["sample_id"]].reset_index()
     features_to_compute, skipped = whitebox_signals(config)
     attacks = []
@@ -124,9 +128,6 @@ def classifier_whitebox_attacks(config: AuditConfig, corpus: pd.DataFrame, table
                                   config.cache_dir or str(Path(config.out) / "cache"), config.signal.batch_tokens, progress,
                                   config.trust_remote_code, f"{scored_by} {name}", device=device, class_labels=labels)
             parts.append(np.stack(values["value"].to_numpy()))
-        if parts[0].shape[1] != parts[1].shape[1]:
-            raise InputError(f"{config.shadow}: the shadow model has {parts[1].shape[1]} {name} features and the target "
-                             f"{parts[0].shape[1]}; train the shadow with the target's architecture")
         features = np.zeros((len(table), parts[0].shape[1]))
         features[(table["model"] == "target").to_numpy()] = parts[0]
         features[(table["model"] == "shadow").to_numpy()] = parts[1]

@@ -36,6 +36,7 @@ class EvaluationConfig(BaseModel):
     bootstrap: int = Field(1000, ge=10)
     balanced_repeats: int = Field(10, ge=1)
     seed: int = 0
+    delta: float = Field(1e-5, gt=0, lt=1, description="delta of the empirical epsilon lower bounds")
 
 
 class AuditConfig(BaseModel):

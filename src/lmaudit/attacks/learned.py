@@ -2,8 +2,8 @@
 
 Two ways to get labelled training data, both reported:
 - `split`: as in the paper, a seeded 20% of the audited members and non-members train the
-  attack and the other 80% are audited. The split is by group when samples carry group ids, so
-  no patient has samples on both sides.
+  attack and the other 80% are audited. The split is by group (a sample without one is its own
+  unit), so no patient has samples on both sides.
 - `calibration`: the attack trains on known training samples (`calibration_member`) against half
   of the population; no audited sample's label is ever read. The other half of the population
   calibrates the population thresholds.
@@ -27,17 +27,29 @@ AUDITED_ROLES = ("member", "nonmember")
 DECISION = [Threshold("probability_0.5", 0.0)]
 
 
-def training_split(roles: np.ndarray, groups: np.ndarray | None, fraction: float, seed: int) -> np.ndarray:
-    """True for the rows that train the attack: `fraction` of each role's units (groups, else samples), seeded."""
-    roles = np.asarray(roles)
-    units = np.asarray(groups) if groups is not None else np.arange(len(roles)).astype(str)
+def training_split(roles: np.ndarray, units: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """True for the rows that train the attack: `fraction` of each role's units (patients or users; a sample
+    without a group is its own unit), at least one and never all of them, seeded. Roles need 2 units or more."""
+    roles, units = np.asarray(roles), np.asarray(units)
     rng = np.random.default_rng(seed)
     chosen = set()
     for role in sorted(set(roles)):
         role_units = np.unique(units[roles == role])
-        count = int(round(fraction * len(role_units)))
+        count = min(max(1, int(round(fraction * len(role_units)))), len(role_units) - 1)
         chosen.update(role_units[rng.permutation(len(role_units))[:count]].tolist())
     return np.isin(units, list(chosen))
+
+
+def split_units(table: pd.DataFrame) -> np.ndarray:
+    """Each row's unit for splitting: its group, or the sample itself when it has none."""
+    groups = table["group_id"].astype(object)
+    return np.where(groups.isna(), "sample:" + table["sample_id"].astype(str), "group:" + groups.astype(str))
+
+
+def _too_few_units(table: pd.DataFrame, rows: np.ndarray, roles: tuple[str, ...]) -> str | None:
+    units = pd.Series(split_units(table[rows])).groupby(table.loc[rows, "role"].to_numpy()).nunique()
+    short = [role for role in roles if units.get(role, 0) < 2]
+    return f"{', '.join(short)}: fewer than 2 patients or users to split" if short else None
 
 
 def informative_columns(features: np.ndarray, relative: float = 1e-9) -> np.ndarray:
@@ -52,10 +64,6 @@ def logistic_scores(train_features: np.ndarray, train_is_member: np.ndarray, fea
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
     model.fit(np.asarray(train_features, dtype=float), np.asarray(train_is_member, dtype=bool))
     return model.decision_function(np.asarray(features, dtype=float))
-
-
-def _groups_of(table: pd.DataFrame) -> np.ndarray | None:
-    return None if table["group_id"].isna().any() else table["group_id"].to_numpy()
 
 
 def _frame(table: pd.DataFrame, scores: np.ndarray) -> pd.DataFrame:
@@ -77,14 +85,18 @@ def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str
 
     audited = np.isin(roles, AUDITED_ROLES)
     population = roles == "population"
-    train = np.zeros(len(table), dtype=bool)
-    train[audited] = training_split(roles[audited], _groups_of(table[audited]), fraction, seed)
-    scored = (audited & ~train) | population
-    scores = logistic_scores(features[train], roles[train] == "member", features[scored], seed)
-    attacks.append(AttackScores("logistic_split", signal, "sample", _frame(table[scored], scores), DECISION,
-                                calibration={"trained_on": "audited members and non-members", "fraction": fraction,
-                                             "seed": seed, "n_train": int(train.sum()),
-                                             "zero_columns_dropped": int((~kept).sum())}))
+    reason = _too_few_units(table, audited, AUDITED_ROLES)
+    if reason:
+        skipped.append({"attack": "logistic_split", "level": "sample", "slice": "all", "signal": signal, "reason": reason})
+    else:
+        train = np.zeros(len(table), dtype=bool)
+        train[audited] = training_split(roles[audited], split_units(table[audited]), fraction, seed)
+        scored = (audited & ~train) | population
+        scores = logistic_scores(features[train], roles[train] == "member", features[scored], seed)
+        attacks.append(AttackScores("logistic_split", signal, "sample", _frame(table[scored], scores), DECISION,
+                                    calibration={"trained_on": "audited members and non-members", "fraction": fraction,
+                                                 "seed": seed, "n_train": int(train.sum()),
+                                                 "zero_columns_dropped": int((~kept).sum())}))
 
     shadow_member, shadow_nonmember = roles == "shadow_member", roles == "shadow_nonmember"
     if shadow_member.any() and shadow_nonmember.any():
@@ -95,9 +107,9 @@ def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str
                                                  "seed": seed, "n_train": int(train.sum())}))
 
     calibration = roles == "calibration_member"
-    if calibration.any() and population.sum() >= 4:
+    if calibration.any() and not _too_few_units(table, population, ("population",)):
         population_train = np.zeros(len(table), dtype=bool)
-        population_train[population] = training_split(roles[population], _groups_of(table[population]), 0.5, seed)
+        population_train[population] = training_split(roles[population], split_units(table[population]), 0.5, seed)
         train = calibration | population_train
         scored = audited | (population & ~population_train)
         scores = logistic_scores(features[train], calibration[train], features[scored], seed)
@@ -106,7 +118,7 @@ def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str
                                                  "seed": seed, "n_train": int(train.sum())}))
     elif not shadow_member.any():
         skipped.append({"attack": "logistic_calibration", "level": "sample", "slice": "all", "signal": signal,
-                        "reason": "needs calibration_member samples and at least 4 population samples"})
+                        "reason": "needs calibration_member samples and population samples of 2 patients or more"})
 
     for column, level in (("subgroup_id", "subgroup"), ("group_id", "group")):
         if table.loc[audited, column].notna().all():

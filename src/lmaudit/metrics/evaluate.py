@@ -10,6 +10,7 @@ import pandas as pd
 
 from lmaudit.attacks.suite import AttackScores, Threshold
 from lmaudit.attacks.thresholds import population_threshold
+from lmaudit.metrics.privacy import empirical_epsilon
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
@@ -25,13 +26,14 @@ LENGTH_SLICES = {"length:short": (10, 20), "length:long": (20, 61)}
 
 @dataclass(frozen=True)
 class EvaluationSettings:
-    """How attacks are evaluated: FPR levels, bootstrap and balanced repeats, seeds."""
+    """How attacks are evaluated: FPR levels, bootstrap and balanced repeats, seeds, and the delta of the epsilon bounds."""
 
     alphas: tuple[float, ...] = (0.1, 0.01, 0.001)
     threshold_alphas: tuple[float, ...] = (0.1, 0.01)
     bootstrap: int = 1000
     balanced_repeats: int = 10
     seed: int = 0
+    delta: float = 1e-5
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -39,12 +41,14 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def _threshold_record(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, population: np.ndarray,
-                      nonmember_groups: np.ndarray | None = None, population_groups: np.ndarray | None = None) -> dict:
+                      nonmember_groups: np.ndarray | None = None, population_groups: np.ndarray | None = None,
+                      delta: float = 1e-5) -> dict:
     metrics = threshold_metrics(labels, scores, threshold.value)
     record = {"rule": threshold.rule, "alpha": threshold.alpha, "value": _finite_or_none(threshold.value)}
     record.update({k: _finite_or_none(v) if isinstance(v, float) else v for k, v in asdict(metrics).items()})
     record["recall_ci"] = list(clopper_pearson(metrics.tp, metrics.tp + metrics.fn))
     record["fpr_ci"] = list(clopper_pearson(metrics.fp, metrics.fp + metrics.tn))
+    record["epsilon_lower_bound"] = empirical_epsilon(metrics.tp, metrics.fn, metrics.fp, metrics.tn, delta)
     if len(population):
         population_called = population >= threshold.value
         record["population_fpr"] = float(population_called.mean())
@@ -130,7 +134,8 @@ def evaluate_slice(
         "auc": auc(labels, scores),
         "auc_ci": list(bootstrap_auc_interval(labels, scores, settings.bootstrap, seed=settings.seed)),
         "tpr_at_fpr": tpr_records,
-        "thresholds": [_threshold_record(t, labels, scores, population_scores, *_groups(audited, population, labels))
+        "thresholds": [_threshold_record(t, labels, scores, population_scores, *_groups(audited, population, labels),
+                                         delta=settings.delta)
                        for t in thresholds],
         "balanced": _balanced_record(labels, scores, thresholds, settings),
         "n_members": int(labels.sum()),

@@ -141,6 +141,19 @@ def has_attention(path: str | Path) -> bool:
     return any(key in config for key in ("num_attention_heads", "n_head", "n_heads"))
 
 
+ARCHITECTURE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_layers")
+
+
+def architecture_difference(first: str | Path, second: str | Path) -> str | None:
+    """How two models' architectures differ (model type, width, depth, heads), from config.json; None if they don't."""
+    import json
+
+    configs = [json.loads((resolve_model_folder(p) / "config.json").read_text(encoding="utf-8")) for p in (first, second)]
+    differences = [f"{key} {configs[0].get(key)} vs {configs[1].get(key)}" for key in ARCHITECTURE_KEYS
+                   if configs[0].get(key) != configs[1].get(key)]
+    return ", ".join(differences) or None
+
+
 def classifier_labels(path: str | Path) -> list[str]:
     """A classifier's label names in output order, from its config.json (id2label)."""
     import json

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from lmaudit.errors import InputError
 from lmaudit.models.train import pad_batch
 from lmaudit.signals.mlm import EncodedSample, SignalSettings, encode, model_max_length
 
@@ -42,6 +43,10 @@ def causal_lm_loss(
     device = next(model.parameters()).device
     max_length = settings.max_length or model_max_length(model.config, tokenizer)
     samples = encode(tokenizer, texts, sample_ids, max_length)
+    short = next((sample for sample in samples if len(sample.input_ids) < 2), None)
+    if short is not None:
+        raise InputError(f"sample '{short.sample_id}': one token only, so a causal LM predicts nothing in it; "
+                         "remove the sample or give it more text")
     encoder, head = model.base_model, model.get_output_embeddings()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     totals = np.zeros(len(samples))
@@ -61,5 +66,5 @@ def causal_lm_loss(
             log_probs = torch.log_softmax(logits.float(), dim=-1)
             nll[start:stop] = -log_probs.gather(1, targets[start:stop, None])[:, 0]
         np.add.at(totals, np.asarray(batch)[rows.numpy()], nll.double().cpu().numpy())
-    counts = np.array([max(1, len(s.input_ids) - 1) for s in samples])
+    counts = np.array([len(s.input_ids) - 1 for s in samples])
     return totals / counts, samples

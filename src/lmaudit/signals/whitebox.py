@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from lmaudit.errors import InputError
 from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
 from lmaudit.signals.masks import random_masks
 from lmaudit.signals.mlm import EncodedSample, SignalSettings, encode, model_max_length
@@ -59,7 +60,7 @@ def attention_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], 
 @torch.inference_mode()
 def attention_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample], batch_tokens: int = 4096) -> np.ndarray:
     """attention_features for encoded samples: (samples, layers * heads * 4)."""
-    model = _eager(model)
+    model = _eager(model).eval()
     device = next(model.parameters()).device
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     features = np.zeros((len(samples), layers * heads * len(CONCENTRATION_STATISTICS)))
@@ -69,8 +70,8 @@ def attention_features_of(model: torch.nn.Module, samples: Sequence[EncodedSampl
             batch = group[start : start + per_batch]
             ids = torch.from_numpy(np.stack([samples[i].input_ids for i in batch])).to(device)
             attentions = model(input_ids=ids, output_attentions=True).attentions  # layers x (B, H, T, T)
-            stacked = torch.stack(attentions, dim=1).float()  # (B, L, H, T, T)
-            summary = concentration_summary(attention_concentration(stacked))  # (B, L, H, 4)
+            # One layer at a time: (B, H, T) concentrations, then (B, H, 4) statistics.
+            summary = torch.stack([concentration_summary(attention_concentration(layer.float())) for layer in attentions], 1)
             features[batch] = summary.reshape(len(batch), -1).cpu().numpy()
     return features
 
@@ -80,14 +81,16 @@ def gradient_feature_names(model: torch.nn.Module) -> list[str]:
     return [name for name, parameter in model.named_parameters() if parameter.requires_grad]
 
 
-def _batch_losses(model: torch.nn.Module, family: Family, input_ids: torch.Tensor, target) -> torch.Tensor:
+def _batch_losses(model: torch.nn.Module, family: Family, input_ids: torch.Tensor, target,
+                  explicit_positions: bool = True) -> torch.Tensor:
     """Each sample's own loss (B,), as the model family's signal defines it.
 
     mlm: target = (masked positions (B, l), original tokens (B, l)); input_ids already carry the
     mask tokens; mean NLL over the masked positions (Jagannatha's MLM loss: the energy with k = 1
     and normalize = mean). clm: mean next-token NLL. classifier: target = label indices; cross-entropy.
     """
-    extra = _per_sample_position_inputs(model, input_ids) | ({"use_cache": False} if family == "clm" else {})
+    extra = _per_sample_position_inputs(model, input_ids) if explicit_positions else {}
+    extra |= {"use_cache": False} if family == "clm" else {}
     logits = model(input_ids=input_ids, **extra).logits
     if family == "classifier":
         return -torch.log_softmax(logits.float(), dim=-1).gather(1, target[:, None])[:, 0]
@@ -104,15 +107,28 @@ def _per_sample_position_inputs(model: torch.nn.Module, input_ids: torch.Tensor)
 
     Left to itself a model embeds positions once, (1, T), for the whole batch, and the gradient at
     that embedding is then the batch's sum: the batched gradient norms need one row per sample.
+    Positions start after the padding index where the position embedding has one (RoBERTa and kin).
     """
     parameters = inspect.signature(model.forward).parameters
     extra = {}
     if "position_ids" in parameters:
-        start = model.config.pad_token_id + 1 if model.config.model_type in ("roberta", "xlm-roberta", "camembert") else 0
+        embeddings = getattr(model.base_model, "embeddings", None)
+        padding_idx = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
+        start = 0 if padding_idx is None else padding_idx + 1
         extra["position_ids"] = (start + torch.arange(input_ids.shape[1], device=input_ids.device)).expand_as(input_ids)
     if "token_type_ids" in parameters and getattr(model.config, "type_vocab_size", 0):
         extra["token_type_ids"] = torch.zeros_like(input_ids)
     return extra
+
+
+@torch.inference_mode()
+def _explicit_positions_agree(model: torch.nn.Module, input_ids: torch.Tensor) -> bool:
+    """Whether the model gives the same logits with the explicit ids as with its own (checked once per model)."""
+    extra = _per_sample_position_inputs(model, input_ids)
+    if not extra:
+        return True
+    own, explicit = model(input_ids=input_ids).logits, model(input_ids=input_ids, **extra).logits
+    return bool(torch.allclose(own.float(), explicit.float(), rtol=1e-4, atol=1e-5))
 
 
 def _one_backward_per_sample(model: torch.nn.Module, losses_of, names: list[str], count: int) -> torch.Tensor:
@@ -120,7 +136,8 @@ def _one_backward_per_sample(model: torch.nn.Module, losses_of, names: list[str]
     parameters = dict(model.named_parameters())
     rows = []
     for index in range(count):
-        with torch.enable_grad():
+        # cuDNN refuses the backward pass of an RNN in eval mode; the plain kernels give the same gradient.
+        with torch.enable_grad(), torch.backends.cudnn.flags(enabled=False):
             grads = torch.autograd.grad(losses_of([index]).sum(), [parameters[n] for n in names], allow_unused=True)
         rows.append(torch.stack([g.double().pow(2).sum() if g is not None else torch.zeros((), dtype=torch.float64)
                                  for g in grads]))
@@ -168,7 +185,13 @@ def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample
     # the size of the largest tensor: bound how many samples share a backward pass.
     largest = max(p.numel() for p in model.parameters())
     per_chunk = max(1, memory_bytes // (8 * largest))
+    if family == "clm":
+        short = next((sample for sample in samples if len(sample.input_ids) < 2), None)
+        if short is not None:
+            raise InputError(f"sample '{short.sample_id}': one token only, so a causal LM predicts nothing in it; "
+                             "remove the sample or give it more text")
     features = np.zeros((len(samples), len(names)))
+    explicit = None
     for group in exact_length_groups(samples):
         chunk = max(1, min(per_chunk, batch_tokens // len(samples[group[0]].input_ids)))
         for start in range(0, len(group), chunk):
@@ -177,9 +200,12 @@ def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample
             inputs = inputs.to(device)
             targets = tuple(t.to(device) for t in targets) if isinstance(targets, tuple) else targets.to(device)
 
+            if explicit is None:  # explicit per-sample positions, unless they would change what the model computes
+                explicit = _explicit_positions_agree(model, inputs[:1])
+
             def losses_of(rows, inputs=inputs, targets=targets):
                 picked = tuple(t[rows] for t in targets) if isinstance(targets, tuple) else targets[rows]
-                return _batch_losses(model, family, inputs[rows], picked)
+                return _batch_losses(model, family, inputs[rows], picked, explicit)
 
             try:
                 norms = per_sample_squared_norms(model, lambda: losses_of(slice(None)), names)

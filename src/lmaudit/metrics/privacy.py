@@ -1,0 +1,27 @@
+"""What an attack's counts imply about differential privacy: a lower bound on epsilon."""
+
+from __future__ import annotations
+
+import math
+
+from lmaudit.metrics.uncertainty import clopper_pearson
+
+
+def empirical_epsilon(tp: int, fn: int, fp: int, tn: int, delta: float, level: float = 0.95) -> float:
+    """Lower bound on the epsilon of any (epsilon, delta)-DP training that allows these attack counts (nats).
+
+    DP bounds every membership test: TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta
+    (Kairouz et al. 2015). Solving for eps with the TPR at the low end and the FPR at the high end
+    of their two-sided Clopper-Pearson intervals at `level` gives a bound that holds with
+    confidence at least `level` (each end is one-sided at (1 + level) / 2; Bonferroni). It is
+    valid only for a threshold chosen without the audited samples' labels, as every threshold
+    lmaudit reports is (population, calibration or shadow data).
+    """
+    tpr_low = clopper_pearson(tp, tp + fn, level)[0]
+    fpr_high = clopper_pearson(fp, fp + tn, level)[1]
+    bounds = [0.0]
+    if tpr_low - delta > 0 and fpr_high > 0:
+        bounds.append(math.log((tpr_low - delta) / fpr_high))
+    if 1 - delta - fpr_high > 0 and tpr_low < 1:
+        bounds.append(math.log((1 - delta - fpr_high) / (1 - tpr_low)))
+    return max(bounds)
