@@ -203,7 +203,7 @@ def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample
             if explicit is None:  # explicit per-sample positions, unless they would change what the model computes
                 explicit = _explicit_positions_agree(model, inputs[:1])
 
-            def losses_of(rows, inputs=inputs, targets=targets):
+            def losses_of(rows, inputs=inputs, targets=targets, explicit=explicit):
                 picked = tuple(t[rows] for t in targets) if isinstance(targets, tuple) else targets[rows]
                 return _batch_losses(model, family, inputs[rows], picked, explicit)
 
