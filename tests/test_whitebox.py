@@ -243,13 +243,13 @@ def test_wrong_explicit_positions_are_detected_and_avoided(models, tiny_tokenize
     its own way), they are not used, and the numbers still equal the reference."""
     from lmaudit.signals import whitebox
 
-    original = whitebox._per_sample_position_inputs
+    original = whitebox.per_sample_position_inputs
 
     def shifted(model, input_ids):
         extra = original(model, input_ids)
         return {**extra, "position_ids": extra["position_ids"] + 3}
 
-    monkeypatch.setattr(whitebox, "_per_sample_position_inputs", shifted)
+    monkeypatch.setattr(whitebox, "per_sample_position_inputs", shifted)
     model = models["mlm"]
     batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS, family="mlm")
     for row, (text, sample_id) in enumerate(zip(texts[0][:6], texts[1][:6], strict=True)):

@@ -76,28 +76,68 @@ def _train_options(function):
     return function
 
 
-def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
+def _dp_options(function):
+    options = [
+        click.option("--dp", is_flag=True, help="Train with DP-SGD (Opacus): Poisson batches, per-sample clipping, noise."),
+        click.option("--noise-multiplier", default=None, type=click.FloatRange(min=0), help="DP-SGD noise sigma (with --dp)."),
+        click.option("--max-grad-norm", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+                     help="Per-sample clipping norm (with --dp)."),
+        click.option("--delta", default=1e-5, show_default=True, type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+                     help="Delta of the epsilon reported (with --dp)."),
+        click.option("--max-samples-per-group", default=None, type=click.IntRange(min=1),
+                     help="Keep at most this many samples per group_id (patient, user) (with --dp)."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _dp_settings(dp: bool, noise_multiplier: float | None, max_grad_norm: float, delta: float,
+                 max_samples_per_group: int | None):
+    from lmaudit.models.dp import DPSettings
+
+    if not dp:
+        if noise_multiplier is not None or max_samples_per_group is not None:
+            raise InputError("--noise-multiplier and --max-samples-per-group apply to DP training: add --dp")
+        return None
+    if noise_multiplier is None:
+        raise InputError("--dp needs --noise-multiplier (e.g. 1.0; larger is more private and less accurate)")
+    return DPSettings(noise_multiplier, max_grad_norm, delta, max_samples_per_group)
+
+
+def _dp_line(record: dict | None) -> str:
+    if not record:
+        return ""
+    return (f"; DP-SGD sigma {record['noise_multiplier']}, clip {record['max_grad_norm']}, {record['steps']} steps: "
+            f"epsilon {record['epsilon_prv']:.3g} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
+
+
+def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **dp_options) -> None:
     from lmaudit.data.corpus import load_corpus
     from lmaudit.models.train import train_language_model
 
     corpus = load_corpus(data)
     summary = train_language_model(kind, corpus["text"].tolist(), out, tokenizer_dir=tokenizer, size=size, epochs=epochs,
-                                   seed=seed, progress=_progress())
-    click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}; saved to {out}")
+                                   seed=seed, progress=_progress(), dp=_dp_settings(**dp_options),
+                                   groups=corpus["group_id"].tolist())
+    click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}"
+               f"{_dp_line(summary.dp)}; saved to {out}")
 
 
 @train.command("mlm")
 @_train_options
-def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
+@_dp_options
+def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **dp_options) -> None:
     """Train a WordPiece tokenizer (unless --tokenizer) and a BERT-style masked LM; save as safetensors."""
-    _train("mlm", data, out, epochs, size, tokenizer, seed)
+    _train("mlm", data, out, epochs, size, tokenizer, seed, **dp_options)
 
 
 @train.command("clm")
 @_train_options
-def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int) -> None:
+@_dp_options
+def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **dp_options) -> None:
     """Train a WordPiece tokenizer (unless --tokenizer) and a GPT-2-style causal LM; save as safetensors."""
-    _train("clm", data, out, epochs, size, tokenizer, seed)
+    _train("clm", data, out, epochs, size, tokenizer, seed, **dp_options)
 
 
 @train.command("classifier")
@@ -113,8 +153,10 @@ def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: st
 @click.option("--learning-rate", default=2e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder.")
 @click.option("--seed", default=0, show_default=True)
+@_dp_options
 def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, architecture: str, size: str,
-                             max_epochs: int, patience: int, learning_rate: float, tokenizer: str | None, seed: int) -> None:
+                             max_epochs: int, patience: int, learning_rate: float, tokenizer: str | None, seed: int,
+                             **dp_options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping; save as safetensors."""
     from lmaudit.classifier_audit import check_labels
     from lmaudit.data.corpus import load_corpus
@@ -126,15 +168,16 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
         return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
 
     texts, labels = texts_and_labels(data)
+    groups = load_corpus(data)["group_id"].tolist()
     summary = train_classifier(
         texts, labels, out, texts_and_labels(validation), texts_and_labels(test_data) if test_data else None,
         architecture=architecture, size=size, max_epochs=max_epochs, patience=patience, learning_rate=learning_rate,
-        tokenizer_dir=tokenizer, seed=seed, progress=_progress(),
+        tokenizer_dir=tokenizer, seed=seed, progress=_progress(), dp=_dp_settings(**dp_options), groups=groups,
     )
     held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
                f"train accuracy {summary.train_accuracy:.1%}, {summary.gap_measured_on} accuracy {held_out:.1%}, "
-               f"gap {100 * summary.generalization_gap:.1f} points; saved to {out}")
+               f"gap {100 * summary.generalization_gap:.1f} points{_dp_line(summary.dp)}; saved to {out}")
 
 
 def _signal_options(function):

@@ -21,6 +21,14 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
+from lmaudit.models.dp import (
+    DPSettings,
+    cap_samples_per_group,
+    dp_record,
+    make_private,
+    per_sample_losses,
+    per_sample_position_inputs,
+)
 from lmaudit.models.train import SIZES, length_bucketed_batches, mlm_config, pad_batch, save_model_folder, train_tokenizer
 
 
@@ -116,6 +124,7 @@ class ClassifierTrainingSummary:
     gap_measured_on: str
     epoch_losses: list[float]
     validation_accuracies: list[float]
+    dp: dict | None = None
 
 
 @torch.inference_mode()
@@ -159,15 +168,21 @@ def train_classifier(
     tokenizer_dir: str | Path | None = None,
     progress: bool = False,
     label: str = "classifier",
+    dp: DPSettings | None = None,
+    groups: Sequence[str | None] | None = None,
 ) -> ClassifierTrainingSummary:
     """Train a classifier, keep the epoch with the best validation accuracy (early stopping after
-    `patience` epochs without improvement), and save it with its tokenizer and a summary."""
+    `patience` epochs without improvement), and save it with its tokenizer and a summary. With `dp`,
+    DP-SGD with Poisson batches; the epsilon recorded covers every epoch run, not only the one kept."""
     from transformers import AutoTokenizer
 
     if architecture not in ARCHITECTURES:
         raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
     quiet_transformers()
     torch.manual_seed(seed)
+    if dp is not None:
+        kept = cap_samples_per_group(list(groups) if groups is not None else [None] * len(texts), dp.max_samples_per_group, seed)
+        texts, labels = [texts[i] for i in kept], [labels[i] for i in kept]
     names = sorted({str(v) for v in labels})
     label2id = {name: index for index, name in enumerate(names)}
     train_ids = _label_ids(labels, label2id, "training data")
@@ -184,21 +199,30 @@ def train_classifier(
     lengths = np.array([len(e) for e in encoded])
     order_rng = np.random.default_rng(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
+    steps = 0
     epoch_losses, validation_accuracies = [], []
     best_state, best_epoch, best_accuracy = None, 0, -1.0
     for epoch in tqdm(range(1, max_epochs + 1), desc=f"training {label} ({architecture} {size})", unit="epoch",
                       disable=not progress or None):
         model.train()
         losses = []
-        for indices in length_bucketed_batches(lengths, batch_size, order_rng):
+        for indices in private.batches() if private else length_bucketed_batches(lengths, batch_size, order_rng):
             ids, mask = pad_batch([encoded[i] for i in indices], pad)
-            loss = model(input_ids=ids, attention_mask=mask, labels=torch.from_numpy(train_ids[indices])).loss
+            targets = torch.from_numpy(train_ids[indices])
+            if private:
+                logits = private.model(input_ids=ids, attention_mask=mask, **per_sample_position_inputs(model, ids)).logits
+                loss = per_sample_losses(logits, targets).mean()
+            else:
+                loss = model(input_ids=ids, attention_mask=mask, labels=targets).loss
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            if not private:  # DP-SGD clips each sample's gradient instead
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            (private.optimizer if private else optimizer).step()
+            (private.optimizer if private else optimizer).zero_grad(set_to_none=True)
             losses.append(loss.item())
-        epoch_losses.append(float(np.mean(losses)))
+            steps += 1
+        epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))
         validation_accuracies.append(accuracy(model, validation_encoded, validation_ids, pad))
         if validation_accuracies[-1] > best_accuracy:
             best_state, best_epoch, best_accuracy = copy.deepcopy(model.state_dict()), epoch, validation_accuracies[-1]
@@ -219,7 +243,8 @@ def train_classifier(
         test_accuracy=test_accuracy, generalization_gap=train_accuracy - held_out,
         gap_measured_on="test" if test_accuracy is not None else "validation",
         epoch_losses=epoch_losses, validation_accuracies=validation_accuracies,
+        dp=dp_record(private, steps) if private else None,
     )
-    save_model_folder(model, tokenizer, summary, Path(out_dir))
+    save_model_folder(private.finished_model() if private else model, tokenizer, summary, Path(out_dir))
     return summary
 

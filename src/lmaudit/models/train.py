@@ -18,6 +18,14 @@ from tqdm.auto import tqdm
 
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
+from lmaudit.models.dp import (
+    DPSettings,
+    cap_samples_per_group,
+    dp_record,
+    make_private,
+    per_sample_losses,
+    per_sample_position_inputs,
+)
 
 SUMMARY_FILE = "lmaudit_training.json"
 
@@ -119,6 +127,7 @@ class TrainingSummary:
     dropout: float
     final_train_loss: float
     epoch_losses: list[float]
+    dp: dict | None = None
 
 
 def clm_config(size: str, vocab_size: int, max_length: int, tokenizer, dropout: float = 0.1):
@@ -166,13 +175,19 @@ def train_language_model(
     dropout: float = 0.1,
     progress: bool = False,
     label: str = "model",
+    dp: DPSettings | None = None,
+    groups: Sequence[str | None] | None = None,
 ) -> TrainingSummary:
     """Train a small LM of `kind` on `texts` and save it with its tokenizer (trained here unless
-    `tokenizer_dir`): AdamW, linear warm-up and decay, length-bucketed batches."""
+    `tokenizer_dir`): AdamW, linear warm-up and decay, length-bucketed batches; or, with `dp`, DP-SGD
+    with Poisson batches (`groups` give each text's patient or user for the per-group cap)."""
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
     quiet_transformers()
     torch.manual_seed(seed)
+    if dp is not None:
+        kept = cap_samples_per_group(list(groups) if groups is not None else [None] * len(texts), dp.max_samples_per_group, seed)
+        texts = [texts[i] for i in kept]
     if tokenizer_dir is not None:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
     else:
@@ -186,25 +201,34 @@ def train_language_model(
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimizer, steps_per_epoch, steps_per_epoch * epochs)
     epoch_losses = []
+    private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
+    steps = 0
     model.train()
     for _ in tqdm(range(epochs), desc=f"training {label} ({size})", unit="epoch", disable=not progress or None):
         losses = []
-        for batch_indices in length_bucketed_batches(lengths, batch_size, order_rng):
+        for batch_indices in private.batches() if private else length_bucketed_batches(lengths, batch_size, order_rng):
             batch = collator([{"input_ids": encoded[i]} for i in batch_indices])
-            loss = model(**batch).loss
+            if private:
+                logits = private.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                       **per_sample_position_inputs(model, batch["input_ids"])).logits
+                loss = per_sample_losses(logits, batch["labels"], causal=kind == "clm").mean()
+            else:
+                loss = model(**batch).loss
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            if not private:  # DP-SGD clips each sample's gradient instead
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            (private.optimizer if private else optimizer).step()
             schedule.step()
-            optimizer.zero_grad(set_to_none=True)
+            (private.optimizer if private else optimizer).zero_grad(set_to_none=True)
             losses.append(loss.item())
-        epoch_losses.append(float(np.mean(losses)))
+            steps += 1
+        epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))
     summary = TrainingSummary(
         kind=kind, size=size, n_samples=len(encoded), epochs=epochs, seed=seed, batch_size=batch_size,
         learning_rate=learning_rate, max_length=max_length, dropout=dropout, final_train_loss=epoch_losses[-1],
-        epoch_losses=epoch_losses,
+        epoch_losses=epoch_losses, dp=dp_record(private, steps) if private else None,
     )
-    save_model_folder(model.eval(), tokenizer, summary, Path(out_dir))
+    save_model_folder((private.finished_model() if private else model).eval(), tokenizer, summary, Path(out_dir))
     return summary
 
 

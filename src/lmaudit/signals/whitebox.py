@@ -8,7 +8,6 @@ from one batched backward pass (`gradnorms.py`); attention weights need eager at
 
 from __future__ import annotations
 
-import inspect
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import InputError
+from lmaudit.models.dp import per_sample_position_inputs
 from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
 from lmaudit.signals.masks import random_masks
 from lmaudit.signals.mlm import EncodedSample, SignalSettings, encode, model_max_length
@@ -89,7 +89,7 @@ def _batch_losses(model: torch.nn.Module, family: Family, input_ids: torch.Tenso
     mask tokens; mean NLL over the masked positions (Jagannatha's MLM loss: the energy with k = 1
     and normalize = mean). clm: mean next-token NLL. classifier: target = label indices; cross-entropy.
     """
-    extra = _per_sample_position_inputs(model, input_ids) if explicit_positions else {}
+    extra = per_sample_position_inputs(model, input_ids) if explicit_positions else {}
     extra |= {"use_cache": False} if family == "clm" else {}
     logits = model(input_ids=input_ids, **extra).logits
     if family == "classifier":
@@ -102,29 +102,10 @@ def _batch_losses(model: torch.nn.Module, family: Family, input_ids: torch.Tenso
     return -torch.log_softmax(selected.float(), dim=-1).gather(2, tokens[..., None])[..., 0].mean(1)
 
 
-def _per_sample_position_inputs(model: torch.nn.Module, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Position and token-type ids of shape (B, T), as the model would make them for unpadded input.
-
-    Left to itself a model embeds positions once, (1, T), for the whole batch, and the gradient at
-    that embedding is then the batch's sum: the batched gradient norms need one row per sample.
-    Positions start after the padding index where the position embedding has one (RoBERTa and kin).
-    """
-    parameters = inspect.signature(model.forward).parameters
-    extra = {}
-    if "position_ids" in parameters:
-        embeddings = getattr(model.base_model, "embeddings", None)
-        padding_idx = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
-        start = 0 if padding_idx is None else padding_idx + 1
-        extra["position_ids"] = (start + torch.arange(input_ids.shape[1], device=input_ids.device)).expand_as(input_ids)
-    if "token_type_ids" in parameters and getattr(model.config, "type_vocab_size", 0):
-        extra["token_type_ids"] = torch.zeros_like(input_ids)
-    return extra
-
-
 @torch.inference_mode()
 def _explicit_positions_agree(model: torch.nn.Module, input_ids: torch.Tensor) -> bool:
     """Whether the model gives the same logits with the explicit ids as with its own (checked once per model)."""
-    extra = _per_sample_position_inputs(model, input_ids)
+    extra = per_sample_position_inputs(model, input_ids)
     if not extra:
         return True
     own, explicit = model(input_ids=input_ids).logits, model(input_ids=input_ids, **extra).logits

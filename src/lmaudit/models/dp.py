@@ -1,0 +1,178 @@
+"""Differentially private training with Opacus: settings, per-group caps, accounting, private batches.
+
+DP-SGD (Abadi et al.): batches drawn by Poisson sampling, each sample's gradient clipped to
+`max_grad_norm`, Gaussian noise of standard deviation `noise_multiplier * max_grad_norm` added to
+the sum. The epsilon spent comes from Opacus's PRV accountant; the RDP accountant's value is
+recorded too. Capping each group's (patient's, user's) samples bounds what one person contributes,
+as Jagannatha et al. do with 50 samples per patient.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lmaudit.errors import InputError
+
+
+@dataclass(frozen=True)
+class DPSettings:
+    """DP-SGD settings: noise multiplier (sigma), per-sample clipping norm, delta, and the per-group cap."""
+
+    noise_multiplier: float
+    max_grad_norm: float = 1.0
+    delta: float = 1e-5
+    max_samples_per_group: int | None = None
+
+
+def cap_samples_per_group(groups: Sequence[str | None], cap: int | None, seed: int) -> np.ndarray:
+    """Positions kept when each group keeps at most `cap` samples (a seeded random choice); samples
+    without a group are kept."""
+    positions = np.arange(len(groups))
+    if cap is None:
+        return positions
+    rng = np.random.default_rng(seed)
+    by_group: dict[str, list[int]] = {}
+    for position, group in zip(positions, groups, strict=True):
+        if group is not None:
+            by_group.setdefault(str(group), []).append(position)
+    dropped = set()
+    for members in by_group.values():
+        if len(members) > cap:
+            dropped.update(rng.permutation(members)[cap:].tolist())
+    return np.array([p for p in positions if p not in dropped], dtype=np.int64)
+
+
+def privacy_spent(sample_rate: float, noise_multiplier: float, steps: int, delta: float) -> dict[str, float]:
+    """Epsilon of `steps` Poisson-sampled Gaussian steps at `delta`: the PRV accountant's and the RDP accountant's."""
+    from opacus.accountants import PRVAccountant, RDPAccountant
+
+    if noise_multiplier <= 0 or steps == 0:
+        return {"epsilon_prv": float("inf") if steps else 0.0, "epsilon_rdp": float("inf") if steps else 0.0}
+    values = {}
+    for name, accountant in (("epsilon_prv", PRVAccountant()), ("epsilon_rdp", RDPAccountant())):
+        accountant.history = [(noise_multiplier, sample_rate, steps)]
+        with warnings.catch_warnings():  # Opacus warns when the best RDP order is at the end of its list
+            warnings.simplefilter("ignore")
+            values[name] = float(accountant.get_epsilon(delta))
+    return values
+
+
+def per_sample_position_inputs(model: torch.nn.Module, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Position and token-type ids of shape (B, T), as the model would make them for right-padded input.
+
+    Left to itself a model embeds positions once, (1, T), for the whole batch, and the gradient at
+    that embedding is then the batch's sum; per-sample gradients need one row per sample. Positions
+    start after the padding index where the position embedding has one (RoBERTa and kin).
+    """
+    import inspect
+
+    parameters = inspect.signature(model.forward).parameters
+    extra = {}
+    if "position_ids" in parameters:
+        embeddings = getattr(getattr(model, "base_model", model), "embeddings", None)
+        padding_idx = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
+        start = 0 if padding_idx is None else padding_idx + 1
+        extra["position_ids"] = (start + torch.arange(input_ids.shape[1], device=input_ids.device)).expand_as(input_ids)
+    if "token_type_ids" in parameters and getattr(model.config, "type_vocab_size", 0):
+        extra["token_type_ids"] = torch.zeros_like(input_ids)
+    return extra
+
+
+def per_sample_losses(logits: torch.Tensor, labels: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """Each sample's mean loss over its labelled positions (-100 = none), or its cross-entropy for (B, labels) logits.
+
+    DP-SGD needs the batch loss to be a mean of per-sample losses: transformers' token-mean over the
+    whole batch would make one sample's gradient depend on the other samples' lengths, and removing
+    a sample would then move the others' clipped gradients too.
+    """
+    if logits.dim() == 2:
+        return torch.nn.functional.cross_entropy(logits.float(), labels, reduction="none")
+    if causal:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none")
+    return nll.sum(1) / (labels != -100).sum(1).clamp(min=1)
+
+
+@dataclass
+class PrivateTraining:
+    """A model and optimizer made private, the Poisson batches of each epoch, and the accounting."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    loader: torch.utils.data.DataLoader
+    engine: object
+    sample_rate: float
+    settings: DPSettings
+    unregistered: list[tuple[torch.nn.Module, str, torch.nn.Parameter]]
+
+    def batches(self) -> Iterator[np.ndarray]:
+        """One epoch of Poisson-sampled batches (sample positions); empty draws are skipped."""
+        for (indices,) in self.loader:
+            if len(indices):
+                yield indices.numpy()
+
+    def spent(self, steps: int) -> dict[str, float]:
+        """Epsilon after `steps` optimizer steps."""
+        return privacy_spent(self.sample_rate, self.settings.noise_multiplier, steps, self.settings.delta)
+
+    def finished_model(self) -> torch.nn.Module:
+        """The trained model, unwrapped, with the tensors hidden from Opacus registered again."""
+        model = self.model._module
+        self.model.remove_hooks()
+        for module, name, parameter in self.unregistered:
+            module.register_parameter(name, parameter)
+        return model
+
+
+def dp_record(private: PrivateTraining, steps: int) -> dict:
+    """What a DP training run records next to the model: its settings, sampling rate, steps and epsilon."""
+    from dataclasses import asdict
+
+    return {**asdict(private.settings), "sample_rate": private.sample_rate, "steps": steps, "poisson_sampling": True,
+            **private.spent(steps)}
+
+
+def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n_samples: int, batch_size: int,
+                 settings: DPSettings, seed: int) -> PrivateTraining:
+    """Wrap model and optimizer for DP-SGD with Poisson batches of expected size `batch_size`.
+
+    A container that holds a tensor also held by one of its layers (BERT's MLM head keeps the
+    decoder's bias) would make Opacus treat it as a layer of its own; it is unregistered during
+    training and registered again by `finished_model`.
+    """
+    from opacus import PrivacyEngine
+    from opacus.validators import ModuleValidator
+
+    if settings.noise_multiplier < 0 or settings.max_grad_norm <= 0:
+        raise InputError("--noise-multiplier must be >= 0 and --max-grad-norm > 0")
+    # Opacus's hooks fire on module outputs when no module input needs a gradient (token ids): expected, not a problem.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed with respect to module outputs")
+    errors = ModuleValidator.validate(model, strict=False)
+    if errors:
+        raise InputError(f"this model cannot be trained with DP-SGD by Opacus: {str(errors[0]).splitlines()[0]}")
+    owned_by_layers = {id(p) for m in model.modules() if not list(m.children()) for p in m.parameters(recurse=False)}
+    unregistered = []
+    for module in model.modules():
+        if list(module.children()):
+            for name, parameter in list(module.named_parameters(recurse=False)):
+                if id(parameter) in owned_by_layers:
+                    del module._parameters[name]
+                    unregistered.append((module, name, parameter))
+    dataset = torch.utils.data.TensorDataset(torch.arange(n_samples))
+    generator = torch.Generator().manual_seed(seed)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, generator=generator)
+    with warnings.catch_warnings():
+        # Opacus warns that secure_mode is off: the noise is seeded, so runs are reproducible (see the README).
+        warnings.simplefilter("ignore")
+        engine = PrivacyEngine(accountant="prv", secure_mode=False)
+        private_model, private_optimizer, private_loader = engine.make_private(
+            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=settings.noise_multiplier,
+            max_grad_norm=settings.max_grad_norm, poisson_sampling=True, noise_generator=torch.Generator().manual_seed(seed),
+        )
+    return PrivateTraining(private_model, private_optimizer, private_loader, engine, batch_size / n_samples, settings,
+                           unregistered)
