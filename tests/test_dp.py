@@ -8,7 +8,14 @@ import pytest
 import torch
 from scipy.special import gammaln, logsumexp
 
-from lmaudit.models.dp import DPSettings, cap_samples_per_group, make_private, per_sample_losses, per_sample_position_inputs, privacy_spent
+from lmaudit.models.dp import (
+    DPSettings,
+    cap_samples_per_group,
+    make_private,
+    per_sample_losses,
+    per_sample_position_inputs,
+    privacy_spent,
+)
 
 
 def independent_rdp_epsilon(q, sigma, steps, delta, orders=range(2, 257)):
