@@ -317,5 +317,32 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
     click.echo(f"report: {Path(out) / 'report.html'}")
 
 
+@main.command("dp-sweep")
+@click.option("--out", default="runs/dp-sweep", show_default=True, type=click.Path(file_okay=False))
+@click.option("--noise", default="2,1,0.1,0.01,0.001,0", show_default=True,
+              help="Noise multipliers, comma-separated; 0 = clipping without noise.")
+@click.option("--size", default="smoke", show_default=True, type=click.Choice(["smoke", "default"]))
+@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Training epochs (default: the size's).")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--max-grad-norm", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--delta", default=1e-5, show_default=True, type=click.FloatRange(min=0, max=1, min_open=True, max_open=True))
+@click.option("--max-samples-per-group", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--whitebox", is_flag=True, help="Also run the white-box attacks at every noise level.")
+def dp_sweep(out: str, noise: str, size: str, epochs: int | None, seed: int, max_grad_norm: float, delta: float,
+             max_samples_per_group: int, whitebox: bool) -> None:
+    """Train one DP-SGD masked LM per noise level on the demo's patients, audit each, compare epsilon and leakage."""
+    from lmaudit.dp_sweep import run_dp_sweep, sweep_table
+
+    try:
+        noises = tuple(float(part) for part in noise.split(","))
+    except ValueError:
+        raise InputError(f"--noise {noise}: expected comma-separated numbers, e.g. 2,1,0.1,0") from None
+    if any(n < 0 for n in noises):
+        raise InputError("--noise: noise multipliers must be >= 0")
+    sweep = run_dp_sweep(out, noises, size, seed, max_grad_norm, delta, max_samples_per_group, whitebox, _progress(), epochs)
+    click.echo(sweep_table(sweep))
+    click.echo(f"report: {Path(out) / 'sweep.html'}")
+
+
 if __name__ == "__main__":
     main()

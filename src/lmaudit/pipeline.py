@@ -234,12 +234,19 @@ DEMO_SPLIT = {"member": 0.24, "calibration_member": 0.06, "nonmember": 0.12, "po
 
 
 def _train_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
-    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts."""
+    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on the same texts."""
+    from dataclasses import asdict
+
     from lmaudit.models.train import read_training_summary, train_language_model
 
     done = read_training_summary(folder)
-    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")} | {"n_samples": len(texts), "kind": kind}
-    if done is not None and all(done.get(key) == value for key, value in wanted.items()):
+    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")} | {"kind": kind}
+    dp = settings.get("dp")
+    if dp is None:
+        wanted["n_samples"] = len(texts)
+    same_dp = (done or {}).get("dp") is None if dp is None else all(
+        ((done or {}).get("dp") or {}).get(key) == value for key, value in asdict(dp).items())
+    if done is not None and same_dp and all(done.get(key) == value for key, value in wanted.items()):
         return
     train_language_model(kind, texts, folder, **settings)
 

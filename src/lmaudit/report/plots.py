@@ -64,3 +64,24 @@ def histogram_figure(attack: AttackScores, threshold: float | None, threshold_la
     axis.set_title(f"{attack.attack} ({attack.signal}), {attack.level} level: right of the line = called member", fontsize=9)
     axis.legend(fontsize=8)
     return _png(figure)
+
+
+def sweep_figure(sweep: dict) -> str:
+    """AUC of each attack, and the held-out loss, against the noise multiplier (log axis; no noise at the left)."""
+    rows = sweep["rows"]
+    noises = [r["noise_multiplier"] for r in rows]
+    positive = [n for n in noises if n > 0]
+    floor = min(positive) / 10 if positive else 1e-4
+    x = [n if n > 0 else floor for n in noises]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for name in rows[0]["attacks"] if rows else []:
+        left.plot(x, [r["attacks"].get(name, {}).get("auc", np.nan) for r in rows], marker="o", label=name)
+    left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
+    left.set_ylabel("attack AUC")
+    right.plot(x, [r["held_out_loss"] for r in rows], marker="o", color="black")
+    right.set_ylabel("held-out masked-token loss (nats)")
+    for axis in (left, right):
+        axis.set_xscale("log")
+        axis.set_xlabel(f"noise multiplier (no noise plotted at {floor:g})")
+    left.legend(fontsize=8)
+    return _png(figure)

@@ -1,0 +1,48 @@
+"""The DP sweep end to end at a tiny size: one private target per noise level, audited, in one report."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from lmaudit.cli import main
+from lmaudit.dp_sweep import run_dp_sweep
+from lmaudit.models.dp import privacy_spent
+from lmaudit.models.train import read_training_summary
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    return out, run_dp_sweep(out, noises=(1.0, 0.0), size="smoke", epochs=2)
+
+
+def test_sweep_rows_carry_the_accountants_epsilon_and_every_attack(sweep):
+    out, result = sweep
+    assert [row["noise_multiplier"] for row in result["rows"]] == [1.0, 0.0]
+    noisy, clipped = result["rows"]
+    dp = read_training_summary(out / "models" / "target-sigma-1")["dp"]
+    assert noisy["epsilon_prv"] == pytest.approx(privacy_spent(dp["sample_rate"], 1.0, dp["steps"], 1e-5)["epsilon_prv"])
+    assert clipped["epsilon_prv"] == float("inf")  # clipping without noise: no guarantee
+    for row in result["rows"]:
+        assert set(row["attacks"]) == {"loss sample", "likelihood_ratio sample", "loss group", "likelihood_ratio group"}
+        assert row["held_out_loss"] > 0
+        report = json.loads((out / f"sigma-{row['noise_multiplier']:g}" / "report.json").read_text())
+        sample_loss = next(r for r in report["results"] if r["attack"] == "loss" and r["level"] == "sample" and r["slice"] == "all")
+        assert row["attacks"]["loss sample"]["auc"] == sample_loss["auc"]
+        assert row["attacks"]["loss sample"]["epsilon_lower_bound"] == max(t["epsilon_lower_bound"] for t in sample_loss["thresholds"])
+
+
+def test_sweep_files_are_written_and_strict_json(sweep):
+    out, _ = sweep
+    saved = json.loads((out / "sweep.json").read_text())
+    assert saved["rows"][1]["epsilon_prv"] is None  # infinity is written as null
+    html = (out / "sweep.html").read_text()
+    assert "data:image/png;base64," in html and "eps PRV" in html
+
+
+def test_sweep_rejects_bad_noise_levels(tmp_path):
+    result = CliRunner().invoke(main, ["dp-sweep", "--noise", "1,abc", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "comma-separated" in result.output
+    result = CliRunner().invoke(main, ["dp-sweep", "--noise", "1,-2", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and ">= 0" in result.output
