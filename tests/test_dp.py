@@ -159,3 +159,8 @@ def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
                                   tmp_path / "validation.csv", "--architecture", "lstm", "--dp", "--noise-multiplier", "1",
                                   "--out", tmp_path / "lstm"])
     assert result.exit_code == 2 and "cannot be trained with DP-SGD" in result.output
+
+
+def test_tiny_noise_skips_the_prv_accountant_instead_of_exhausting_memory():
+    spent = privacy_spent(0.05, 0.01, 500, 1e-5)
+    assert spent["epsilon_prv"] is None and spent["epsilon_rdp"] > 64

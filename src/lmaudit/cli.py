@@ -108,8 +108,9 @@ def _dp_settings(dp: bool, noise_multiplier: float | None, max_grad_norm: float,
 def _dp_line(record: dict | None) -> str:
     if not record:
         return ""
+    prv = "not computed" if record["epsilon_prv"] is None else f"{record['epsilon_prv']:.3g}"
     return (f"; DP-SGD sigma {record['noise_multiplier']}, clip {record['max_grad_norm']}, {record['steps']} steps: "
-            f"epsilon {record['epsilon_prv']:.3g} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
+            f"epsilon {prv} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
 
 
 def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **dp_options) -> None:

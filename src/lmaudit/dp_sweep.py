@@ -64,11 +64,12 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
     out = Path(out)
     notes = generate_notes(demo.patients, seed)
     files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-    epochs = epochs or demo.epochs
-    recipe = {"epochs": epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
+    recipe = {"dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
     reference = out / "models" / "reference"
+    # The reference is the demo's (same patients, seed and epochs); only the targets take `epochs`.
     _train_unless_done("mlm", notes.loc[notes["role"] == "reference_train", "text"].tolist(), reference, seed=seed + 1,
-                       label="reference", **recipe)
+                       label="reference", epochs=demo.epochs, **recipe)
+    epochs = epochs or demo.epochs
     target_rows = notes[notes["role"].isin(["member", "calibration_member"])]
     population = notes[notes["role"] == "population"]
     rows = []
@@ -77,7 +78,7 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
         target = out / "models" / f"target-{name}"
         dp = DPSettings(noise, max_grad_norm, delta, max_samples_per_group)
         _train_unless_done("mlm", target_rows["text"].tolist(), target, tokenizer_dir=reference, seed=seed, label=f"target {name}",
-                           dp=dp, groups=target_rows["group_id"].tolist(), **recipe)
+                           dp=dp, groups=target_rows["group_id"].tolist(), epochs=epochs, **recipe)
         config = AuditConfig(
             target=str(target), reference=str(reference), members=str(files["member"]), nonmembers=str(files["nonmember"]),
             population=str(files["population"]), calibration_members=str(files["calibration_member"]),
@@ -112,7 +113,7 @@ def sweep_table(sweep: dict) -> str:
     header = f"{'sigma':>7}{'eps PRV':>9}{'eps RDP':>9}{'loss':>7}" + "".join(f"{n:>{width}}" for n in names)
     lines = [header, f"{'':>32}" + "".join(f"{'AUC / adv / eps >=':>{width}}" for _ in names), "-" * len(header)]
     for row in sweep["rows"]:
-        eps = [f"{row[key]:.3g}" if row[key] is not None and math.isfinite(row[key]) else "inf" for key in ("epsilon_prv", "epsilon_rdp")]
+        eps = ["-" if row[key] is None else f"{row[key]:.3g}" for key in ("epsilon_prv", "epsilon_rdp")]
         cells = []
         for name in names:
             cell = row["attacks"].get(name)
