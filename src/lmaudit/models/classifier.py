@@ -74,6 +74,21 @@ class LSTMForSequenceClassification(PreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
+def swap_lstm(model: torch.nn.Module, private: bool) -> None:
+    """Give an LSTM classifier Opacus's DPLSTM (private=True), whose per-sample gradients Opacus can compute,
+    or the plain LSTM back; both hold the same weights under the same names and compute the same outputs."""
+    from opacus.layers import DPLSTM
+
+    if not isinstance(model, LSTMForSequenceClassification):
+        return
+    config = model.config
+    kind = DPLSTM if private else torch.nn.LSTM
+    replacement = kind(config.hidden_size, config.hidden_size, num_layers=config.num_layers, batch_first=True,
+                       dropout=config.dropout if config.num_layers > 1 else 0.0)
+    replacement.load_state_dict(model.lstm.state_dict())
+    model.lstm = replacement
+
+
 AutoConfig.register(LSTMClassifierConfig.model_type, LSTMClassifierConfig)
 AutoModelForSequenceClassification.register(LSTMClassifierConfig, LSTMForSequenceClassification)
 
@@ -198,6 +213,8 @@ def train_classifier(
     pad = tokenizer.pad_token_id
     lengths = np.array([len(e) for e in encoded])
     order_rng = np.random.default_rng(seed)
+    if dp is not None:
+        swap_lstm(model, private=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
     private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
     steps = 0
@@ -245,6 +262,9 @@ def train_classifier(
         epoch_losses=epoch_losses, validation_accuracies=validation_accuracies,
         dp=dp_record(private, steps) if private else None,
     )
-    save_model_folder(private.finished_model() if private else model, tokenizer, summary, Path(out_dir))
+    if private:
+        model = private.finished_model()
+        swap_lstm(model, private=False)
+    save_model_folder(model, tokenizer, summary, Path(out_dir))
     return summary
 
