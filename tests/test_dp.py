@@ -81,10 +81,8 @@ def test_per_sample_losses_do_not_depend_on_the_rest_of_the_batch():
 def tiny_models(tokenizer):
     from transformers import BertForMaskedLM, GPT2LMHeadModel
 
-    from lmaudit.models.classifier import classifier_model
+    from lmaudit.models.classifier import classifier_model, swap_lstm
     from lmaudit.models.train import clm_config, mlm_config
-
-    from lmaudit.models.classifier import swap_lstm
 
     torch.manual_seed(1)
     lstm = classifier_model("lstm", "tiny", tokenizer, ["a", "b"], 64, 0.1)
