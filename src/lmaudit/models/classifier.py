@@ -28,6 +28,7 @@ from lmaudit.models.dp import (
     make_private,
     per_sample_losses,
     per_sample_position_inputs,
+    training_step,
 )
 from lmaudit.models.train import SIZES, length_bucketed_batches, mlm_config, pad_batch, save_model_folder, train_tokenizer
 
@@ -232,11 +233,7 @@ def train_classifier(
                 loss = per_sample_losses(logits, targets).mean()
             else:
                 loss = model(input_ids=ids, attention_mask=mask, labels=targets).loss
-            loss.backward()
-            if not private:  # DP-SGD clips each sample's gradient instead
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            (private.optimizer if private else optimizer).step()
-            (private.optimizer if private else optimizer).zero_grad(set_to_none=True)
+            training_step(loss, model, optimizer, private)
             losses.append(loss.item())
             steps += 1
         epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))

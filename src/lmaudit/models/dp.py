@@ -138,6 +138,18 @@ class PrivateTraining:
         return model
 
 
+def training_step(loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                  private: PrivateTraining | None) -> None:
+    """Backward pass and one optimizer step: DP-SGD's (per-sample clipping and noise) when private, else
+    with the gradient's global norm clipped to 1."""
+    loss.backward()
+    step_optimizer = private.optimizer if private else optimizer
+    if private is None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    step_optimizer.step()
+    step_optimizer.zero_grad(set_to_none=True)
+
+
 def dp_record(private: PrivateTraining, steps: int) -> dict:
     """What a DP training run records next to the model: its settings, sampling rate, steps and epsilon."""
     from dataclasses import asdict

@@ -25,6 +25,7 @@ from lmaudit.models.dp import (
     make_private,
     per_sample_losses,
     per_sample_position_inputs,
+    training_step,
 )
 
 SUMMARY_FILE = "lmaudit_training.json"
@@ -214,12 +215,8 @@ def train_language_model(
                 loss = per_sample_losses(logits, batch["labels"], causal=kind == "clm").mean()
             else:
                 loss = model(**batch).loss
-            loss.backward()
-            if not private:  # DP-SGD clips each sample's gradient instead
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            (private.optimizer if private else optimizer).step()
+            training_step(loss, model, optimizer, private)
             schedule.step()
-            (private.optimizer if private else optimizer).zero_grad(set_to_none=True)
             losses.append(loss.item())
             steps += 1
         epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))
