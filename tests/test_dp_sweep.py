@@ -46,3 +46,13 @@ def test_sweep_rejects_bad_noise_levels(tmp_path):
     assert result.exit_code == 2 and "comma-separated" in result.output
     result = CliRunner().invoke(main, ["dp-sweep", "--noise", "1,-2", "--out", str(tmp_path)])
     assert result.exit_code == 2 and ">= 0" in result.output
+
+
+def test_capped_notes_are_never_audited_as_members(tmp_path):
+    """With a per-patient cap that binds, every audited member note is one the target trained on."""
+    import pandas as pd
+
+    run_dp_sweep(tmp_path, noises=(1.0,), size="smoke", epochs=1, max_samples_per_group=5)
+    members = pd.concat([pd.read_parquet(tmp_path / "data" / f"{role}.parquet") for role in ("member", "calibration_member")])
+    assert members.groupby("group_id").size().max() <= 5
+    assert read_training_summary(tmp_path / "models" / "target-sigma-1")["n_samples"] == len(members)

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from lmaudit.config import AuditConfig
-from lmaudit.models.dp import DPSettings
+from lmaudit.models.dp import DPSettings, cap_samples_per_group
 
 DEFAULT_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 0.0)
 SWEPT_ATTACKS = (("loss", "sample"), ("likelihood_ratio", "sample"), ("loss", "group"), ("likelihood_ratio", "group"))
@@ -63,6 +63,9 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
     demo = DEMO_SIZES[size]
     out = Path(out)
     notes = generate_notes(demo.patients, seed)
+    # Cap every patient before the roles are written, so the training cap never drops a note that the
+    # audit would then count as a member.
+    notes = notes.iloc[cap_samples_per_group(notes["group_id"].tolist(), max_samples_per_group, seed)].reset_index(drop=True)
     files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
     recipe = {"dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
     reference = out / "models" / "reference"
