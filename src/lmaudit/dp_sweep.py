@@ -10,7 +10,6 @@ population (held-out patients, nats per token).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from lmaudit.config import AuditConfig
@@ -99,16 +98,6 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
     return sweep
 
 
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def sweep_table(sweep: dict) -> str:
     """The sweep as text: per noise level, epsilon, utility, and each attack's AUC, advantage and empirical epsilon."""
     names = [f"{a} {level}" for a, level in SWEPT_ATTACKS]
@@ -133,11 +122,12 @@ def write_sweep(out: Path, sweep: dict) -> None:
 
     from jinja2 import Environment, PackageLoader, select_autoescape
 
+    from lmaudit.report.build import json_safe
     from lmaudit.report.plots import sweep_figure
 
     environment = Environment(loader=PackageLoader("lmaudit.report", "templates"), autoescape=select_autoescape())
     html = environment.get_template("sweep.html.j2").render(sweep=sweep, table=sweep_table(sweep), figure=sweep_figure(sweep))
-    for name, text in (("sweep.html", html), ("sweep.json", json.dumps(_json_safe(sweep), indent=2, allow_nan=False))):
+    for name, text in (("sweep.html", html), ("sweep.json", json.dumps(json_safe(sweep), indent=2, allow_nan=False))):
         temporary = out / f".{name}.tmp-{os.getpid()}"
         temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, out / name)
