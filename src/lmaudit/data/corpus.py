@@ -1,4 +1,4 @@
-"""Read corpus files (CSV, JSONL, Parquet) into one validated table with a role per sample."""
+"""Read corpus files (CSV, JSONL, Parquet) into one validated table with a role per sample; write tables the same ways."""
 
 from __future__ import annotations
 
@@ -8,18 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.errors import InputError
+from lmaudit.atomic import staged
+from lmaudit.data.roles import ROLES
+from lmaudit.errors import InputError, row_location
 
-ROLES = (
-    "member",
-    "nonmember",
-    "population",
-    "calibration_member",
-    "shadow_member",
-    "shadow_nonmember",
-)
 ID_COLUMNS = ("sample_id", "group_id", "subgroup_id")
-OPTIONAL_COLUMNS = (*ID_COLUMNS, "label", "role")
 SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -53,9 +46,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV, JSONL or Parquet file into a DataFrame, with errors that name the file."""
     path = Path(path)
-    kind = SUFFIXES.get(path.suffix.lower())
-    if kind is None:
-        raise InputError(f"{path}: unknown file type '{path.suffix}'; use .csv, .jsonl or .parquet")
+    kind = table_kind(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     if kind == "jsonl":
@@ -70,6 +61,27 @@ def read_table(path: str | Path) -> pd.DataFrame:
         return pd.read_parquet(path)
     except Exception as err:  # pyarrow raises several unrelated types for a bad file
         raise InputError(f"{path}: not a readable Parquet file ({type(err).__name__})") from None
+
+
+def table_kind(path: str | Path) -> str:
+    """'csv', 'jsonl' or 'parquet' from the file name, or an InputError naming the file (check before long work)."""
+    path = Path(path)
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(f"{path}: unknown file type '{path.suffix}'; use .csv, .jsonl or .parquet")
+    return kind
+
+
+def write_table(table: pd.DataFrame, path: str | Path) -> None:
+    """Write a table as CSV, JSONL or Parquet (by extension), all or nothing."""
+    kind = table_kind(path)
+    with staged(path) as (temporary,):
+        if kind == "csv":
+            table.to_csv(temporary, index=False)
+        elif kind == "jsonl":
+            table.to_json(temporary, orient="records", lines=True, force_ascii=False)
+        else:
+            table.to_parquet(temporary, index=False)
 
 
 def _as_text(value: object) -> str:
@@ -141,8 +153,8 @@ def check_unique_sample_ids(corpus: pd.DataFrame) -> None:
         second = corpus[duplicated].iloc[0]
         first = corpus[corpus["sample_id"] == second["sample_id"]].iloc[0]
         raise InputError(
-            f"{second['source']}, row {second['row']}: duplicate sample_id '{second['sample_id']}' "
-            f"(first used at {first['source']}, row {first['row']}); sample ids must be unique"
+            f"{row_location(second)}: duplicate sample_id '{second['sample_id']}' "
+            f"(first used at {row_location(first)}); sample ids must be unique"
         )
 
 
@@ -151,7 +163,17 @@ def combine_corpora(parts: list[pd.DataFrame]) -> pd.DataFrame:
     corpus = pd.concat(parts, ignore_index=True)
     missing = corpus[corpus["role"].isna()]
     if not missing.empty:
-        row = missing.iloc[0]
-        raise InputError(f"{row['source']}, row {row['row']}: no role; add a 'role' column or pass the file under a role option")
+        raise InputError(f"{row_location(missing.iloc[0])}: no role; add a 'role' column or pass the file under a role option")
     check_unique_sample_ids(corpus)
     return corpus
+
+
+def check_labels(corpus: pd.DataFrame) -> None:
+    """Refuse samples without a true label (a classifier's features and training need it), naming the file and row."""
+    for source, rows in corpus.groupby("source", sort=False):
+        labels = rows["label"]
+        if labels.isna().all():
+            raise InputError(f"{source}: no 'label' column; the classifier attacks need each sample's true label")
+        empty = rows[labels.isna() | (labels.astype(str).str.strip() == "")]
+        if not empty.empty:
+            raise InputError(f"{row_location(empty.iloc[0])}: empty label; give every sample its true label or remove the row")

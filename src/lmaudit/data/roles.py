@@ -1,13 +1,36 @@
-"""Role invariants (disjoint by group, enough samples) and seeded group splits."""
+"""Role names (the only place they are spelled), role invariants, and seeded group splits.
+
+Every sample has one role with respect to the target model (DESIGN.md: Roles).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from lmaudit.errors import InputError
+from lmaudit.errors import InputError, row_location
+
+if TYPE_CHECKING:  # the checks only call methods of the frames they are given; the command line starts without pandas
+    import pandas as pd
+
+MEMBER = "member"
+NONMEMBER = "nonmember"
+POPULATION = "population"
+CALIBRATION_MEMBER = "calibration_member"
+SHADOW_MEMBER = "shadow_member"
+SHADOW_NONMEMBER = "shadow_nonmember"
+
+ROLES = (MEMBER, NONMEMBER, POPULATION, CALIBRATION_MEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER)
+# The samples whose membership the report is about.
+AUDITED_ROLES = (MEMBER, NONMEMBER)
+# Audited samples and the population that calibrates thresholds: the rows of an attack's scores.
+EVALUATED_ROLES = (*AUDITED_ROLES, POPULATION)
+# Every sample the target (and its references) is run on in a language-model audit.
+TARGET_ROLES = (*EVALUATED_ROLES, CALIBRATION_MEMBER)
+# The shadow model's own members and non-members (classifier audits).
+SHADOW_ROLES = (SHADOW_MEMBER, SHADOW_NONMEMBER)
 
 
 def check_disjoint_groups(corpus: pd.DataFrame) -> None:
@@ -19,7 +42,7 @@ def check_disjoint_groups(corpus: pd.DataFrame) -> None:
         return
     group = crossing.index[0]
     rows = grouped[grouped["group_id"] == group].drop_duplicates("role")
-    where = " and ".join(f"{r['role']} ({r['source']}, row {r['row']})" for _, r in rows.iterrows())
+    where = " and ".join(f"{r['role']} ({row_location(r)})" for _, r in rows.iterrows())
     raise InputError(
         f"group '{group}' appears in roles {where}; roles must be disjoint by group: "
         "move all of the group's samples to one role"
@@ -32,6 +55,17 @@ def check_role_sizes(corpus: pd.DataFrame, required: Sequence[str], minimum: int
     for role in required:
         if counts.get(role, 0) < minimum:
             raise InputError(f"role '{role}' has {counts.get(role, 0)} sample(s); an audit needs at least {minimum}")
+
+
+def check_no_single_sample_groups(corpus: pd.DataFrame) -> None:
+    """Refuse a group (user) with a single sample: user-level statistics (variance, majority) need two."""
+    grouped = corpus.dropna(subset=["group_id"])
+    sizes = grouped.groupby("group_id", sort=False)["sample_id"].transform("size")
+    single = grouped[sizes.to_numpy() == 1]
+    if not single.empty:
+        row = single.iloc[0]
+        raise InputError(f"{row_location(row)}: user '{row['group_id']}' has only this sample; user-level "
+                         "attacks need at least 2 samples per user: add the user's other samples or remove the row")
 
 
 def split_groups(groups: Sequence[str], fractions: Mapping[str, float], seed: int) -> dict[str, str]:

@@ -61,7 +61,7 @@ def test_synthetic_notes_have_the_promised_structure():
 
 def test_insert_names_prepends_the_patients_name():
     plain, named = generate_notes(5, seed=1), generate_notes(5, seed=1, insert_names=True)
-    for a, b in zip(plain["text"], named["text"]):
+    for a, b in zip(plain["text"], named["text"], strict=True):
         assert b.endswith(a) and len(b.split()) == len(a.split()) + 2
     first = named.groupby("group_id")["text"].apply(lambda t: {" ".join(x.split()[:2]) for x in t})
     assert first.map(len).max() == 1

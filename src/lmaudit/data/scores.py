@@ -1,0 +1,50 @@
+"""Precomputed per-sample losses (`lmaudit attack`): read and validated like a corpus, in the signals layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.data.corpus import check_unique_sample_ids, read_table
+from lmaudit.data.roles import (
+    AUDITED_ROLES,
+    ROLES,
+    check_disjoint_groups,
+    check_role_sizes,
+)
+from lmaudit.errors import InputError, row_location
+
+REQUIRED_COLUMNS = ("sample_id", "role", "target_loss")
+# Loss columns of a scores file, and the model each one is of.
+LOSS_COLUMNS = {"target_loss": "target", "reference_loss": "reference"}
+
+
+def load_scores(path: str | Path) -> pd.DataFrame:
+    """Columns sample_id, role, target[, reference] (losses: lower = more likely under that model), group_id,
+    subgroup_id, length; every id and role checked as for a corpus."""
+    table = read_table(path)
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; a scores file needs sample_id, role, target_loss")
+    signals = pd.DataFrame({"sample_id": table["sample_id"].astype(str), "role": table["role"].astype(str)})
+    for column, model in LOSS_COLUMNS.items():
+        if column in table.columns:
+            values = pd.to_numeric(table[column], errors="coerce")
+            bad = np.flatnonzero(~np.isfinite(values.to_numpy(dtype=float)))
+            if len(bad):
+                raise InputError(f"{path}, row {bad[0] + 1}: {column} is not a finite number; fix or remove the row")
+            signals[model] = values.to_numpy(dtype=float)
+    for column in ("group_id", "subgroup_id", "length"):
+        signals[column] = table[column].to_numpy() if column in table.columns else None
+    signals["length"] = pd.to_numeric(signals["length"], errors="coerce")
+    corpus_like = signals.assign(source=str(path), row=np.arange(1, len(signals) + 1))
+    unknown = corpus_like[~corpus_like["role"].isin(ROLES)]
+    if not unknown.empty:
+        row = unknown.iloc[0]
+        raise InputError(f"{row_location(row)}: unknown role '{row['role']}'; use one of {', '.join(ROLES)}")
+    check_unique_sample_ids(corpus_like)
+    check_role_sizes(corpus_like, AUDITED_ROLES)
+    check_disjoint_groups(corpus_like)
+    return signals

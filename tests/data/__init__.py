@@ -1,0 +1,1 @@
+"""Tests of data/: corpus loading, roles, synthetic corpora."""
