@@ -25,8 +25,9 @@ import torch
 from markdown_section import replace_section
 from transformers import BertConfig, BertForMaskedLM
 
+from lmaudit.signals.base import EncodedSample, has_fast_bf16
 from lmaudit.signals.masks import random_masks
-from lmaudit.signals.mlm import EncodedSample, has_fast_bf16, score_masked_copies
+from lmaudit.signals.mlm import score_masked_copies
 
 K = 10
 MASK_TOKEN = 4
@@ -144,7 +145,7 @@ def machine_description() -> str:
                 break
     except OSError:
         pass
-    return (f"{cpu}, {torch.get_num_threads()} threads, native bf16: {has_fast_bf16(torch.device('cpu'))}; "
+    return (f"{cpu}, {torch.get_num_threads()} threads, native bf16: {has_fast_bf16('cpu')}; "
             f"Python {platform.python_version()}, torch {torch.__version__}")
 
 
@@ -182,7 +183,7 @@ def main() -> None:
         Case("4x256", 32, 32), Case("4x256", 128, 16),
         Case("BERT-base 12x768", 32, 8), Case("BERT-base 12x768", 128, 4),
     ]
-    bf16 = has_fast_bf16(torch.device("cpu")) or torch.cuda.is_available()
+    bf16 = has_fast_bf16("cpu") or torch.cuda.is_available()
     peaks = {"fp32": matmul_peak(torch.float32)}
     if bf16:
         peaks["bf16"] = matmul_peak(torch.bfloat16)

@@ -24,9 +24,17 @@ from pathlib import Path
 import numpy as np
 import torch
 from markdown_section import replace_section
-from scoring import MASK_TOKEN, MODELS, build_model, machine_description, patterns_for, samples_of_length
+from scoring import (
+    MASK_TOKEN,
+    MODELS,
+    build_model,
+    machine_description,
+    patterns_for,
+    samples_of_length,
+)
 
-from lmaudit.signals.mlm import SignalSettings, score_masked_copies
+from lmaudit.signals.base import SignalSettings, exact_length_groups
+from lmaudit.signals.mlm import score_masked_copies
 from lmaudit.signals.whitebox import attention_features_of, gradient_features_of
 
 SETTINGS = SignalSettings(seed=0)
@@ -55,7 +63,6 @@ def vmap_gradient_norms(model, samples) -> np.ndarray:
     from torch.func import functional_call, grad, vmap
 
     from lmaudit.signals.masks import random_masks
-    from lmaudit.signals.whitebox import exact_length_groups
 
     params = {n: p.detach() for n, p in model.named_parameters()}
     embedding = next(n for n, p in model.named_parameters() if p is model.get_input_embeddings().weight)
@@ -89,10 +96,10 @@ def run_case(name: str, length: int, count: int) -> dict:
     model = build_model(name)
     samples = samples_of_length(length, count, MODELS[name][4])
     patterns = patterns_for(samples)
-    gradient_features_of(model, samples[:1], SETTINGS, "mlm", MASK_TOKEN)  # warm-up (also switches to eager attention)
+    gradient_features_of(model, samples[:1], SETTINGS, MASK_TOKEN)  # warm-up (also switches to eager attention)
     energy_ms, _ = per_sample_ms(lambda: score_masked_copies(model, MASK_TOKEN, samples, patterns), count)
     attention_ms, _ = per_sample_ms(lambda: attention_features_of(model, samples), count)
-    batched_ms, batched = per_sample_ms(lambda: gradient_features_of(model, samples, SETTINGS, "mlm", MASK_TOKEN), count)
+    batched_ms, batched = per_sample_ms(lambda: gradient_features_of(model, samples, SETTINGS, MASK_TOKEN), count)
     vmap_ms, _ = per_sample_ms(lambda: vmap_gradient_norms(model, samples), count)
     loop_ms, looped = per_sample_ms(lambda: loop_gradient_norms(model, samples), count)
     model.zero_grad(set_to_none=True)

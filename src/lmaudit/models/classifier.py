@@ -16,21 +16,33 @@ from typing import Literal
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    PretrainedConfig,
+    PreTrainedModel,
+)
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
 from lmaudit.models.dp import (
     DPSettings,
+    PrivateTraining,
     cap_samples_per_group,
     dp_record,
     make_private,
     per_sample_losses,
-    per_sample_position_inputs,
     training_step,
 )
-from lmaudit.models.train import SIZES, length_bucketed_batches, mlm_config, pad_batch, save_model_folder, train_tokenizer
+from lmaudit.models.inputs import pad_batch, per_sample_position_inputs
+from lmaudit.models.train import (
+    SIZES,
+    length_bucketed_batches,
+    mlm_config,
+    save_model_folder,
+    train_tokenizer,
+)
 
 
 class LSTMClassifierConfig(PretrainedConfig):
@@ -165,6 +177,41 @@ def _label_ids(labels: Sequence[str], label2id: dict[str, int], what: str) -> np
     return np.array([label2id[str(label)] for label in labels])
 
 
+@dataclass
+class EarlyStopping:
+    """The best validation accuracy so far, the epoch that reached it and its weights (a copy)."""
+
+    patience: int
+    best_state: dict | None = None
+    best_epoch: int = 0
+    best_accuracy: float = -1.0
+
+    def should_stop(self, epoch: int, validation_accuracy: float, model: torch.nn.Module) -> bool:
+        """Record the epoch (keeping its weights if it is the best so far); True after `patience` epochs without a better one."""
+        if validation_accuracy > self.best_accuracy:
+            self.best_state, self.best_epoch, self.best_accuracy = copy.deepcopy(model.state_dict()), epoch, validation_accuracy
+            return False
+        return epoch - self.best_epoch >= self.patience
+
+
+def _train_epoch(model, encoded: list[list[int]], label_ids: np.ndarray, pad: int, batches, optimizer,
+                 private: PrivateTraining | None) -> tuple[float, int]:
+    """One pass over `batches` (sample positions): the mean training loss and the number of optimizer steps."""
+    model.train()
+    losses = []
+    for indices in batches:
+        ids, mask = pad_batch([encoded[i] for i in indices], pad)
+        targets = torch.from_numpy(label_ids[indices])
+        if private:
+            logits = private.model(input_ids=ids, attention_mask=mask, **per_sample_position_inputs(model, ids)).logits
+            loss = per_sample_losses(logits, targets).mean()
+        else:
+            loss = model(input_ids=ids, attention_mask=mask, labels=targets).loss
+        training_step(loss, model, optimizer, private)
+        losses.append(loss.item())
+    return (float(np.mean(losses)) if losses else float("nan")), len(losses)
+
+
 def train_classifier(
     texts: Sequence[str],
     labels: Sequence[str],
@@ -201,8 +248,7 @@ def train_classifier(
         texts, labels = [texts[i] for i in kept], [labels[i] for i in kept]
     names = sorted({str(v) for v in labels})
     label2id = {name: index for index, name in enumerate(names)}
-    train_ids = _label_ids(labels, label2id, "training data")
-    validation_ids = _label_ids(validation[1], label2id, "validation data")
+    train_ids, validation_ids = _label_ids(labels, label2id, "training data"), _label_ids(validation[1], label2id, "validation data")
     tokenizer = (AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True) if tokenizer_dir is not None
                  else train_tokenizer(texts, vocab_size, max_length))
     model = classifier_model(architecture, size, tokenizer, names, max_length, dropout)
@@ -211,50 +257,33 @@ def train_classifier(
         return tokenizer(list(values), truncation=True, max_length=max_length)["input_ids"]
 
     encoded, validation_encoded = encode(texts), encode(validation[0])
-    pad = tokenizer.pad_token_id
-    lengths = np.array([len(e) for e in encoded])
-    order_rng = np.random.default_rng(seed)
+    pad, lengths, order_rng = tokenizer.pad_token_id, np.array([len(e) for e in encoded]), np.random.default_rng(seed)
     if dp is not None:
         swap_lstm(model, private=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
     private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
-    steps = 0
-    epoch_losses, validation_accuracies = [], []
-    best_state, best_epoch, best_accuracy = None, 0, -1.0
+    steps, epoch_losses, validation_accuracies = 0, [], []
+    stopping = EarlyStopping(patience)
     for epoch in tqdm(range(1, max_epochs + 1), desc=f"training {label} ({architecture} {size})", unit="epoch",
                       disable=not progress or None):
-        model.train()
-        losses = []
-        for indices in private.batches() if private else length_bucketed_batches(lengths, batch_size, order_rng):
-            ids, mask = pad_batch([encoded[i] for i in indices], pad)
-            targets = torch.from_numpy(train_ids[indices])
-            if private:
-                logits = private.model(input_ids=ids, attention_mask=mask, **per_sample_position_inputs(model, ids)).logits
-                loss = per_sample_losses(logits, targets).mean()
-            else:
-                loss = model(input_ids=ids, attention_mask=mask, labels=targets).loss
-            training_step(loss, model, optimizer, private)
-            losses.append(loss.item())
-            steps += 1
-        epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))
+        batches = private.batches() if private else length_bucketed_batches(lengths, batch_size, order_rng)
+        epoch_loss, epoch_steps = _train_epoch(model, encoded, train_ids, pad, batches, optimizer, private)
+        epoch_losses.append(epoch_loss)
+        steps += epoch_steps
         validation_accuracies.append(accuracy(model, validation_encoded, validation_ids, pad))
-        if validation_accuracies[-1] > best_accuracy:
-            best_state, best_epoch, best_accuracy = copy.deepcopy(model.state_dict()), epoch, validation_accuracies[-1]
-        elif epoch - best_epoch >= patience:
+        if stopping.should_stop(epoch, validation_accuracies[-1], model):
             break
-    model.load_state_dict(best_state)
+    model.load_state_dict(stopping.best_state)
     model.eval()
     train_accuracy = accuracy(model, encoded, train_ids, pad)
-    test_accuracy = None
-    if test is not None:
-        test_accuracy = accuracy(model, encode(test[0]), _label_ids(test[1], label2id, "test data"), pad)
-    held_out = test_accuracy if test_accuracy is not None else best_accuracy
+    test_accuracy = None if test is None else accuracy(model, encode(test[0]), _label_ids(test[1], label2id, "test data"), pad)
+    held_out = test_accuracy if test_accuracy is not None else stopping.best_accuracy
     summary = ClassifierTrainingSummary(
         kind="classifier", architecture=architecture, size=size, n_samples=len(encoded), n_validation=len(validation_encoded),
         n_test=0 if test is None else len(test[0]), labels=names, max_epochs=max_epochs, patience=patience,
-        epochs_run=len(epoch_losses), best_epoch=best_epoch, seed=seed, batch_size=batch_size, learning_rate=learning_rate,
-        max_length=max_length, dropout=dropout, train_accuracy=train_accuracy, validation_accuracy=best_accuracy,
-        test_accuracy=test_accuracy, generalization_gap=train_accuracy - held_out,
+        epochs_run=len(epoch_losses), best_epoch=stopping.best_epoch, seed=seed, batch_size=batch_size,
+        learning_rate=learning_rate, max_length=max_length, dropout=dropout, train_accuracy=train_accuracy,
+        validation_accuracy=stopping.best_accuracy, test_accuracy=test_accuracy, generalization_gap=train_accuracy - held_out,
         gap_measured_on="test" if test_accuracy is not None else "validation",
         epoch_losses=epoch_losses, validation_accuracies=validation_accuracies,
         dp=dp_record(private, steps) if private else None,
@@ -264,4 +293,3 @@ def train_classifier(
         swap_lstm(model, private=False)
     save_model_folder(model, tokenizer, summary, Path(out_dir))
     return summary
-

@@ -71,27 +71,6 @@ def privacy_spent(sample_rate: float, noise_multiplier: float, steps: int, delta
     return {"epsilon_prv": values["epsilon_prv"], "epsilon_rdp": values["epsilon_rdp"]}
 
 
-def per_sample_position_inputs(model: torch.nn.Module, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Position and token-type ids of shape (B, T), as the model would make them for right-padded input.
-
-    Left to itself a model embeds positions once, (1, T), for the whole batch, and the gradient at
-    that embedding is then the batch's sum; per-sample gradients need one row per sample. Positions
-    start after the padding index where the position embedding has one (RoBERTa and kin).
-    """
-    import inspect
-
-    parameters = inspect.signature(model.forward).parameters
-    extra = {}
-    if "position_ids" in parameters:
-        embeddings = getattr(getattr(model, "base_model", model), "embeddings", None)
-        padding_idx = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
-        start = 0 if padding_idx is None else padding_idx + 1
-        extra["position_ids"] = (start + torch.arange(input_ids.shape[1], device=input_ids.device)).expand_as(input_ids)
-    if "token_type_ids" in parameters and getattr(model.config, "type_vocab_size", 0):
-        extra["token_type_ids"] = torch.zeros_like(input_ids)
-    return extra
-
-
 def per_sample_losses(logits: torch.Tensor, labels: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """Each sample's mean loss over its labelled positions (-100 = none), or its cross-entropy for (B, labels) logits.
 

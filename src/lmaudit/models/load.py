@@ -1,4 +1,5 @@
-"""Load masked LMs from a local folder (or the local Hugging Face cache), safetensors only, offline."""
+"""Load models (masked LM, causal LM, classifier) from a local folder or the local Hugging Face cache, safetensors only,
+offline; fingerprint them; read what their config says."""
 
 from __future__ import annotations
 
@@ -118,6 +119,17 @@ def load_causal_lm(path: str | Path, device: str = "cpu", trust_remote_code: boo
     return loaded
 
 
+FAMILY_SUFFIXES = ((("ForMaskedLM",), "mlm"), (("ForCausalLM", "LMHeadModel"), "clm"), (("ForSequenceClassification",), "classifier"))
+
+
+def family_of(class_names: list[str]) -> str | None:
+    """'mlm', 'clm' or 'classifier' for a model of these classes (config.json's architectures, or type(model).__name__)."""
+    for suffixes, family in FAMILY_SUFFIXES:
+        if any(name.endswith(suffixes) for name in class_names):
+            return family
+    return None
+
+
 def model_family(path: str | Path) -> str:
     """'mlm', 'clm' or 'classifier', from the architecture saved in config.json."""
     import json
@@ -125,12 +137,11 @@ def model_family(path: str | Path) -> str:
     folder = resolve_model_folder(path)
     check_model_folder(folder)
     architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
-    for suffixes, family in ((("ForMaskedLM",), "mlm"), (("ForCausalLM", "LMHeadModel"), "clm"),
-                             (("ForSequenceClassification",), "classifier")):
-        if any(a.endswith(suffixes) for a in architectures):
-            return family
-    raise InputError(f"{folder}/config.json: architecture {', '.join(architectures) or 'unknown'} is not a masked LM, "
-                     "causal LM or sequence classifier; white-box features need one of those")
+    family = family_of(architectures)
+    if family is None:
+        raise InputError(f"{folder}/config.json: architecture {', '.join(architectures) or 'unknown'} is not a masked LM, "
+                         "causal LM or sequence classifier; white-box features need one of those")
+    return family
 
 
 def has_attention(path: str | Path) -> bool:
@@ -210,3 +221,10 @@ def _load(path: str | Path, auto_class, kind: str, advice: str, device: str, tru
         raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
     model.eval().to(device)
     return LoadedModel(model=model, tokenizer=tokenizer)
+
+
+def load_model(path: str | Path, kind: str, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+    """Load a model of `kind` ('mlm', 'clm', 'classifier', or 'any': whatever family it is) for scoring."""
+    family = model_family(path) if kind == "any" else kind
+    loader = {"mlm": load_masked_lm, "clm": load_causal_lm, "classifier": load_classifier}[family]
+    return loader(path, device=device, trust_remote_code=trust_remote_code)

@@ -1,13 +1,11 @@
-"""Train a WordPiece tokenizer and a small BERT-style masked LM from scratch, saved as safetensors."""
+"""Train a WordPiece tokenizer and small language models (BERT masked LM, GPT-2 causal LM) from scratch, saved as safetensors; resume after trained models."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,6 +14,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
 from lmaudit.models.dp import (
@@ -24,9 +23,9 @@ from lmaudit.models.dp import (
     dp_record,
     make_private,
     per_sample_losses,
-    per_sample_position_inputs,
     training_step,
 )
+from lmaudit.models.inputs import per_sample_position_inputs
 
 SUMMARY_FILE = "lmaudit_training.json"
 
@@ -48,7 +47,14 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: in
     on the same texts give different vocabularies (measured: 52 tokens apart on 30 patients' notes),
     and then different models and a different report for the same seed.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
     from transformers import PreTrainedTokenizerFast
 
     normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -102,17 +108,6 @@ def length_bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids right-padded to the longest sequence, and the attention mask (1 on real tokens)."""
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        ids[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
-        mask[row, : len(sequence)] = 1
-    return ids, mask
-
-
 @dataclass
 class TrainingSummary:
     """What a training run did, written next to the model as lmaudit_training.json."""
@@ -151,16 +146,6 @@ def _build_model(kind: str, size: str, tokenizer, max_length: int, dropout: floa
     return GPT2LMHeadModel(clm_config(size, len(tokenizer), max_length, tokenizer, dropout))
 
 
-def train_mlm(texts: Sequence[str], out_dir: str | Path, **settings) -> TrainingSummary:
-    """Train a BERT masked LM (15% masking, 80/10/10); settings as for train_language_model."""
-    return train_language_model("mlm", texts, out_dir, **settings)
-
-
-def train_clm(texts: Sequence[str], out_dir: str | Path, **settings) -> TrainingSummary:
-    """Train a GPT-2 causal LM (next-token loss); settings as for train_language_model."""
-    return train_language_model("clm", texts, out_dir, **settings)
-
-
 def train_language_model(
     kind: Literal["mlm", "clm"],
     texts: Sequence[str],
@@ -182,7 +167,11 @@ def train_language_model(
     """Train a small LM of `kind` on `texts` and save it with its tokenizer (trained here unless
     `tokenizer_dir`): AdamW, linear warm-up and decay, length-bucketed batches; or, with `dp`, DP-SGD
     with Poisson batches (`groups` give each text's patient or user for the per-group cap)."""
-    from transformers import AutoTokenizer, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
+    from transformers import (
+        AutoTokenizer,
+        DataCollatorForLanguageModeling,
+        get_linear_schedule_with_warmup,
+    )
 
     quiet_transformers()
     torch.manual_seed(seed)
@@ -229,20 +218,32 @@ def train_language_model(
     return summary
 
 
-def save_model_folder(model, tokenizer, summary: TrainingSummary, out: Path) -> None:
-    """Save under a temporary name, then rename: a killed run never leaves a half-saved model."""
+def save_model_folder(model, tokenizer, summary, out: Path) -> None:
+    """Save the model, its tokenizer and its training summary (a dataclass) all or nothing: a killed run never
+    leaves a half-saved model."""
     if out.exists() and any(out.iterdir()) and not (out / SUMMARY_FILE).exists():
         raise InputError(f"{out}: exists and is not a model folder written by lmaudit; choose another --out")
-    staging = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(staging, out)
+    with staged(out) as (staging,):
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
 
 
 def read_training_summary(folder: str | Path) -> dict | None:
     """The lmaudit_training.json of a model folder, or None when there is none."""
     path = Path(folder) / SUMMARY_FILE
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _agrees(recorded, wanted) -> bool:
+    if isinstance(wanted, dict):
+        return isinstance(recorded, dict) and all(_agrees(recorded.get(key), value) for key, value in wanted.items())
+    return recorded == wanted
+
+
+def train_unless_done(folder: str | Path, wanted: dict, train: Callable[[], object]) -> None:
+    """Call `train()` unless `folder` holds a model whose training summary agrees with every entry of `wanted`
+    (a nested dict with every entry of its own), so that a rerun resumes after the models it already trained."""
+    done = read_training_summary(folder)
+    if done is None or not _agrees(done, wanted):
+        train()

@@ -11,22 +11,16 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from lmaudit.errors import InputError
-from lmaudit.models.train import pad_batch
-from lmaudit.signals.mlm import EncodedSample, SignalSettings, encode, model_max_length
-
-
-def length_sorted_batches(samples: Sequence[EncodedSample], batch_tokens: int) -> list[list[int]]:
-    """Sample positions in batches of similar length whose padded size stays within `batch_tokens`."""
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i].input_ids))
-    batches, current, longest = [], [], 0
-    for index in order:
-        longest = max(longest, len(samples[index].input_ids))
-        if current and longest * (len(current) + 1) > batch_tokens:
-            batches.append(current)
-            current, longest = [], len(samples[index].input_ids)
-        current.append(index)
-    return batches + ([current] if current else [])
+from lmaudit.models.inputs import pad_batch
+from lmaudit.signals.base import (
+    EncodedSample,
+    SignalSettings,
+    encode_for,
+    length_sorted_batches,
+    progress_bar,
+    refuse_single_token,
+)
+from lmaudit.signals.registry import resolved
 
 
 @torch.inference_mode()
@@ -36,22 +30,20 @@ def causal_lm_loss(
     texts: Sequence[str],
     sample_ids: Sequence[str],
     settings: SignalSettings,
-    batch_tokens: int = 4096,
+    progress: bool = False,
     position_chunk: int = 2048,
 ) -> tuple[np.ndarray, list[EncodedSample]]:
     """Mean NLL (nats) of every token after the first, given the tokens before it; and the encodings."""
     device = next(model.parameters()).device
-    max_length = settings.max_length or model_max_length(model.config, tokenizer)
-    samples = encode(tokenizer, texts, sample_ids, max_length)
-    short = next((sample for sample in samples if len(sample.input_ids) < 2), None)
-    if short is not None:
-        raise InputError(f"sample '{short.sample_id}': one token only, so a causal LM predicts nothing in it; "
-                         "remove the sample or give it more text")
+    settings = resolved(settings, device.type)
+    samples = encode_for(model, tokenizer, texts, sample_ids, settings)
+    refuse_single_token(samples)
     encoder, head = model.base_model, model.get_output_embeddings()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     totals = np.zeros(len(samples))
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
-    for batch in length_sorted_batches(samples, batch_tokens):
+    batches = length_sorted_batches(samples, settings.batch_tokens)
+    for batch in progress_bar(batches, len(batches), "causal-LM batches", progress):
         ids, attention = pad_batch([samples[i].input_ids for i in batch], pad)
         with autocast:
             hidden = encoder(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state

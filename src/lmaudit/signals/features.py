@@ -10,8 +10,6 @@ import numpy as np
 
 # +1: a larger value means a likelier member; -1: a smaller one does.
 FEATURE_DIRECTIONS = {"loss": -1.0, "mentropy": -1.0, "rank": -1.0, "confidence": 1.0, "correctness": 1.0}
-GRAY_BOX_FEATURES = ("loss", "mentropy", "rank", "confidence")
-LABEL_ONLY_FEATURES = ("correctness",)
 
 
 def _true_label_log_probability(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -9,108 +9,21 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from lmaudit.errors import InputError
+from lmaudit.signals.base import EncodedSample, SignalSettings, encode, model_max_length
 from lmaudit.signals.heads import masked_position_logits
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
-
-SignalName = Literal["mlm_energy", "mlm_pll", "clm_loss", "classifier", "whitebox_attention", "whitebox_gradient"]
-DEFAULT_NORMALIZE = {"mlm_energy": "sum", "mlm_pll": "mean", "clm_loss": "mean"}
-
-
-@dataclass(frozen=True)
-class SignalSettings:
-    """Everything that determines a signal's value, besides the model and the text (mask settings
-    apply to the MLM signals only)."""
-
-    signal: SignalName = "mlm_energy"
-    k: int = 10
-    masks: Literal["random", "all"] = "random"
-    normalize: Literal["sum", "mean"] | None = None
-    mask_fraction: float = 0.15
-    seed: int = 0
-    max_length: int | None = None
-    all_masks_cap: int = 5000
-    precision: Literal["fp32", "bf16", "auto"] = "fp32"
-
-    def resolved(self, device: str = "cpu") -> "SignalSettings":
-        """Fill the defaults that depend on the signal or the hardware, so stored values are keyed
-        by what was computed: normalisation (Eq. 2 sums, A.3.2 averages) and 'auto' precision."""
-        normalize = self.normalize or DEFAULT_NORMALIZE.get(self.signal)
-        precision = resolve_precision(self.precision, torch.device(device))
-        return SignalSettings(**{**self.__dict__, "normalize": normalize, "precision": precision})
-
-
-@dataclass(frozen=True)
-class EncodedSample:
-    """One tokenized sample: its ids (with special tokens) and where its content tokens sit."""
-
-    sample_id: str
-    input_ids: np.ndarray
-    content_positions: np.ndarray
-    n_tokens: int
-    truncated: bool
-
-
-def encode(tokenizer, texts: Sequence[str], sample_ids: Sequence[str], max_length: int) -> list[EncodedSample]:
-    """Tokenize with truncation to `max_length`, recording the untruncated content length."""
-    full = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    batch = tokenizer(list(texts), truncation=True, max_length=max_length, return_special_tokens_mask=True)
-    encoded = []
-    for sample_id, ids, special, untruncated in zip(sample_ids, batch["input_ids"], batch["special_tokens_mask"], full, strict=True):
-        content = np.flatnonzero(np.asarray(special) == 0)
-        if len(content) == 0:
-            raise InputError(f"sample '{sample_id}': the tokenizer makes no tokens of its text; remove the sample")
-        encoded.append(EncodedSample(
-            sample_id=sample_id,
-            input_ids=np.asarray(ids, dtype=np.int64),
-            content_positions=content,
-            n_tokens=len(untruncated),
-            truncated=len(content) < len(untruncated),
-        ))
-    return encoded
-
-
-def has_fast_bf16(device: torch.device) -> bool:
-    """CUDA, or a CPU with native bf16 matrix instructions (AVX512_BF16 or AMX)."""
-    if device.type == "cuda":
-        return True
-    try:
-        with open("/proc/cpuinfo") as handle:
-            flags = handle.read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """'auto' becomes bf16 where the hardware has fast bf16, else fp32."""
-    if precision == "auto":
-        return "bf16" if has_fast_bf16(device) else "fp32"
-    return precision
-
-
-def model_max_length(config, tokenizer) -> int:
-    """Longest input (tokens, with special tokens) the model accepts."""
-    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
-    tokenizer_limit = tokenizer_limit if tokenizer_limit and tokenizer_limit < 1_000_000 else None
-    limit = getattr(config, "max_position_embeddings", None)  # None for models without positions (LSTM)
-    if limit is None:
-        return int(tokenizer_limit or 512)
-    if "roberta" in config.model_type or config.model_type == "camembert":
-        limit -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
-    return int(min(limit, tokenizer_limit)) if tokenizer_limit else int(limit)
+from lmaudit.signals.registry import resolved
 
 
 def mask_patterns(sample: EncodedSample, settings: SignalSettings) -> np.ndarray:
     """The sample's mask patterns as positions in its input ids, shape (copies, l)."""
     n_content = len(sample.content_positions)
-    if settings.signal == "mlm_pll":
+    if settings.signal == "mlm_pll":  # each position once
         patterns = single_position_masks(n_content)
     elif settings.masks == "all":
         patterns = all_masks(n_content, settings.mask_fraction, settings.all_masks_cap, sample.sample_id)
@@ -209,11 +122,10 @@ def mlm_signal(
     texts: Sequence[str],
     sample_ids: Sequence[str],
     settings: SignalSettings,
-    batch_tokens: int = 4096,
     progress: bool = False,
 ) -> tuple[np.ndarray, list[EncodedSample]]:
     """The signal (nats) of each text under `model`, and the encodings (lengths, truncation)."""
-    values, samples = mlm_signals([model], tokenizer, texts, sample_ids, settings, batch_tokens, progress)
+    values, samples = mlm_signals([model], tokenizer, texts, sample_ids, settings, progress)
     return values[0], samples
 
 
@@ -223,20 +135,18 @@ def mlm_signals(
     texts: Sequence[str],
     sample_ids: Sequence[str],
     settings: SignalSettings,
-    batch_tokens: int = 4096,
     progress: bool = False,
 ) -> tuple[list[np.ndarray], list[EncodedSample]]:
     """The signal of each text under each of several models that share `tokenizer`, on the same batches."""
-    settings = settings.resolved(next(models[0].parameters()).device.type)
+    settings = resolved(settings, next(models[0].parameters()).device.type)
     max_length = settings.max_length or min(model_max_length(m.config, tokenizer) for m in models)
     samples = encode(tokenizer, texts, sample_ids, max_length)
     patterns = [mask_patterns(s, settings) for s in samples]
-    per_model = score_masked_copies_with_models(models, tokenizer.mask_token_id, samples, patterns, batch_tokens,
+    per_model = score_masked_copies_with_models(models, tokenizer.mask_token_id, samples, patterns, settings.batch_tokens,
                                                 progress, settings.precision)
-    values = []
-    for token_nll in per_model:
-        if settings.signal == "mlm_pll":
-            values.append(np.asarray([float(t.sum() if settings.normalize == "sum" else t.mean()) for t in token_nll]))
-        else:
-            values.append(np.asarray([aggregate_energy(t, settings.normalize) for t in token_nll]))
+    if settings.signal == "mlm_pll":
+        values = [np.asarray([float(t.sum() if settings.normalize == "sum" else t.mean()) for t in token_nll])
+                  for token_nll in per_model]
+    else:
+        values = [np.asarray([aggregate_energy(t, settings.normalize) for t in token_nll]) for token_nll in per_model]
     return values, samples

@@ -11,17 +11,23 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from lmaudit.atomic import staged, write_text
 from lmaudit.errors import InputError
-from lmaudit.signals.mlm import SignalSettings
+from lmaudit.signals.base import SignalSettings
 
 STORE_COLUMNS = ["sample_id", "text_sha256", "value", "n_tokens", "truncated"]
+CACHE_FOLDER = "cache"
+
+
+def default_cache_dir(out_folder: str | Path) -> Path:
+    """Where signals are stored unless --cache-dir says otherwise: `cache/` in the folder of the output."""
+    return Path(out_folder) / CACHE_FOLDER
 
 
 def text_hash(text: str) -> str:
@@ -33,13 +39,13 @@ class SignalStore:
     """Stored values of one signal (with fixed settings) under one model."""
 
     def __init__(self, root: str | Path, fingerprint: str, settings: SignalSettings):
-        settings_json = json.dumps(asdict(settings), sort_keys=True)
-        settings_key = hashlib.sha256(settings_json.encode()).hexdigest()[:16]
+        key = settings.value_key()
+        settings_key = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         self.folder = Path(root) / fingerprint[:16] / f"{settings.signal}-{settings_key}"
         self.folder.mkdir(parents=True, exist_ok=True)
         info = self.folder / "settings.json"
         if not info.exists():
-            info.write_text(json.dumps({"model_fingerprint": fingerprint, **asdict(settings)}, indent=2))
+            write_text(info, json.dumps({"model_fingerprint": fingerprint, **key}, indent=2))
 
     def load(self) -> pd.DataFrame:
         """All stored rows (one per sample id and text hash)."""
@@ -53,10 +59,8 @@ class SignalStore:
     def append(self, rows: pd.DataFrame) -> None:
         """Write one chunk atomically (temporary name, then rename)."""
         number = len(list(self.folder.glob("part-*.parquet")))
-        final = self.folder / f"part-{number:06d}-{os.getpid()}.parquet"
-        temporary = final.with_suffix(".tmp")
-        rows[STORE_COLUMNS].to_parquet(temporary, index=False)
-        os.replace(temporary, final)
+        with staged(self.folder / f"part-{number:06d}-{os.getpid()}.parquet") as (temporary,):
+            rows[STORE_COLUMNS].to_parquet(temporary, index=False)
 
 
 def parse_shard(text: str) -> tuple[int, int]:

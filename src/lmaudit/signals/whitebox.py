@@ -8,7 +8,6 @@ from one batched backward pass (`gradnorms.py`); attention weights need eager at
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal
 
@@ -16,10 +15,18 @@ import numpy as np
 import torch
 
 from lmaudit.errors import InputError
-from lmaudit.models.dp import per_sample_position_inputs
+from lmaudit.models.inputs import per_sample_position_inputs
+from lmaudit.models.load import family_of
+from lmaudit.signals.base import (
+    EncodedSample,
+    SignalSettings,
+    encode_for,
+    exact_length_groups,
+    progress_bar,
+    refuse_single_token,
+)
 from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
 from lmaudit.signals.masks import random_masks
-from lmaudit.signals.mlm import EncodedSample, SignalSettings, encode, model_max_length
 
 Family = Literal["mlm", "clm", "classifier"]
 CONCENTRATION_STATISTICS = ("mean", "median", "p05", "p95")
@@ -36,14 +43,6 @@ def concentration_summary(concentration: torch.Tensor) -> torch.Tensor:
     return torch.cat([concentration.double().mean(-1, keepdim=True), quantiles.movedim(0, -1)], dim=-1)
 
 
-def exact_length_groups(samples: Sequence[EncodedSample]) -> list[list[int]]:
-    """Positions of samples grouped by exact input length (shortest first)."""
-    groups: dict[int, list[int]] = defaultdict(list)
-    for index, sample in enumerate(samples):
-        groups[len(sample.input_ids)].append(index)
-    return [groups[length] for length in sorted(groups)]
-
-
 def _eager(model: torch.nn.Module) -> torch.nn.Module:
     if getattr(model.config, "_attn_implementation", "eager") != "eager" and hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation("eager")
@@ -51,20 +50,22 @@ def _eager(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def attention_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
-                       settings: SignalSettings, batch_tokens: int = 4096) -> tuple[np.ndarray, list[EncodedSample]]:
+                       settings: SignalSettings, progress: bool = False) -> tuple[np.ndarray, list[EncodedSample]]:
     """Per sample, layers x heads x (mean, median, p05, p95) of C(a) over its tokens, flattened; and the encodings."""
-    samples = encode(tokenizer, texts, sample_ids, settings.max_length or model_max_length(model.config, tokenizer))
-    return attention_features_of(model, samples, batch_tokens), samples
+    samples = encode_for(model, tokenizer, texts, sample_ids, settings)
+    return attention_features_of(model, samples, settings.batch_tokens, progress), samples
 
 
 @torch.inference_mode()
-def attention_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample], batch_tokens: int = 4096) -> np.ndarray:
+def attention_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample], batch_tokens: int = 4096,
+                          progress: bool = False) -> np.ndarray:
     """attention_features for encoded samples: (samples, layers * heads * 4)."""
     model = _eager(model).eval()
     device = next(model.parameters()).device
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     features = np.zeros((len(samples), layers * heads * len(CONCENTRATION_STATISTICS)))
-    for group in exact_length_groups(samples):
+    groups = exact_length_groups(samples)
+    for group in progress_bar(groups, len(groups), "attention, by length", progress, unit="length"):
         per_batch = max(1, batch_tokens // len(samples[group[0]].input_ids))
         for start in range(0, len(group), per_batch):
             batch = group[start : start + per_batch]
@@ -143,22 +144,27 @@ def _inputs_and_targets(samples: Sequence[EncodedSample], batch: list[int], fami
 
 
 def gradient_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
-                      settings: SignalSettings, batch_tokens: int = 4096, family: Family = "mlm",
-                      labels: np.ndarray | None = None, memory_bytes: int = 1 << 30) -> tuple[np.ndarray, list[EncodedSample]]:
+                      settings: SignalSettings, progress: bool = False, labels: np.ndarray | None = None,
+                      memory_bytes: int = 1 << 30) -> tuple[np.ndarray, list[EncodedSample]]:
     """Per sample, the squared L2 norm of the gradient of its own loss for each trainable tensor; and the encodings.
 
-    Samples share a backward pass up to `batch_tokens` tokens and about `memory_bytes` of per-sample
-    intermediates.
+    The loss is the model family's (`_batch_losses`); a classifier's needs the samples' label indices
+    (`labels`). Samples share a backward pass up to `settings.batch_tokens` tokens and about
+    `memory_bytes` of per-sample intermediates.
     """
-    samples = encode(tokenizer, texts, sample_ids, settings.max_length or model_max_length(model.config, tokenizer))
-    features = gradient_features_of(model, samples, settings, family, tokenizer.mask_token_id, labels, batch_tokens, memory_bytes)
+    samples = encode_for(model, tokenizer, texts, sample_ids, settings)
+    features = gradient_features_of(model, samples, settings, tokenizer.mask_token_id, labels, memory_bytes, progress)
     return features, samples
 
 
-def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample], settings: SignalSettings, family: Family,
-                         mask_token_id: int | None = None, labels: np.ndarray | None = None, batch_tokens: int = 4096,
-                         memory_bytes: int = 1 << 30) -> np.ndarray:
+def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample], settings: SignalSettings,
+                         mask_token_id: int | None = None, labels: np.ndarray | None = None, memory_bytes: int = 1 << 30,
+                         progress: bool = False) -> np.ndarray:
     """gradient_features for encoded samples: (samples, trainable tensors)."""
+    family = family_of([type(model).__name__])
+    if family is None:
+        raise InputError(f"{type(model).__name__} is not a masked LM, causal LM or sequence classifier; "
+                         "gradient features need one of those")
     model = model.eval()
     device = next(model.parameters()).device
     names = gradient_feature_names(model)
@@ -167,14 +173,12 @@ def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample
     largest = max(p.numel() for p in model.parameters())
     per_chunk = max(1, memory_bytes // (8 * largest))
     if family == "clm":
-        short = next((sample for sample in samples if len(sample.input_ids) < 2), None)
-        if short is not None:
-            raise InputError(f"sample '{short.sample_id}': one token only, so a causal LM predicts nothing in it; "
-                             "remove the sample or give it more text")
+        refuse_single_token(samples)
     features = np.zeros((len(samples), len(names)))
     explicit = None
-    for group in exact_length_groups(samples):
-        chunk = max(1, min(per_chunk, batch_tokens // len(samples[group[0]].input_ids)))
+    groups = exact_length_groups(samples)
+    for group in progress_bar(groups, len(groups), "gradients, by length", progress, unit="length"):
+        chunk = max(1, min(per_chunk, settings.batch_tokens // len(samples[group[0]].input_ids)))
         for start in range(0, len(group), chunk):
             batch = group[start : start + chunk]
             inputs, targets = _inputs_and_targets(samples, batch, family, settings, mask_token_id, labels)

@@ -8,8 +8,8 @@ import torch
 from lmaudit.data.users import generate_user_posts
 from lmaudit.models.classifier import accuracy, train_classifier
 from lmaudit.models.load import classifier_labels, load_classifier
+from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.classifier import class_log_probabilities
-from lmaudit.signals.mlm import SignalSettings
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +66,8 @@ def test_log_probabilities_equal_one_sample_at_a_time(trained, posts):
     loaded = load_classifier(folder)
     texts = posts["text"].tolist()[:30]
     ids = posts["sample_id"].tolist()[:30]
-    batched, encoded = class_log_probabilities(loaded.model, loaded.tokenizer, texts, ids, SignalSettings(signal="classifier"),
-                                               batch_tokens=256)
+    settings = SignalSettings(signal="classifier", batch_tokens=256)
+    batched, encoded = class_log_probabilities(loaded.model, loaded.tokenizer, texts, ids, settings)
     for row, text in enumerate(texts):
         inputs = loaded.tokenizer(text, return_tensors="pt")
         with torch.no_grad():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.masks import random_masks
-from lmaudit.signals.mlm import SignalSettings
 from lmaudit.signals.whitebox import (
     attention_concentration,
     attention_features,
@@ -51,7 +51,7 @@ SETTINGS = SignalSettings(max_length=64, seed=4)
 def test_feature_shapes(models, tiny_tokenizer, texts, family):
     model = models[family]
     attention, encoded = attention_features(model, tiny_tokenizer, *texts, SETTINGS)
-    gradients, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, family=family)
+    gradients, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS)
     assert attention.shape == (16, 2 * 2 * 4)  # tiny: 2 layers x 2 heads x 4 statistics
     names = gradient_feature_names(model)
     assert gradients.shape == (16, len(names)) and len(names) == len(list(model.parameters()))
@@ -63,7 +63,7 @@ def test_feature_shapes(models, tiny_tokenizer, texts, family):
 @pytest.mark.parametrize("family", ["mlm", "clm"])
 def test_attention_features_equal_one_sample_reference(models, tiny_tokenizer, texts, family):
     model = models[family]
-    features, _ = attention_features(model, tiny_tokenizer, *texts, SETTINGS, batch_tokens=100)
+    features, _ = attention_features(model, tiny_tokenizer, *texts, SETTINGS.model_copy(update={"batch_tokens": 100}))
     for row, text in enumerate(texts[0]):
         ids = tiny_tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"]
         with torch.no_grad():
@@ -105,7 +105,7 @@ def test_batched_gradient_norms_equal_one_backward_per_sample(models, tiny_token
 
     monkeypatch.setattr(whitebox, "_one_backward_per_sample", no_fallback)
     model = models[family]
-    batched, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, family=family, memory_bytes=memory_bytes)
+    batched, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, memory_bytes=memory_bytes)
     for row, (text, sample_id) in enumerate(zip(*texts, strict=True)):
         expected = reference_gradient_norms(model, tiny_tokenizer, text, sample_id, family)
         np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
@@ -117,14 +117,13 @@ def test_whitebox_signals_are_stored_and_reused(tiny_model_dirs, notes, tmp_path
     from lmaudit.signals.compute import model_signal
 
     texts, ids = notes["text"].tolist()[:12], notes["sample_id"].tolist()[:12]
-    settings = SignalSettings(signal="whitebox_gradient", max_length=64)
+    settings = SignalSettings(signal="gradient_norms", max_length=64)
     first = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
 
     def fail(*args, **kwargs):
         raise AssertionError("recomputed a stored feature")
 
-    monkeypatch.setattr(whitebox, "gradient_features", fail)
-    monkeypatch.setattr("lmaudit.signals.compute.gradient_features", fail)
+    monkeypatch.setattr(whitebox, "gradient_features", fail)  # the registry looks the scorer up when it scores
     second = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
     np.testing.assert_array_equal(np.stack(first["value"].to_numpy()), np.stack(second["value"].to_numpy()))
 
@@ -137,7 +136,7 @@ def test_fallback_for_unsupported_layers_equals_reference(models, tiny_tokenizer
         raise gradnorms.UnsupportedLayer("test")
 
     monkeypatch.setattr(whitebox, "per_sample_squared_norms", unsupported)
-    batched, _ = gradient_features(models["clm"], tiny_tokenizer, *texts, SETTINGS, family="clm")
+    batched, _ = gradient_features(models["clm"], tiny_tokenizer, *texts, SETTINGS)
     for row, (text, sample_id) in enumerate(zip(*texts, strict=True)):
         expected = reference_gradient_norms(models["clm"], tiny_tokenizer, text, sample_id, "clm")
         np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
@@ -158,10 +157,10 @@ def test_batch_shared_layer_outputs_are_refused(models, tiny_tokenizer):
 @pytest.mark.parametrize("kind", ["roberta", "distilbert"])
 def test_gradient_norms_of_other_mlm_families(tiny_tokenizer, texts, kind):
     """RoBERTa (positions offset by the padding index) and DistilBERT give the reference numbers too."""
-    from test_mlm_signal import _tiny_family
+    from tests.helpers import tiny_masked_lm
 
-    model = _tiny_family(kind, tiny_tokenizer)
-    batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS, family="mlm")
+    model = tiny_masked_lm(kind, tiny_tokenizer)
+    batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS)
     for row, (text, sample_id) in enumerate(zip(texts[0][:6], texts[1][:6], strict=True)):
         expected = reference_gradient_norms(model, tiny_tokenizer, text, sample_id, "mlm")
         np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
@@ -211,7 +210,7 @@ def test_classifier_gradient_norms_equal_reference(tiny_tokenizer, texts, archit
     torch.manual_seed(2)
     model = classifier_model(architecture, "tiny", tiny_tokenizer, ["a", "b", "c"], 64, 0.1).eval()
     labels = np.arange(len(texts[0])) % 3
-    batched, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, family="classifier", labels=labels)
+    batched, _ = gradient_features(model, tiny_tokenizer, *texts, SETTINGS, labels=labels)
     for row, text in enumerate(texts[0]):
         ids = tiny_tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"]
         model.zero_grad(set_to_none=True)
@@ -230,7 +229,7 @@ def test_classifier_gradient_is_stored_under_its_label(tiny_tokenizer, notes, tm
     classifier_model("bert", "tiny", tiny_tokenizer, ["a", "b"], 64, 0.1).save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
     texts, ids = notes["text"].tolist()[:6], notes["sample_id"].tolist()[:6]
-    settings = SignalSettings(signal="whitebox_gradient", max_length=64)
+    settings = SignalSettings(signal="gradient_norms", max_length=64)
     first = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[0] * 6)
     other = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[1] * 6)
     again = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[0] * 6)
@@ -251,7 +250,7 @@ def test_wrong_explicit_positions_are_detected_and_avoided(models, tiny_tokenize
 
     monkeypatch.setattr(whitebox, "per_sample_position_inputs", shifted)
     model = models["mlm"]
-    batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS, family="mlm")
+    batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS)
     for row, (text, sample_id) in enumerate(zip(texts[0][:6], texts[1][:6], strict=True)):
         expected = reference_gradient_norms(model, tiny_tokenizer, text, sample_id, "mlm")
         np.testing.assert_allclose(batched[row], expected, rtol=1e-5, atol=1e-10)
@@ -259,9 +258,9 @@ def test_wrong_explicit_positions_are_detected_and_avoided(models, tiny_tokenize
 
 def test_one_token_causal_sample_is_refused(models, tiny_tokenizer):
     from lmaudit.errors import InputError
-    from lmaudit.signals.mlm import EncodedSample
+    from lmaudit.signals.base import EncodedSample
     from lmaudit.signals.whitebox import gradient_features_of
 
     sample = EncodedSample("s1", np.array([7]), np.array([0]), 1, False)
     with pytest.raises(InputError, match="one token only"):
-        gradient_features_of(models["clm"], [sample], SETTINGS, "clm")
+        gradient_features_of(models["clm"], [sample], SETTINGS)

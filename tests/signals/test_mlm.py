@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from lmaudit.signals.base import SignalSettings, encode
 from lmaudit.signals.masks import mask_size, random_masks
-from lmaudit.signals.mlm import SignalSettings, encode, mlm_signal
+from lmaudit.signals.mlm import mlm_signal
+from tests.helpers import tiny_masked_lm
 
 
 def slow_masked_nll(model, tokenizer, text, positions_list):
@@ -38,7 +40,7 @@ def test_energy_equals_slow_reference(tiny_bert, tiny_tokenizer, texts, normaliz
     batch_texts, ids = texts
     settings = SignalSettings(k=5, seed=11, normalize=normalize)
     fast, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings)
-    for text, sample_id, value in zip(batch_texts, ids, fast):
+    for text, sample_id, value in zip(batch_texts, ids, fast, strict=True):
         content = content_positions(tiny_tokenizer, text)
         patterns = [[content[i] for i in row] for row in random_masks(sample_id, len(content), 5, 11)]
         per_mask = slow_masked_nll(tiny_bert, tiny_tokenizer, text, patterns)
@@ -60,7 +62,7 @@ def test_all_masks_equals_brute_force_over_every_subset(tiny_bert, tiny_tokenize
 def test_pll_equals_mean_of_single_token_masks(tiny_bert, tiny_tokenizer, texts):
     batch_texts, ids = texts
     fast, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[:4], ids[:4], SignalSettings(signal="mlm_pll"))
-    for text, value in zip(batch_texts[:4], fast):
+    for text, value in zip(batch_texts[:4], fast, strict=True):
         content = content_positions(tiny_tokenizer, text)
         expected = slow_masked_nll(tiny_bert, tiny_tokenizer, text, [[p] for p in content]).mean()
         assert value == pytest.approx(expected, rel=1e-5)
@@ -69,9 +71,10 @@ def test_pll_equals_mean_of_single_token_masks(tiny_bert, tiny_tokenizer, texts)
 def test_energy_is_unchanged_by_batch_size_and_order(tiny_bert, tiny_tokenizer, texts):
     batch_texts, ids = texts
     settings = SignalSettings(k=4, seed=2)
-    big, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings, batch_tokens=100_000)
-    small, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings, batch_tokens=64)
-    reversed_values, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[::-1], ids[::-1], settings, batch_tokens=300)
+    big, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings.model_copy(update={"batch_tokens": 100_000}))
+    small, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, settings.model_copy(update={"batch_tokens": 64}))
+    reversed_values, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts[::-1], ids[::-1],
+                                    settings.model_copy(update={"batch_tokens": 300}))
     np.testing.assert_allclose(big, small, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(big, reversed_values[::-1], rtol=1e-5, atol=1e-6)
 
@@ -79,12 +82,13 @@ def test_energy_is_unchanged_by_batch_size_and_order(tiny_bert, tiny_tokenizer, 
 def test_target_and_reference_see_the_same_masks(tiny_tokenizer, texts):
     """Masks come from (seed, sample_id, k) and the tokenizer only, so two models are always paired."""
     from lmaudit.signals.mlm import mask_patterns
+    from lmaudit.signals.registry import resolved
 
     batch_texts, ids = texts
-    settings = SignalSettings(k=6, seed=9).resolved()
+    settings = resolved(SignalSettings(k=6, seed=9))
     first = [mask_patterns(s, settings) for s in encode(tiny_tokenizer, batch_texts, ids, 64)]
     second = [mask_patterns(s, settings) for s in encode(tiny_tokenizer, batch_texts[::-1], ids[::-1], 64)][::-1]
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -95,24 +99,10 @@ def test_truncation_is_recorded(tiny_bert, tiny_tokenizer):
     assert len(encoded[0].input_ids) == 32 and encoded[0].n_tokens >= 200
 
 
-def _tiny_family(kind, tokenizer):
-    from transformers import DistilBertConfig, DistilBertForMaskedLM, RobertaConfig, RobertaForMaskedLM
-
-    torch.manual_seed(5)
-    if kind == "roberta":
-        config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, max_position_embeddings=64 + tokenizer.pad_token_id + 1,
-                               pad_token_id=tokenizer.pad_token_id)
-        return RobertaForMaskedLM(config).eval()
-    config = DistilBertConfig(vocab_size=len(tokenizer), dim=32, n_layers=2, n_heads=2, hidden_dim=64,
-                              max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
-    return DistilBertForMaskedLM(config).eval()
-
-
 @pytest.mark.parametrize("kind", ["roberta", "distilbert"])
 def test_roberta_and_distilbert_energy_equals_slow_reference(tiny_tokenizer, texts, kind):
     """The head-on-masked-positions path of each family gives the full model's numbers."""
-    model = _tiny_family(kind, tiny_tokenizer)
+    model = tiny_masked_lm(kind, tiny_tokenizer)
     batch_texts, ids = texts
     fast, _ = mlm_signal(model, tiny_tokenizer, batch_texts[:6], ids[:6], SignalSettings(k=3, seed=1, max_length=64))
     for text, sample_id, value in zip(batch_texts[:6], ids[:6], fast, strict=True):

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.compute import model_signal
-from lmaudit.signals.mlm import SignalSettings
 from lmaudit.signals.store import SignalStore, stored_signal
 
 

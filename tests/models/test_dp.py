@@ -13,9 +13,9 @@ from lmaudit.models.dp import (
     cap_samples_per_group,
     make_private,
     per_sample_losses,
-    per_sample_position_inputs,
     privacy_spent,
 )
+from lmaudit.models.inputs import per_sample_position_inputs
 
 
 def independent_rdp_epsilon(q, sigma, steps, delta, orders=range(2, 257)):

@@ -1,0 +1,38 @@
+"""How a batch of token ids is given to a model, for training and scoring alike: right padding, per-sample positions."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+
+import torch
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids right-padded to the longest sequence, and the attention mask (1 on real tokens)."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        ids[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
+        mask[row, : len(sequence)] = 1
+    return ids, mask
+
+
+def per_sample_position_inputs(model: torch.nn.Module, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Position and token-type ids of shape (B, T), as the model would make them for right-padded input.
+
+    Left to itself a model embeds positions once, (1, T), for the whole batch, and the gradient at
+    that embedding is then the batch's sum; per-sample gradients need one row per sample. Positions
+    start after the padding index where the position embedding has one (RoBERTa and kin).
+    """
+    parameters = inspect.signature(model.forward).parameters
+    extra = {}
+    if "position_ids" in parameters:
+        embeddings = getattr(getattr(model, "base_model", model), "embeddings", None)
+        padding_idx = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
+        start = 0 if padding_idx is None else padding_idx + 1
+        extra["position_ids"] = (start + torch.arange(input_ids.shape[1], device=input_ids.device)).expand_as(input_ids)
+    if "token_type_ids" in parameters and getattr(model.config, "type_vocab_size", 0):
+        extra["token_type_ids"] = torch.zeros_like(input_ids)
+    return extra

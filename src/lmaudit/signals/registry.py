@@ -1,0 +1,65 @@
+"""Every signal lmaudit computes, in one list: adding a signal is one scorer module plus one entry here.
+
+The command line's choices, the configuration's validation, the store's keys and the scoring runner
+(`compute.py`) all read this list; nothing else spells a signal's name.
+"""
+
+from __future__ import annotations
+
+from lmaudit.errors import InputError
+from lmaudit.signals.base import Output, SignalSettings, SignalSpec, resolve_precision
+
+SIGNALS: tuple[SignalSpec, ...] = (
+    SignalSpec(
+        "mlm_energy", "mlm", "loss", "nats per sample (sum over masked tokens, mean over K masks)",
+        "MLM energy (Mireshghallah et al. Eq. 2): NLL of 15% of the tokens, masked, averaged over K paired masks",
+        scorer="lmaudit.signals.mlm:mlm_signal", joint_scorer="lmaudit.signals.mlm:mlm_signals", default_normalize="sum",
+    ),
+    SignalSpec(
+        "mlm_pll", "mlm", "loss", "nats per token",
+        "pseudo-log-likelihood (Mireshghallah et al. A.3.2): each token masked once, mean NLL",
+        scorer="lmaudit.signals.mlm:mlm_signal", joint_scorer="lmaudit.signals.mlm:mlm_signals", default_normalize="mean",
+    ),
+    SignalSpec(
+        "clm_loss", "clm", "loss", "nats per token",
+        "causal-LM loss (Jagannatha et al.): mean NLL of each next token given the tokens before it",
+        scorer="lmaudit.signals.causal:causal_lm_loss", default_normalize="mean",
+    ),
+    SignalSpec(
+        "classifier", "classifier", "log_probabilities", "nats (log-probability of each label)",
+        "a sequence classifier's log-probability of every label, from which Shejwalkar et al.'s features are derived",
+        scorer="lmaudit.signals.classifier:class_log_probabilities",
+    ),
+    SignalSpec(
+        "attention_concentration", "any", "features", "nats (sum of a log a over an attention row; <= 0)",
+        "white-box (Jagannatha et al.): layers x heads x mean, median, 5th and 95th percentile of attention concentration",
+        scorer="lmaudit.signals.whitebox:attention_features", needs_attention=True,
+    ),
+    SignalSpec(
+        "gradient_norms", "any", "features", "squared L2 norm of a gradient, one per parameter tensor",
+        "white-box (Jagannatha et al.): squared norm of the gradient of the sample's own loss for each parameter tensor",
+        scorer="lmaudit.signals.whitebox:gradient_features", label_dependent=True,
+    ),
+)
+_BY_NAME = {spec.name: spec for spec in SIGNALS}
+
+
+def signal_names(*outputs: Output) -> list[str]:
+    """Names of the signals with one of the given outputs (all signals when none is given)."""
+    return [spec.name for spec in SIGNALS if not outputs or spec.output in outputs]
+
+
+def signal_spec(name: str) -> SignalSpec:
+    """The registered signal of that name, or an InputError that lists the known ones."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise InputError(f"unknown signal '{name}'; use one of {', '.join(_BY_NAME)}") from None
+
+
+def resolved(settings: SignalSettings, device_type: str = "cpu") -> SignalSettings:
+    """Fill the defaults that depend on the signal or the hardware, so stored values are keyed by what was
+    computed: normalisation (Eq. 2 sums, A.3.2 averages) and 'auto' precision."""
+    spec = signal_spec(settings.signal)
+    return settings.model_copy(update={"normalize": settings.normalize or spec.default_normalize,
+                                       "precision": resolve_precision(settings.precision, device_type)})

@@ -1,0 +1,1 @@
+"""Tests of models/: training, DP-SGD, classifiers."""

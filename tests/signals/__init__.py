@@ -1,0 +1,1 @@
+"""Tests of signals/: each signal against a slow, obviously right reference; the store; the registry."""
