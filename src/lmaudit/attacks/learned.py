@@ -1,13 +1,13 @@
 """Learned attacks on white-box feature vectors: standardised features, logistic regression (Jagannatha et al.).
 
-Two ways to get labelled training data, both reported:
-- `split`: as in the paper, a seeded 20% of the audited members and non-members train the
+Three sources of labelled training data, each a registered attack:
+- `logistic_split`: as in the paper, a seeded 20% of the audited members and non-members train the
   attack and the other 80% are audited. The split is by group (a sample without one is its own
   unit), so no patient has samples on both sides.
-- `calibration`: the attack trains on known training samples (`calibration_member`) against half
+- `logistic_calibration`: the attack trains on known training samples (`calibration_member`) against half
   of the population; no audited sample's label is ever read. The other half of the population
   calibrates the population thresholds.
-- `shadow` (classifiers): the attack trains on the shadow model's features of its own members and
+- `logistic_shadow` (classifiers): the attack trains on the shadow model's features of its own members and
   non-members, and is applied to the target's features of the audited samples.
 The membership score is the regression's log-odds (higher = member).
 """
@@ -16,15 +16,29 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
-from lmaudit.attacks.suite import AttackScores, Threshold, aggregated_attack
+from lmaudit.attacks.base import (
+    FEATURE_VECTORS,
+    AttackInput,
+    AttackSpec,
+    NotRun,
+    Scored,
+    Threshold,
+    logistic_regression,
+    score_frame,
+)
+from lmaudit.data.roles import (
+    AUDITED_ROLES,
+    CALIBRATION_MEMBER,
+    MEMBER,
+    POPULATION,
+    SHADOW_MEMBER,
+    SHADOW_NONMEMBER,
+)
 
-AUDITED_ROLES = ("member", "nonmember")
 # The regression's own decision: log-odds >= 0, i.e. membership probability >= 0.5.
 DECISION = [Threshold("probability_0.5", 0.0)]
+SPLIT_FRACTION = 0.2
 
 
 def training_split(roles: np.ndarray, units: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -61,66 +75,75 @@ def informative_columns(features: np.ndarray, relative: float = 1e-9) -> np.ndar
 
 def logistic_scores(train_features: np.ndarray, train_is_member: np.ndarray, features: np.ndarray, seed: int = 0) -> np.ndarray:
     """Log-odds of membership from a standardised logistic regression fitted on the training rows."""
-    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
+    model = logistic_regression(seed, max_iter=2000)
     model.fit(np.asarray(train_features, dtype=float), np.asarray(train_is_member, dtype=bool))
     return model.decision_function(np.asarray(features, dtype=float))
 
 
-def _frame(table: pd.DataFrame, scores: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({"id": table["sample_id"].to_numpy(), "role": table["role"].to_numpy(),
-                         "group_id": table["group_id"].to_numpy(), "subgroup_id": table["subgroup_id"].to_numpy(),
-                         "length": table["length"].to_numpy() if "length" in table else np.nan, "score": scores})
-
-
-def build_learned_attacks(table: pd.DataFrame, features: np.ndarray, signal: str, fraction: float = 0.2,
-                          seed: int = 0) -> tuple[list[AttackScores], list[dict]]:
-    """The split variant, and the calibration or shadow variants the roles allow, for one feature matrix (one row
-    per row of `table`, which has columns sample_id, role, group_id, subgroup_id and optionally length), at
-    sample, subgroup and group level. Shadow rows must hold the shadow model's features."""
-    features = np.asarray(features, dtype=float)
+def _features(data: AttackInput) -> tuple[np.ndarray, np.ndarray]:
+    """The informative feature columns, and the mask of which columns were kept."""
+    features = np.asarray(data.values[FEATURE_VECTORS], dtype=float)
     kept = informative_columns(features)
-    features = features[:, kept]
-    roles = table["role"].to_numpy()
-    attacks, skipped = [], []
+    return features[:, kept], kept
 
-    audited = np.isin(roles, AUDITED_ROLES)
-    population = roles == "population"
+
+def split_attack(data: AttackInput) -> Scored | NotRun:
+    """Trained on 20% of the audited units (by group), audited on the rest; population rows calibrate."""
+    table, roles = data.samples, data.samples["role"].to_numpy()
+    audited, population = np.isin(roles, AUDITED_ROLES), roles == POPULATION
     reason = _too_few_units(table, audited, AUDITED_ROLES)
     if reason:
-        skipped.append({"attack": "logistic_split", "level": "sample", "slice": "all", "signal": signal, "reason": reason})
-    else:
-        train = np.zeros(len(table), dtype=bool)
-        train[audited] = training_split(roles[audited], split_units(table[audited]), fraction, seed)
-        scored = (audited & ~train) | population
-        scores = logistic_scores(features[train], roles[train] == "member", features[scored], seed)
-        attacks.append(AttackScores("logistic_split", signal, "sample", _frame(table[scored], scores), DECISION,
-                                    calibration={"trained_on": "audited members and non-members", "fraction": fraction,
-                                                 "seed": seed, "n_train": int(train.sum()),
-                                                 "zero_columns_dropped": int((~kept).sum())}))
+        return NotRun(reason)
+    features, kept = _features(data)
+    train = np.zeros(len(table), dtype=bool)
+    train[audited] = training_split(roles[audited], split_units(table[audited]), SPLIT_FRACTION, data.seed)
+    scored = (audited & ~train) | population
+    scores = logistic_scores(features[train], roles[train] == MEMBER, features[scored], data.seed)
+    return Scored(score_frame(table[scored], scores), DECISION,
+                  {"trained_on": "audited members and non-members", "fraction": SPLIT_FRACTION, "seed": data.seed,
+                   "n_train": int(train.sum()), "zero_columns_dropped": int((~kept).sum())})
 
-    shadow_member, shadow_nonmember = roles == "shadow_member", roles == "shadow_nonmember"
-    if shadow_member.any() and shadow_nonmember.any():
-        train = shadow_member | shadow_nonmember
-        scores = logistic_scores(features[train], shadow_member[train], features[audited], seed)
-        attacks.append(AttackScores("logistic_shadow", signal, "sample", _frame(table[audited], scores), DECISION,
-                                    calibration={"trained_on": "the shadow model's members and non-members",
-                                                 "seed": seed, "n_train": int(train.sum())}))
 
-    calibration = roles == "calibration_member"
-    if calibration.any() and not _too_few_units(table, population, ("population",)):
-        population_train = np.zeros(len(table), dtype=bool)
-        population_train[population] = training_split(roles[population], split_units(table[population]), 0.5, seed)
-        train = calibration | population_train
-        scored = audited | (population & ~population_train)
-        scores = logistic_scores(features[train], calibration[train], features[scored], seed)
-        attacks.append(AttackScores("logistic_calibration", signal, "sample", _frame(table[scored], scores), DECISION,
-                                    calibration={"trained_on": "calibration members and half of the population",
-                                                 "seed": seed, "n_train": int(train.sum())}))
-    elif not shadow_member.any():
-        skipped.append({"attack": "logistic_calibration", "level": "sample", "slice": "all", "signal": signal,
-                        "reason": "needs calibration_member samples and population samples of 2 patients or more"})
+def calibration_attack(data: AttackInput) -> Scored | NotRun:
+    """Trained on the calibration members against half of the population; the other half calibrates."""
+    table, roles = data.samples, data.samples["role"].to_numpy()
+    audited, population, calibration = np.isin(roles, AUDITED_ROLES), roles == POPULATION, roles == CALIBRATION_MEMBER
+    if not calibration.any() or _too_few_units(table, population, (POPULATION,)):
+        return NotRun("needs calibration_member samples and population samples of 2 patients or more")
+    features, _ = _features(data)
+    population_train = np.zeros(len(table), dtype=bool)
+    population_train[population] = training_split(roles[population], split_units(table[population]), 0.5, data.seed)
+    train = calibration | population_train
+    scored = audited | (population & ~population_train)
+    scores = logistic_scores(features[train], calibration[train], features[scored], data.seed)
+    return Scored(score_frame(table[scored], scores), DECISION,
+                  {"trained_on": "calibration members and half of the population", "seed": data.seed,
+                   "n_train": int(train.sum())})
 
-    for column, level in (("subgroup_id", "subgroup"), ("group_id", "group")):
-        if table.loc[audited, column].notna().all():
-            attacks += [aggregated_attack(a, column, level) for a in list(attacks) if a.level == "sample"]
-    return attacks, skipped
+
+def shadow_attack(data: AttackInput) -> Scored | NotRun:
+    """Trained on the shadow model's features of its members and non-members, applied to the target's features."""
+    table, roles = data.samples, data.samples["role"].to_numpy()
+    shadow_member, shadow_nonmember = roles == SHADOW_MEMBER, roles == SHADOW_NONMEMBER
+    if not (shadow_member.any() and shadow_nonmember.any()):
+        return NotRun("needs a shadow model's features of shadow_member and shadow_nonmember samples")
+    features, _ = _features(data)
+    audited = np.isin(roles, AUDITED_ROLES)
+    train = shadow_member | shadow_nonmember
+    scores = logistic_scores(features[train], shadow_member[train], features[audited], data.seed)
+    return Scored(score_frame(table[audited], scores), DECISION,
+                  {"trained_on": "the shadow model's members and non-members", "seed": data.seed, "n_train": int(train.sum())})
+
+
+_LEVELS = {"aggregated_to": ("subgroup", "group"), "score_label": "membership score = log-odds of the regression"}
+SPECS = (
+    AttackSpec("logistic_split", "logistic regression on white-box features, trained on 20% of the audited patients "
+               "(by group) and audited on the rest (Jagannatha et al.)", (FEATURE_VECTORS,), split_attack,
+               fitted_on=AUDITED_ROLES, **_LEVELS),
+    AttackSpec("logistic_calibration", "logistic regression on white-box features, trained on calibration members "
+               "against half of the population: no audited label is read", (FEATURE_VECTORS,), calibration_attack,
+               fitted_on=(CALIBRATION_MEMBER, POPULATION), **_LEVELS),
+    AttackSpec("logistic_shadow", "logistic regression on white-box features, trained on a shadow model's members and "
+               "non-members and applied to the target's", (FEATURE_VECTORS,), shadow_attack,
+               fitted_on=(SHADOW_MEMBER, SHADOW_NONMEMBER), **_LEVELS),
+)

@@ -2,22 +2,29 @@
 
 Every threshold, orientation and logistic regression here is fitted on shadow data only (the
 shadow model's features on its own members and non-members); the audited samples are only
-scored. Scores follow the package convention: higher = more likely a member, and each attack's
-decision is `score >= its shadow threshold`.
+scored. The input feature is already oriented (higher = member); each attack's scores follow
+the package convention and its decision is `score >= its shadow threshold`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
-from lmaudit.attacks.suite import AttackScores, Threshold
+from lmaudit.attacks.base import (
+    CLASSIFIER_FEATURE,
+    AttackInput,
+    AttackSpec,
+    NotRun,
+    Scored,
+    Threshold,
+    logistic_regression,
+    score_frame,
+)
+from lmaudit.data.roles import AUDITED_ROLES, SHADOW_MEMBER, SHADOW_ROLES
 
-SHADOW_ROLES = ("shadow_member", "shadow_nonmember")
-AUDITED_ROLES = ("member", "nonmember")
 USER_STATISTICS = ("avg", "min", "max", "var")
 _PANDAS_STATISTIC = {"avg": "mean", "min": "min", "max": "max", "var": "var"}
 
@@ -80,60 +87,121 @@ def _user_frame(audited: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
     return pd.DataFrame({"id": values.index, "role": roles.loc[values.index].to_numpy(), "score": values.to_numpy()})
 
 
-def build_feature_attacks(table: pd.DataFrame, feature: str, direction: float, seed: int = 0) -> tuple[list[AttackScores], list[dict]]:
-    """Algorithms 1-4 for one feature of a table with columns sample_id, role, group_id, label, `feature`.
+@dataclass(frozen=True)
+class _Sides:
+    """The oriented feature split into the shadow rows (which calibrate) and the audited rows (which are scored)."""
 
-    `direction` (+1 or -1) turns the feature into a membership score. Rows in shadow roles were
-    scored by the shadow model and calibrate; rows in member / nonmember roles are audited.
-    """
-    score = direction * table[feature].to_numpy(dtype=float)
-    shadow_rows = table["role"].isin(SHADOW_ROLES).to_numpy()
-    audited_rows = table["role"].isin(AUDITED_ROLES).to_numpy()
-    shadow, audited = table[shadow_rows], table[audited_rows]
-    shadow_score, audited_score = score[shadow_rows], score[audited_rows]
-    shadow_member = (shadow["role"] == "shadow_member").to_numpy()
+    shadow: pd.DataFrame
+    audited: pd.DataFrame
+    shadow_score: np.ndarray
+    audited_score: np.ndarray
+    shadow_member: np.ndarray
 
-    thresholds, fallback = classwise_thresholds(shadow_score, shadow["label"].to_numpy(), shadow_member)
-    audited_class_threshold = _class_threshold_of(audited["label"].to_numpy(), thresholds)
-    sample_frame = pd.DataFrame({
-        "id": audited["sample_id"].to_numpy(), "role": audited["role"].to_numpy(),
-        "group_id": audited["group_id"].to_numpy(),
-        # Centred on the sample's class threshold: the decision is score >= 0 and the ROC ranks by it.
-        "score": audited_score - audited_class_threshold,
-    })
-    attacks = [AttackScores("sample_threshold", feature, "sample", sample_frame, [Threshold("shadow", 0.0)],
-                            {"class_thresholds": thresholds, "classes_without_own_threshold": fallback})]
-    if audited["group_id"].isna().any() or shadow["group_id"].isna().any():
-        return attacks, [{"attack": "user_*", "level": "group", "slice": "all", "signal": feature,
-                          "reason": "audited or shadow samples without group_id (the user)"}]
 
-    shadow_users = user_statistics(shadow_score, shadow["group_id"].to_numpy())
-    shadow_user_member = (shadow.groupby("group_id", sort=True)["role"].first() == "shadow_member").loc[shadow_users.index].to_numpy()
-    audited_users = user_statistics(audited_score, audited["group_id"].to_numpy())
-    for statistic in USER_STATISTICS:
+def _sides(data: AttackInput) -> _Sides:
+    score = np.asarray(data.values[CLASSIFIER_FEATURE], dtype=float)
+    shadow_rows = data.samples["role"].isin(SHADOW_ROLES).to_numpy()
+    audited_rows = data.samples["role"].isin(AUDITED_ROLES).to_numpy()
+    shadow = data.samples[shadow_rows]
+    return _Sides(shadow, data.samples[audited_rows], score[shadow_rows], score[audited_rows],
+                  (shadow["role"] == SHADOW_MEMBER).to_numpy())
+
+
+def _class_thresholds(sides: _Sides) -> tuple[dict[str, float], list[str], np.ndarray]:
+    """Algorithm 1's class thresholds, the classes that fell back to the all-class one, and each audited sample's threshold."""
+    thresholds, fallback = classwise_thresholds(sides.shadow_score, sides.shadow["label"].to_numpy(), sides.shadow_member)
+    return thresholds, fallback, _class_threshold_of(sides.audited["label"].to_numpy(), thresholds)
+
+
+def sample_threshold(data: AttackInput) -> Scored:
+    """Algorithm 1: the feature against its class's shadow threshold, per sample."""
+    sides = _sides(data)
+    thresholds, fallback, audited_threshold = _class_thresholds(sides)
+    # Centred on the sample's class threshold: the decision is score >= 0 and the ROC ranks by it. No length column:
+    # token length is confounded with membership when the tokenizer was fitted on the members' text.
+    frame = score_frame(sides.audited, sides.audited_score - audited_threshold, with_length=False)
+    return Scored(frame, [Threshold("shadow", 0.0)], {"class_thresholds": thresholds, "classes_without_own_threshold": fallback})
+
+
+@dataclass(frozen=True)
+class _Users:
+    """Per-user statistics (avg, min, max, var; rows sorted by user) of the shadow users, which of them were members,
+    and of the audited users."""
+
+    shadow: pd.DataFrame
+    shadow_member: np.ndarray
+    audited: pd.DataFrame
+
+
+def _users(sides: _Sides) -> _Users | NotRun:
+    # Audited samples without a user never reach a user-level attack: the registry skips the level.
+    if sides.shadow["group_id"].isna().any():
+        return NotRun("shadow samples without group_id (the user): the user thresholds are fitted on shadow users")
+    shadow_users = user_statistics(sides.shadow_score, sides.shadow["group_id"].to_numpy())
+    roles = sides.shadow.groupby("group_id", sort=True)["role"].first()
+    shadow_user_member = (roles == SHADOW_MEMBER).loc[shadow_users.index].to_numpy()
+    return _Users(shadow_users, shadow_user_member, user_statistics(sides.audited_score, sides.audited["group_id"].to_numpy()))
+
+
+def user_threshold(statistic: str):
+    """Algorithm 2 on one user statistic (avg, min, max, var): a threshold fitted on shadow users."""
+
+    def attack(data: AttackInput) -> Scored | NotRun:
+        sides = _sides(data)
+        users = _users(sides)
+        if isinstance(users, NotRun):
+            return users
         # A member's scores may vary more or less than a non-member's: the shadow users decide which.
-        orientation = _shadow_orientation(shadow_users[statistic].to_numpy(), shadow_user_member) if statistic == "var" else 1.0
-        oriented = orientation * shadow_users[statistic].to_numpy()
-        threshold = best_separating_threshold(oriented[shadow_user_member], oriented[~shadow_user_member])
-        attacks.append(AttackScores(
-            f"user_threshold_{statistic}", feature, "group",
-            _user_frame(audited, orientation * audited_users[statistic] - threshold), [Threshold("shadow", 0.0)],
-            {"orientation": orientation, "threshold": threshold},
-        ))
+        values, member = users.shadow[statistic].to_numpy(), users.shadow_member
+        orientation = _shadow_orientation(values, member) if statistic == "var" else 1.0
+        threshold = best_separating_threshold(orientation * values[member], orientation * values[~member])
+        return Scored(_user_frame(sides.audited, orientation * users.audited[statistic] - threshold), [Threshold("shadow", 0.0)],
+                      {"orientation": orientation, "threshold": threshold})
 
-    regression = make_pipeline(StandardScaler(), LogisticRegression(random_state=seed))
-    regression.fit(shadow_users.to_numpy(), shadow_user_member)
-    logit = pd.Series(regression.decision_function(audited_users.to_numpy()), index=audited_users.index)
+    return attack
+
+
+def user_logistic(data: AttackInput) -> Scored | NotRun:
+    """Algorithm 3: a logistic regression on the four user statistics, trained on shadow users."""
+    sides = _sides(data)
+    users = _users(sides)
+    if isinstance(users, NotRun):
+        return users
+    regression = logistic_regression(data.seed)
+    regression.fit(users.shadow.to_numpy(), users.shadow_member)
+    logit = pd.Series(regression.decision_function(users.audited.to_numpy()), index=users.audited.index)
     model = regression[-1]
-    attacks.append(AttackScores("user_logistic", feature, "group", _user_frame(audited, logit), [Threshold("shadow", 0.0)],
-                                {"features": list(USER_STATISTICS), "coefficients": model.coef_[0].tolist(),
-                                 "intercept": float(model.intercept_[0])}))
+    return Scored(_user_frame(sides.audited, logit), [Threshold("shadow", 0.0)],
+                  {"features": list(USER_STATISTICS), "coefficients": model.coef_[0].tolist(),
+                   "intercept": float(model.intercept_[0])})
 
-    decisions = (audited_score >= audited_class_threshold).astype(float)
-    share_called = pd.Series(decisions).groupby(audited["group_id"].to_numpy(), sort=True).mean()
-    attacks.append(AttackScores("sample_to_user", feature, "group", _user_frame(audited, share_called),
-                                [Threshold("majority", 0.5)], {"class_thresholds": thresholds}))
-    return attacks, []
+
+def sample_to_user(data: AttackInput) -> Scored:
+    """Algorithm 4: the share of a user's samples that Algorithm 1 calls members, decided by majority."""
+    sides = _sides(data)
+    thresholds, _, audited_threshold = _class_thresholds(sides)
+    decisions = (sides.audited_score >= audited_threshold).astype(float)
+    share_called = pd.Series(decisions).groupby(sides.audited["group_id"].to_numpy(), sort=True).mean()
+    return Scored(_user_frame(sides.audited, share_called), [Threshold("majority", 0.5)], {"class_thresholds": thresholds})
+
+
+_SHADOW = {"fitted_on": SHADOW_ROLES, "reads": (CLASSIFIER_FEATURE,)}
+_STATISTIC_NAMES = {"avg": "average", "min": "minimum", "max": "maximum", "var": "variance"}
+SPECS = (
+    AttackSpec("sample_threshold", "Algorithm 1 (Shejwalkar et al.): the feature against a per-class threshold fitted on "
+               "the shadow model's members and non-members", build=sample_threshold,
+               score_label="membership score = oriented feature - class threshold", **_SHADOW),
+    *(AttackSpec(f"user_threshold_{statistic}", f"Algorithm 2 (Shejwalkar et al.): the user's {_STATISTIC_NAMES[statistic]} "
+                 "of the feature against a threshold fitted on shadow users", build=user_threshold(statistic), level="group",
+                 score_label=f"membership score = user {statistic} - shadow threshold", **_SHADOW)
+      for statistic in USER_STATISTICS),
+    AttackSpec("user_logistic", "Algorithm 3 (Shejwalkar et al.): logistic regression on the user's average, minimum, "
+               "maximum and variance of the feature, trained on shadow users", build=user_logistic, level="group",
+               score_label="membership score = log-odds of the regression", **_SHADOW),
+    AttackSpec("sample_to_user", "Algorithm 4 (Shejwalkar et al.): the share of the user's samples that Algorithm 1 "
+               "calls members, majority vote", build=sample_to_user, level="group",
+               score_label="membership score = share of the user's samples called members", **_SHADOW),
+)
 
 
 def _shadow_orientation(values: np.ndarray, is_member: np.ndarray) -> float:

@@ -1,17 +1,25 @@
-"""Evaluate one attack's membership scores: the result records of report.json (DESIGN.md: Report)."""
+"""Evaluate one attack's membership scores: AUC, TPR at low FPR and every threshold, per slice (DESIGN.md: Metrics)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
 
-from lmaudit.attacks.suite import AttackScores, Threshold
+from lmaudit.attacks.base import AttackScores, Skipped, Threshold
 from lmaudit.attacks.thresholds import population_threshold
+from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER, POPULATION
 from lmaudit.metrics.privacy import empirical_epsilon
+from lmaudit.metrics.results import (
+    AttackResult,
+    BalancedResult,
+    BalancedThreshold,
+    ThresholdResult,
+    TprRecord,
+)
 from lmaudit.metrics.roc import auc, tpr_at_fpr
+from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
     balanced_subsets,
@@ -24,57 +32,38 @@ from lmaudit.metrics.uncertainty import (
 LENGTH_SLICES = {"length:short": (10, 20), "length:long": (20, 61)}
 
 
-@dataclass(frozen=True)
-class EvaluationSettings:
-    """How attacks are evaluated: FPR levels, bootstrap and balanced repeats, seeds, and the delta of the epsilon bounds."""
-
-    alphas: tuple[float, ...] = (0.1, 0.01, 0.001)
-    threshold_alphas: tuple[float, ...] = (0.1, 0.01)
-    bootstrap: int = 1000
-    balanced_repeats: int = 10
-    seed: int = 0
-    delta: float = 1e-5
-
-
-def _finite_or_none(value: float) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
-def _threshold_record(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, population: np.ndarray,
-                      nonmember_groups: np.ndarray | None = None, population_groups: np.ndarray | None = None,
-                      delta: float = 1e-5) -> dict:
+def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, population: np.ndarray,
+                      groups: tuple[np.ndarray | None, np.ndarray | None], delta: float) -> ThresholdResult:
     metrics = threshold_metrics(labels, scores, threshold.value)
-    record = {"rule": threshold.rule, "alpha": threshold.alpha, "value": _finite_or_none(threshold.value)}
-    record.update({k: _finite_or_none(v) if isinstance(v, float) else v for k, v in asdict(metrics).items()})
-    record["recall_ci"] = list(clopper_pearson(metrics.tp, metrics.tp + metrics.fn))
-    record["fpr_ci"] = list(clopper_pearson(metrics.fp, metrics.fp + metrics.tn))
-    record["epsilon_lower_bound"] = empirical_epsilon(metrics.tp, metrics.fn, metrics.fp, metrics.tn, delta)
+    population_fpr = population_match_p = None
     if len(population):
-        population_called = population >= threshold.value
-        record["population_fpr"] = float(population_called.mean())
+        population_fpr = float((population >= threshold.value).mean())
         if threshold.rule == "population":
-            record["population_match_p"] = population_fit_p_value(
-                scores[~labels], population, threshold.alpha, nonmember_groups, population_groups
-            )
-    return record
+            population_match_p = population_fit_p_value(scores[~labels], population, threshold.alpha, *groups)
+    return ThresholdResult(
+        rule=threshold.rule, alpha=threshold.alpha, value=threshold.value, **asdict(metrics),
+        recall_ci=clopper_pearson(metrics.tp, metrics.tp + metrics.fn), fpr_ci=clopper_pearson(metrics.fp, metrics.fp + metrics.tn),
+        epsilon_lower_bound=empirical_epsilon(metrics.tp, metrics.fn, metrics.fp, metrics.tn, delta),
+        population_fpr=population_fpr, population_match_p=population_match_p,
+    )
 
 
-def population_mismatch_warnings(results: list[dict], level: float = 0.01) -> list[str]:
+def population_mismatch_warnings(results: list[AttackResult], level: float = 0.01) -> list[str]:
     """Warn where a population threshold's FPR differs between the population and the audited non-members.
 
     Both should be draws from one distribution; when the permutation test (`population_fit_p_value`,
     over whole groups when samples carry group ids) rejects that at `level`, Bonferroni-corrected over
     every population threshold of the report, precision and recall at that threshold mislead.
     """
-    tested = [(r, t) for r in results for t in r["thresholds"] if t.get("population_match_p") is not None]
+    tested = [(r, t) for r in results for t in r.thresholds if t.population_match_p is not None]
     corrected = level / max(1, len(tested))
     return [
-        f"{r['attack']} ({r['level']}, {r['slice']}): the population threshold for {t['alpha']:.0%} FPR calls "
-        f"{t['population_fpr']:.1%} of the population but {t['fpr']:.1%} of the audited non-members "
-        f"(p = {t['population_match_p']:.1g}, Bonferroni level {corrected:.1g}); the population data is not "
+        f"{r.attack} ({r.level}, {r.slice}): the population threshold for {t.alpha:.0%} FPR calls "
+        f"{t.population_fpr:.1%} of the population but {t.fpr:.1%} of the audited non-members "
+        f"(p = {t.population_match_p:.1g}, Bonferroni level {corrected:.1g}); the population data is not "
         "distributed like the non-members, so precision and recall at this threshold mislead"
         for r, t in tested
-        if t["population_match_p"] < corrected
+        if t.population_match_p < corrected
     ]
 
 
@@ -85,7 +74,15 @@ def _groups(audited: pd.DataFrame, population: pd.DataFrame, labels: np.ndarray)
     return audited["group_id"].to_numpy()[~labels], population["group_id"].to_numpy()
 
 
-def _balanced_record(labels: np.ndarray, scores: np.ndarray, thresholds: list[Threshold], settings: EvaluationSettings) -> dict | None:
+def _mean_and_std(values: list[float]) -> tuple[float, float]:
+    values = np.array(values, dtype=float)
+    if np.isnan(values).all():
+        return float("nan"), float("nan")
+    return float(np.nanmean(values)), float(np.nanstd(values))
+
+
+def _balanced_result(labels: np.ndarray, scores: np.ndarray, thresholds: list[Threshold],
+                     settings: EvaluationSettings) -> BalancedResult | None:
     if labels.sum() == (~labels).sum():
         return None
     subsets = balanced_subsets(labels, settings.balanced_repeats, settings.seed)
@@ -93,56 +90,42 @@ def _balanced_record(labels: np.ndarray, scores: np.ndarray, thresholds: list[Th
     per_threshold = []
     for threshold in thresholds:
         runs = [threshold_metrics(labels[s], scores[s], threshold.value) for s in subsets]
-        summary = {"rule": threshold.rule, "alpha": threshold.alpha}
+        summary = {}
         for name in ("precision", "recall", "fpr", "accuracy", "advantage"):
-            values = np.array([getattr(r, name) for r in runs], dtype=float)
-            summary[f"{name}_mean"] = _finite_or_none(float(np.nanmean(values)) if not np.isnan(values).all() else float("nan"))
-            summary[f"{name}_std"] = _finite_or_none(float(np.nanstd(values)) if not np.isnan(values).all() else float("nan"))
-        per_threshold.append(summary)
-    return {
-        "repeats": len(subsets),
-        "size_per_side": int(min(labels.sum(), (~labels).sum())),
-        "auc_mean": float(np.mean(aucs)),
-        "auc_std": float(np.std(aucs)),
-        "thresholds": per_threshold,
-    }
+            summary[f"{name}_mean"], summary[f"{name}_std"] = _mean_and_std([getattr(r, name) for r in runs])
+        per_threshold.append(BalancedThreshold(rule=threshold.rule, alpha=threshold.alpha, **summary))
+    return BalancedResult(repeats=len(subsets), size_per_side=int(min(labels.sum(), (~labels).sum())),
+                          auc_mean=float(np.mean(aucs)), auc_std=float(np.std(aucs)), thresholds=per_threshold)
+
+
+def _tpr_record(labels: np.ndarray, scores: np.ndarray, alpha: float) -> TprRecord:
+    point = tpr_at_fpr(labels, scores, alpha)
+    return TprRecord(tpr=point.tpr, fpr=point.fpr, tp=point.tp, fp=point.fp,
+                     tpr_ci=clopper_pearson(point.tp, int(labels.sum())), resolution_limited=point.resolution_limited)
 
 
 def evaluate_slice(
     attack: AttackScores, slice_name: str, audited: pd.DataFrame, population: pd.DataFrame, settings: EvaluationSettings
-) -> dict:
-    """One result record: AUC with interval, TPR at each FPR, metrics at each threshold."""
-    labels = (audited["role"] == "member").to_numpy()
+) -> AttackResult:
+    """One result: AUC with interval, TPR at each FPR, metrics at each threshold; population thresholds calibrated on
+    the population units given."""
+    labels = (audited["role"] == MEMBER).to_numpy()
     scores = audited["score"].to_numpy(dtype=float)
     population_scores = population["score"].to_numpy(dtype=float)
     thresholds = list(attack.fixed_thresholds)
     if len(population_scores):
         thresholds += [Threshold("population", population_threshold(population_scores, a), a) for a in settings.threshold_alphas]
-    tpr_records = {}
-    for alpha in settings.alphas:
-        point = tpr_at_fpr(labels, scores, alpha)
-        tpr_records[str(alpha)] = {
-            "tpr": point.tpr, "fpr": point.fpr, "tp": point.tp, "fp": point.fp,
-            "tpr_ci": list(clopper_pearson(point.tp, int(labels.sum()))),
-            "resolution_limited": point.resolution_limited,
-        }
-    return {
-        "attack": attack.attack,
-        "signal": attack.signal,
-        "level": attack.level,
-        "slice": slice_name,
-        "auc": auc(labels, scores),
-        "auc_ci": list(bootstrap_auc_interval(labels, scores, settings.bootstrap, seed=settings.seed)),
-        "tpr_at_fpr": tpr_records,
-        "thresholds": [_threshold_record(t, labels, scores, population_scores, *_groups(audited, population, labels),
-                                         delta=settings.delta)
-                       for t in thresholds],
-        "balanced": _balanced_record(labels, scores, thresholds, settings),
-        "n_members": int(labels.sum()),
-        "n_nonmembers": int((~labels).sum()),
-        "n_population": int(len(population_scores)),
-        **({"calibration": attack.calibration} if attack.calibration else {}),
-    }
+    groups = _groups(audited, population, labels)
+    return AttackResult(
+        attack=attack.attack, signal=attack.signal, level=attack.level, slice=slice_name,
+        auc=auc(labels, scores),
+        auc_ci=bootstrap_auc_interval(labels, scores, settings.bootstrap, seed=settings.seed),
+        tpr_at_fpr={str(alpha): _tpr_record(labels, scores, alpha) for alpha in settings.alphas},
+        thresholds=[_threshold_result(t, labels, scores, population_scores, groups, settings.delta) for t in thresholds],
+        balanced=_balanced_result(labels, scores, thresholds, settings),
+        n_members=int(labels.sum()), n_nonmembers=int((~labels).sum()), n_population=int(len(population_scores)),
+        calibration=attack.calibration or None,
+    )
 
 
 def _slices(attack: AttackScores) -> dict[str, pd.Series]:
@@ -154,19 +137,30 @@ def _slices(attack: AttackScores) -> dict[str, pd.Series]:
     return slices
 
 
-def evaluate_attack(attack: AttackScores, settings: EvaluationSettings) -> tuple[list[dict], list[dict]]:
-    """Result records for every slice with at least 2 members and 2 non-members; and the slices skipped.
+def evaluate_attack(attack: AttackScores, settings: EvaluationSettings) -> tuple[list[AttackResult], list[Skipped]]:
+    """Results for every slice with at least 2 members and 2 non-members; and the slices skipped.
 
     Population thresholds are calibrated on the population units of the same slice.
     """
     results, skipped = [], []
     for name, selected in _slices(attack).items():
         part = attack.frame[selected]
-        audited = part[part["role"].isin(["member", "nonmember"])]
+        audited = part[part["role"].isin(AUDITED_ROLES)]
         counts = audited["role"].value_counts()
-        if counts.get("member", 0) < 2 or counts.get("nonmember", 0) < 2:
-            skipped.append({"attack": attack.attack, "level": attack.level, "slice": name,
-                            "reason": f"{counts.get('member', 0)} members and {counts.get('nonmember', 0)} non-members; need 2 of each"})
+        members, nonmembers = counts.get(MEMBER, 0), counts.get(NONMEMBER, 0)
+        if members < 2 or nonmembers < 2:
+            skipped.append(Skipped(attack.attack, attack.level, f"{members} members and {nonmembers} non-members; need 2 of each",
+                                   attack.signal, name))
             continue
-        results.append(evaluate_slice(attack, name, audited, part[part["role"] == "population"], settings))
+        results.append(evaluate_slice(attack, name, audited, part[part["role"] == POPULATION], settings))
+    return results, skipped
+
+
+def evaluate_attacks(attacks: list[AttackScores], settings: EvaluationSettings) -> tuple[list[AttackResult], list[Skipped]]:
+    """Every attack evaluated, in order: the results, and the slices that could not be."""
+    results, skipped = [], []
+    for attack in attacks:
+        attack_results, attack_skipped = evaluate_attack(attack, settings)
+        results += attack_results
+        skipped += attack_skipped
     return results, skipped

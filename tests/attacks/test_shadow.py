@@ -1,54 +1,27 @@
-"""Classifier features against hand computations; shadow thresholds (Algorithms 1-4) on hand-made cases;
-calibration never reads the audited samples' membership."""
-
-import math
+"""Shadow thresholds (Algorithms 1-4 of Shejwalkar et al.) on hand-made cases; calibration never reads the audited
+samples' membership."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from lmaudit.attacks import shadow
+from lmaudit.attacks.base import CLASSIFIER_FEATURE, AttackInput
+from lmaudit.attacks.registry import run_attacks
 from lmaudit.attacks.shadow import (
     best_separating_threshold,
-    build_feature_attacks,
     classwise_thresholds,
     shadow_accuracy,
     user_statistics,
 )
-from lmaudit.signals.features import FEATURE_DIRECTIONS, classifier_features
-
-PROBS = np.array([[0.7, 0.2, 0.1], [0.25, 0.25, 0.5], [0.3, 0.3, 0.4]])
-LABELS = np.array([0, 1, 1])
+from lmaudit.data.roles import AUDITED_ROLES, SHADOW_ROLES
 
 
-def test_features_equal_hand_computation():
-    features = classifier_features(np.log(PROBS), LABELS)
-    # Sample 0: true label 0 with p = 0.7.
-    assert features["loss"][0] == pytest.approx(-math.log(0.7))
-    assert features["mentropy"][0] == pytest.approx(-0.3 * math.log(0.7) - 0.2 * math.log(0.8) - 0.1 * math.log(0.9))
-    assert features["rank"][0] == 1
-    assert features["confidence"][0] == pytest.approx(0.7)
-    assert features["correctness"][0] == 1.0
-    # Sample 1: true label 1 with p = 0.25, label 2 is more probable, label 0 ties with it.
-    assert features["loss"][1] == pytest.approx(-math.log(0.25))
-    assert features["mentropy"][1] == pytest.approx(-0.75 * math.log(0.25) - 0.25 * math.log(0.75) - 0.5 * math.log(0.5))
-    assert features["rank"][1] == 2  # a tie with label 0 does not push the true label down
-    assert features["confidence"][1] == pytest.approx(0.25)
-    assert features["correctness"][1] == 0.0
-    # Sample 2: the true label is second of three.
-    assert features["rank"][2] == 2
-    assert features["correctness"][2] == 0.0
-
-
-def test_feature_directions_point_towards_members():
-    """A confident right prediction (member-like) scores higher than an unsure one for every feature."""
-    confident = np.log(np.array([[0.98, 0.01, 0.01]]))
-    unsure = np.log(np.array([[0.3, 0.4, 0.3]]))
-    label = np.array([0])
-    for name, direction in FEATURE_DIRECTIONS.items():
-        member_like = direction * classifier_features(confident, label)[name][0]
-        nonmember_like = direction * classifier_features(unsure, label)[name][0]
-        assert member_like > nonmember_like, name
-
+def build_feature_attacks(table, feature, direction, seed=0):
+    """Algorithms 1-4 on one feature of a table whose shadow rows were scored by the shadow model."""
+    oriented = direction * table[feature].to_numpy(dtype=float)
+    data = AttackInput(feature, table, {CLASSIFIER_FEATURE: oriented}, seed, AUDITED_ROLES + SHADOW_ROLES)
+    return run_attacks([data], shadow.SPECS)
 
 def _brute_force_threshold(members, nonmembers):
     """Every candidate on a fine grid; the smallest value reaching the best accuracy."""
@@ -171,4 +144,15 @@ def test_user_level_attacks_are_skipped_without_user_ids():
     table["group_id"] = None
     attacks, skipped = build_feature_attacks(table, "loss", -1.0)
     assert [a.attack for a in attacks] == ["sample_threshold"]
-    assert "group_id" in skipped[0]["reason"]
+    assert any("group_id" in s.reason for s in skipped)
+
+
+def test_shadow_samples_without_users_skip_the_shadow_fitted_user_attacks_only():
+    """The user thresholds and regression are fitted on shadow users; Algorithm 4 needs only the audited users."""
+    table = feature_table()
+    table.loc[table["role"].str.startswith("shadow"), "group_id"] = None
+    attacks, skipped = build_feature_attacks(table, "loss", -1.0)
+    assert [a.attack for a in attacks] == ["sample_threshold", "sample_to_user"]
+    assert {s.attack for s in skipped} == {"user_threshold_avg", "user_threshold_min", "user_threshold_max",
+                                          "user_threshold_var", "user_logistic"}
+    assert all("shadow samples without group_id" in s.reason for s in skipped)

@@ -5,8 +5,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks.learned import build_learned_attacks, split_units, training_split
+from lmaudit.attacks import learned
+from lmaudit.attacks.base import FEATURE_VECTORS, AttackInput
+from lmaudit.attacks.learned import split_units, training_split
+from lmaudit.attacks.registry import run_attacks
 from lmaudit.metrics.roc import auc
+
+
+def build_learned_attacks(table, features, signal="f", seed=0):
+    """The registered learned attacks on one feature matrix (one row per row of `table`)."""
+    return run_attacks([AttackInput(signal, table, {FEATURE_VECTORS: features}, seed)], learned.SPECS)
 
 
 def feature_table(seed=0, dims=6):
@@ -41,7 +49,7 @@ def by_name(attacks, name, level="sample"):
 
 def test_split_variant_audits_only_samples_it_did_not_train_on():
     table, features = feature_table()
-    attacks, skipped = build_learned_attacks(table, features, "gradient_norms", fraction=0.2, seed=1)
+    attacks, skipped = build_learned_attacks(table, features, "gradient_norms", seed=1)
     assert not skipped
     split = by_name(attacks, "logistic_split")
     audited = table[table["role"].isin(["member", "nonmember"])]
@@ -75,7 +83,7 @@ def test_group_levels_and_missing_calibration_data():
     keep = (table["role"] != "calibration_member").to_numpy()
     attacks, skipped = build_learned_attacks(table[keep].reset_index(drop=True), features[keep], "f")
     assert {a.attack for a in attacks} == {"logistic_split"}
-    assert skipped[0]["attack"] == "logistic_calibration"
+    assert [s.attack for s in skipped] == ["logistic_calibration"]
 
 
 @pytest.mark.parametrize("fraction", [0.2, 0.5])
@@ -116,4 +124,4 @@ def test_tiny_roles_keep_one_unit_on_each_side_or_are_skipped():
     kept = table.index[table["sample_id"].isin(one_each["sample_id"])]
     attacks, skipped = build_learned_attacks(one_each, features[kept], "f")
     assert "logistic_split" not in {a.attack for a in attacks}
-    assert any(s["attack"] == "logistic_split" and "fewer than 2" in s["reason"] for s in skipped)
+    assert any(s.attack == "logistic_split" and "fewer than 2" in s.reason for s in skipped)

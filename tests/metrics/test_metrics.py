@@ -129,7 +129,7 @@ def test_bootstrap_auc_interval_matches_sklearn_on_the_same_resamples(scored):
     members, nonmembers = scores[labels], scores[~labels]
     m = members[rng.integers(0, len(members), size=(200, len(members)))]
     n = nonmembers[rng.integers(0, len(nonmembers), size=(200, len(nonmembers)))]
-    aucs = [roc_auc_score(np.r_[np.ones(len(a)), np.zeros(len(b))], np.r_[a, b]) for a, b in zip(m, n)]
+    aucs = [roc_auc_score(np.r_[np.ones(len(a)), np.zeros(len(b))], np.r_[a, b]) for a, b in zip(m, n, strict=True)]
     assert (low, high) == (pytest.approx(np.quantile(aucs, 0.025)), pytest.approx(np.quantile(aucs, 0.975)))
     assert low < auc(labels, scores) < high
 
@@ -150,15 +150,16 @@ def _population_frame(population, nonmembers, members):
 
 
 def test_population_mismatch_warning_fires_on_a_shifted_population_only():
-    from lmaudit.attacks.suite import AttackScores
-    from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack, population_mismatch_warnings
+    from lmaudit.attacks.base import AttackScores
+    from lmaudit.metrics.evaluate import evaluate_attack, population_mismatch_warnings
+    from lmaudit.metrics.settings import EvaluationSettings
 
     rng = np.random.default_rng(0)
     for shift, expect_warning in ((0.0, False), (0.5, True)):
         frame = _population_frame(rng.normal(0, 1, 1000), rng.normal(shift, 1, 1000), rng.normal(2, 1, 300))
-        results, _ = evaluate_attack(AttackScores("loss", "x", "group", frame), EvaluationSettings(bootstrap=20))
-        threshold = next(t for t in results[0]["thresholds"] if t["alpha"] == 0.1)
-        assert (threshold["population_match_p"] < 0.005) == expect_warning
+        results, _ = evaluate_attack(AttackScores(frame, attack="loss", signal="x", level="group"), EvaluationSettings(bootstrap=20))
+        threshold = next(t for t in results[0].thresholds if t.alpha == 0.1)
+        assert (threshold.population_match_p < 0.005) == expect_warning
         warnings = population_mismatch_warnings(results)  # two thresholds tested: level 0.01 / 2
         assert any("10% FPR" in w for w in warnings) == expect_warning
 

@@ -1,0 +1,158 @@
+"""What every attack shares: its input (stored signals, never a model), its output (membership scores, higher =
+more likely a member), its registry spec, and the mean aggregation of sample scores over admissions and patients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from lmaudit.data.roles import TARGET_ROLES
+
+LEVELS = ("sample", "subgroup", "group")
+# The id column that defines each level above the sample.
+LEVEL_COLUMNS = {"subgroup": "subgroup_id", "group": "group_id"}
+
+# What an attack can read from an AttackInput's `values`, each aligned with its `samples` rows:
+TARGET_LOSS = "target_loss"  # (n,) the target's signal, in its unit; lower = likelier under the target
+REFERENCE_LOSS = "reference_loss"  # (n,) a reference model's signal on the same samples, same unit
+FEATURE_VECTORS = "feature_vectors"  # (n, d) white-box features of the model that scored each row
+CLASSIFIER_FEATURE = "classifier_feature"  # (n,) a feature of a classifier's output, oriented so higher = member
+# ... and how a reason for not running an attack names each one.
+VALUES = {
+    TARGET_LOSS: "target-model signal",
+    REFERENCE_LOSS: "reference-model signal (give a reference model)",
+    FEATURE_VECTORS: "white-box features (give --whitebox)",
+    CLASSIFIER_FEATURE: "classifier output features (give --signal classifier)",
+}
+
+
+@dataclass(frozen=True)
+class AttackInput:
+    """The stored signals an attack reads, under one reported signal name: one row per scored sample in `samples`
+    (sample_id, role, group_id, and when known subgroup_id, length, label, model), and `values` aligned with it.
+    `seed` seeds whatever an attack draws or fits; `scored_roles` are the roles this audit computes signals for (an
+    attack fitted on any other role does not apply)."""
+
+    signal: str
+    samples: pd.DataFrame
+    values: Mapping[str, np.ndarray]
+    seed: int = 0
+    scored_roles: tuple[str, ...] = TARGET_ROLES
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A calibrated threshold in membership-score units, and the rule that chose it."""
+
+    rule: str
+    value: float
+    alpha: float | None = None
+
+
+@dataclass
+class Scored:
+    """What an attack computes: `frame` has one row per unit of its level (columns id, role, score, and at sample level
+    group_id, subgroup_id, length), thresholds fixed by the attack itself, and what it fitted on calibration or shadow
+    data (class thresholds, a regression's coefficients), for the report."""
+
+    frame: pd.DataFrame
+    fixed_thresholds: list[Threshold] = field(default_factory=list)
+    calibration: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """Why an attack could not run on this input."""
+
+    reason: str
+
+
+@dataclass(kw_only=True)
+class AttackScores(Scored):
+    """What one attack computed, on one signal, at one level."""
+
+    attack: str
+    signal: str
+    level: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An attack, level or slice that was not run, and why."""
+
+    attack: str
+    level: str
+    reason: str
+    signal: str | None = None
+    slice: str = "all"
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """A registered attack. `name` is the `attack` field of report.json and the score_<name> column of scores.parquet.
+
+    reads: the values it needs (VALUES); the first says which inputs it applies to, a missing other one
+    skips it. level: the level `build` scores; aggregated_to: the levels scored by the mean of each unit's
+    sample scores. fitted_on: the roles its scores or own thresholds are fitted on (population thresholds
+    are added to every attack); it applies only to audits that score those roles. build: the attack
+    itself, reading only the input.
+    """
+
+    name: str
+    description: str
+    reads: tuple[str, ...]
+    build: Callable[[AttackInput], Scored | NotRun]
+    level: str = "sample"
+    aggregated_to: tuple[str, ...] = ()
+    fitted_on: tuple[str, ...] = ()
+    score_label: str = "membership score"
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """Every level the attack reports."""
+        return (self.level, *self.aggregated_to)
+
+
+def logistic_regression(seed: int, max_iter: int = 100):
+    """A logistic regression on standardised features (scikit-learn), seeded: every learned attack's model."""
+    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter, random_state=seed))
+
+
+def score_frame(samples: pd.DataFrame, scores: np.ndarray, with_length: bool = True) -> pd.DataFrame:
+    """Sample-level scores with the ids, role and (optionally) token length of each sample."""
+    frame = pd.DataFrame({
+        "id": samples["sample_id"].to_numpy(),
+        "role": samples["role"].to_numpy(),
+        "group_id": samples["group_id"].to_numpy() if "group_id" in samples else None,
+        "subgroup_id": samples["subgroup_id"].to_numpy() if "subgroup_id" in samples else None,
+    })
+    if with_length:
+        frame["length"] = samples["length"].to_numpy() if "length" in samples else np.nan
+    frame["score"] = np.asarray(scores, dtype=float)
+    return frame
+
+
+def aggregate_by_group(scores: np.ndarray, group_ids: np.ndarray) -> pd.Series:
+    """One score per group, the mean of its samples' scores, indexed by group id (sorted)."""
+    frame = pd.DataFrame({"group": group_ids, "score": np.asarray(scores, dtype=float)})
+    return frame.groupby("group", sort=True)["score"].mean()
+
+
+def aggregated_attack(sample_attack: AttackScores, level: str) -> AttackScores:
+    """Mean score per group or subgroup, with the same threshold rules (Jagannatha: the mu threshold applied to the
+    group's mean loss)."""
+    column = LEVEL_COLUMNS[level]
+    frame = sample_attack.frame.dropna(subset=[column])
+    grouped = aggregate_by_group(frame["score"].to_numpy(), frame[column].to_numpy())
+    roles = frame.groupby(column, sort=True)["role"].first()
+    group_frame = pd.DataFrame({"id": grouped.index, "role": roles.loc[grouped.index].to_numpy(), "score": grouped.to_numpy()})
+    if level == "subgroup":  # keep the patient of each admission, for group-aware statistics
+        group_frame["group_id"] = frame.groupby(column, sort=True)["group_id"].first().loc[grouped.index].to_numpy()
+    return AttackScores(group_frame, sample_attack.fixed_thresholds, sample_attack.calibration,
+                        attack=sample_attack.attack, signal=sample_attack.signal, level=level)

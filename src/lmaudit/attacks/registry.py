@@ -1,0 +1,88 @@
+"""Every attack lmaudit runs, in one list, and the function that runs them on stored signals.
+
+Adding an attack is one module with a `build` function and an AttackSpec, plus its entry here: the
+pipeline, the report, the plots, the sweep and the score-direction test read this list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lmaudit.attacks import learned, likelihood_ratio, loss, shadow
+from lmaudit.attacks.base import (
+    LEVEL_COLUMNS,
+    LEVELS,
+    VALUES,
+    AttackInput,
+    AttackScores,
+    AttackSpec,
+    NotRun,
+    Skipped,
+    aggregated_attack,
+)
+from lmaudit.data.roles import AUDITED_ROLES
+
+ATTACKS: tuple[AttackSpec, ...] = (loss.SPEC, likelihood_ratio.SPEC, *learned.SPECS, *shadow.SPECS)
+_BY_NAME = {spec.name: spec for spec in ATTACKS}
+
+
+def attack_spec(name: str) -> AttackSpec:
+    """The registered attack of that name (KeyError for an unknown one: attack names come from this registry)."""
+    return _BY_NAME[name]
+
+
+def applies(spec: AttackSpec, data: AttackInput) -> bool:
+    """Whether the attack is meant for this input: it holds the attack's first read, and the audit scores every role
+    the attack is fitted on (a shadow-trained attack applies to audits with a shadow model, and only to those)."""
+    return spec.reads[0] in data.values and set(spec.fitted_on) <= set(data.scored_roles)
+
+
+def attacks_reading(value: str) -> list[AttackSpec]:
+    """The attacks that apply to inputs holding `value` (their first read), in registry order."""
+    return [spec for spec in ATTACKS if spec.reads[0] == value]
+
+
+def unavailable_levels(data: AttackInput) -> dict[str, str]:
+    """Levels above the sample that the input cannot support, with the reason: some audited sample has no id there."""
+    audited = data.samples[data.samples["role"].isin(AUDITED_ROLES)]
+    return {level: f"audited samples without {column}" for level, column in LEVEL_COLUMNS.items()
+            if column not in audited or audited[column].isna().any()}
+
+
+def _run_one(spec: AttackSpec, data: AttackInput) -> tuple[list[AttackScores], list[Skipped]]:
+    missing = [value for value in spec.reads if value not in data.values]
+    if missing:
+        return [], [Skipped(spec.name, spec.level, f"no {VALUES[missing[0]]}", data.signal)]
+    unavailable = unavailable_levels(data)
+    if spec.level in unavailable:
+        return [], [Skipped("*", spec.level, unavailable[spec.level])]
+    built = spec.build(data)
+    if isinstance(built, NotRun):
+        return [], [Skipped(spec.name, spec.level, built.reason, data.signal)]
+    scores = [AttackScores(built.frame, built.fixed_thresholds, built.calibration, attack=spec.name, signal=data.signal,
+                           level=spec.level)]
+    skipped = []
+    for level in spec.aggregated_to:
+        if level in unavailable:
+            skipped.append(Skipped("*", level, unavailable[level]))
+        else:
+            scores.append(aggregated_attack(scores[0], level))
+    return scores, skipped
+
+
+def run_attacks(inputs: Sequence[AttackInput], specs: Sequence[AttackSpec] = ATTACKS) -> tuple[list[AttackScores], list[Skipped]]:
+    """Every attack that applies to each input, and what could not run (each reason once).
+
+    Scores come grouped by input (in the order given), then by level (sample, subgroup, group), then in
+    registry order: the order of the report's results.
+    """
+    scored: list[tuple[tuple[int, int, int], AttackScores]] = []
+    skipped: list[Skipped] = []
+    for input_index, data in enumerate(inputs):
+        for spec_index, spec in enumerate(specs):
+            if not applies(spec, data):
+                continue
+            scores, not_run = _run_one(spec, data)
+            scored += [((input_index, LEVELS.index(s.level), spec_index), s) for s in scores]
+            skipped += [s for s in not_run if s not in skipped]
+    return [s for _, s in sorted(scored, key=lambda item: item[0])], skipped

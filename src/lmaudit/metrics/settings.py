@@ -1,0 +1,18 @@
+"""How attacks are evaluated: one settings type, shared by the configuration and the metrics."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EvaluationSettings(BaseModel):
+    """How attacks are evaluated: FPR levels (fractions), threshold FPRs, bootstrap and balanced repeats, seed, and the
+    delta of the empirical epsilon bounds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    alphas: tuple[float, ...] = (0.1, 0.01, 0.001)
+    threshold_alphas: tuple[float, ...] = (0.1, 0.01)
+    bootstrap: int = Field(1000, ge=10)
+    balanced_repeats: int = Field(10, ge=1)
+    seed: int = 0
+    delta: float = Field(1e-5, gt=0, lt=1, description="delta of the empirical epsilon lower bounds")

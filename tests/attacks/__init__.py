@@ -1,0 +1,1 @@
+"""Tests of attacks/: every attack on synthetic stored signals, no model."""

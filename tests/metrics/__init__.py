@@ -1,0 +1,1 @@
+"""Tests of metrics/: against scikit-learn and hand computations."""
