@@ -11,13 +11,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from lmaudit.attacks.suite import AttackScores  # noqa: E402
+from lmaudit.attacks.base import AttackScores  # noqa: E402
+from lmaudit.attacks.registry import attack_spec  # noqa: E402
+from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER  # noqa: E402
 from lmaudit.metrics.roc import roc_points  # noqa: E402
-
-SCORE_LABELS = {
-    "loss": "membership score = -E_target (nats)",
-    "likelihood_ratio": "membership score = E_reference - E_target (nats)",
-}
 
 
 def _png(figure) -> str:
@@ -31,8 +28,8 @@ def roc_figure(attacks: list[AttackScores], title: str) -> str:
     """ROC curves of the given attacks, on linear and logarithmic FPR axes side by side (`title`: e.g. "sample level")."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for attack in attacks:
-        audited = attack.frame[attack.frame["role"].isin(["member", "nonmember"])]
-        fpr, tpr, _ = roc_points((audited["role"] == "member").to_numpy(), audited["score"].to_numpy())
+        audited = attack.frame[attack.frame["role"].isin(AUDITED_ROLES)]
+        fpr, tpr, _ = roc_points((audited["role"] == MEMBER).to_numpy(), audited["score"].to_numpy())
         for axis in axes:
             axis.plot(fpr, tpr, label=attack.attack, drawstyle="steps-post")
     for axis, scale in zip(axes, ("linear", "log"), strict=True):
@@ -53,13 +50,13 @@ def histogram_figure(attack: AttackScores, threshold: float | None, threshold_la
     """Member and non-member histograms of one attack's score, a calibrated threshold marked."""
     figure, axis = plt.subplots(figsize=(5.6, 3.6))
     frame = attack.frame
-    values = frame.loc[frame["role"].isin(["member", "nonmember"]), "score"].to_numpy(dtype=float)
+    values = frame.loc[frame["role"].isin(AUDITED_ROLES), "score"].to_numpy(dtype=float)
     bins = np.histogram_bin_edges(values, bins=40)
-    for role, color in (("member", "tab:blue"), ("nonmember", "tab:orange")):
+    for role, color in ((MEMBER, "tab:blue"), (NONMEMBER, "tab:orange")):
         axis.hist(frame.loc[frame["role"] == role, "score"], bins=bins, alpha=0.55, color=color, label=role, density=True)
     if threshold is not None:
         axis.axvline(threshold, color="red", linewidth=1.5, label=threshold_label)
-    axis.set_xlabel(SCORE_LABELS.get(attack.attack, "membership score"))
+    axis.set_xlabel(attack_spec(attack.attack).score_label)
     axis.set_ylabel("density")
     axis.set_title(f"{attack.attack} ({attack.signal}), {attack.level} level: right of the line = called member", fontsize=9)
     axis.legend(fontsize=8)
@@ -74,7 +71,7 @@ def sweep_figure(sweep: dict) -> str:
     floor = min(positive) / 10 if positive else 1e-4
     x = [n if n > 0 else floor for n in noises]
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for name in rows[0]["attacks"] if rows else []:
+    for name in sweep["attacks"]:
         left.plot(x, [r["attacks"].get(name, {}).get("auc", np.nan) for r in rows], marker="o", label=name)
     left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
     left.set_ylabel("attack AUC")

@@ -1,6 +1,6 @@
 """The report's summary tables pick the right cells: feature x attack (classifier) and attack x level (LMs)."""
 
-from lmaudit.report.build import feature_attack_table, level_table
+from lmaudit.report.tables import feature_attack_table, level_table
 
 
 def result(attack, signal, level, auc, thresholds=(), slice_name="all"):

@@ -1,0 +1,37 @@
+"""The DP sweep's outputs: a text table, sweep.json and a self-contained sweep.html, written all or nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmaudit.atomic import staged
+from lmaudit.report.build import json_text
+from lmaudit.report.html import render_template
+from lmaudit.report.plots import sweep_figure
+
+
+def sweep_table(sweep: dict) -> str:
+    """The sweep as text: per noise level, epsilon, utility, and each attack's AUC, advantage and empirical epsilon."""
+    names = sweep["attacks"]
+    width = 26
+    header = f"{'sigma':>7}{'eps PRV':>9}{'eps RDP':>9}{'loss':>7}" + "".join(f"{n:>{width}}" for n in names)
+    lines = [header, f"{'':>32}" + "".join(f"{'AUC / adv / eps >=':>{width}}" for _ in names), "-" * len(header)]
+    for row in sweep["rows"]:
+        eps = ["-" if row[key] is None else f"{row[key]:.3g}" for key in ("epsilon_prv", "epsilon_rdp")]
+        cells = []
+        for name in names:
+            cell = row["attacks"].get(name)
+            advantage = "" if not cell or cell["advantage"] is None else f"{cell['advantage']:.3f}"
+            cells.append(f"{cell['auc']:.3f} / {advantage} / {cell['epsilon_lower_bound']:.2f}" if cell else "")
+        lines.append(f"{row['noise_multiplier']:>7g}{eps[0]:>9}{eps[1]:>9}{row['held_out_loss']:>7.2f}"
+                     + "".join(f"{c:>{width}}" for c in cells))
+    return "\n".join(lines)
+
+
+def write_sweep(out: str | Path, sweep: dict) -> None:
+    """sweep.json and sweep.html (table and plot) in `out`, both or neither."""
+    out = Path(out)
+    html = render_template("sweep.html.j2", sweep=sweep, table=sweep_table(sweep), figure=sweep_figure(sweep))
+    with staged(out / "sweep.html", out / "sweep.json") as (html_file, json_file):
+        html_file.write_text(html, encoding="utf-8")
+        json_file.write_text(json_text(sweep), encoding="utf-8")

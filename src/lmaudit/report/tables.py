@@ -1,0 +1,120 @@
+"""Tables read from report.json's results: the terminal summary, feature x attack (classifiers), attack x level (LMs).
+
+They read the JSON records (dicts), so a saved report.json renders the same as a fresh one. Which
+attacks go in which table comes from the attack registry.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lmaudit.attacks.base import CLASSIFIER_FEATURE
+from lmaudit.attacks.registry import ATTACKS, attacks_reading
+
+# Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics), in registry order.
+CLASSIFIER_ATTACKS = tuple(spec.name for spec in attacks_reading(CLASSIFIER_FEATURE))
+# Attacks scored at several levels (sample, and the mean over admissions and patients).
+MULTI_LEVEL_ATTACKS = tuple(spec.name for spec in ATTACKS if spec.aggregated_to)
+
+
+def population_threshold_at(result: dict, alpha: float = 0.1) -> dict | None:
+    """The result's population threshold record at `alpha`, if calibrated."""
+    return next((t for t in result["thresholds"] if t["rule"] == "population" and t["alpha"] == alpha), None)
+
+
+def result_of(report: dict, attack: str, level: str, signal: str | None = None, slice_name: str = "all") -> dict | None:
+    """The result record of one attack at one level (and signal, when given) on one slice, if the report has it."""
+    return next((r for r in report["results"] if r["attack"] == attack and r["level"] == level and r["slice"] == slice_name
+                 and (signal is None or r["signal"] == signal)), None)
+
+
+def percent(value: float | None) -> str:
+    """A fraction as a percentage with one decimal; blank when unknown."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}%"
+
+
+def number(value: float | None) -> str:
+    """Three decimals; blank when unknown."""
+    return "" if value is None else f"{value:.3f}"
+
+
+def feature_attack_table(results: list[dict]) -> list[dict]:
+    """Rows of feature x attack (the paper's Table 1): per feature, AUC and accuracy at the shadow threshold per attack."""
+    rows: dict[str, dict] = {}
+    for result in results:
+        if result["attack"] in CLASSIFIER_ATTACKS and result["slice"] == "all":
+            accuracy = result["thresholds"][0]["accuracy"] if result["thresholds"] else None
+            rows.setdefault(result["signal"], {})[result["attack"]] = {"auc": result["auc"], "accuracy": accuracy}
+    return [{"feature": feature, "attacks": attacks} for feature, attacks in rows.items()]
+
+
+def level_table(results: list[dict]) -> list[dict]:
+    """Per attack and signal, AUC and the advantage at the mean-member-loss threshold at each level, on all data
+    (Jagannatha et al.'s sample / admission / patient comparison); empty when only one level was run."""
+    rows: dict[tuple[str, str], dict] = {}
+    for result in results:
+        if result["slice"] != "all" or result["attack"] not in MULTI_LEVEL_ATTACKS:
+            continue
+        mu = next((t for t in result["thresholds"] if t["rule"] == "mean_member_loss"), None)
+        rows.setdefault((result["attack"], result["signal"]), {})[result["level"]] = {
+            "auc": result["auc"], "advantage": mu["advantage"] if mu else None}
+    if len({level for cells in rows.values() for level in cells}) < 2:
+        return []
+    return [{"attack": attack, "signal": signal, "levels": cells} for (attack, signal), cells in rows.items()]
+
+
+def _models_lines(report: dict) -> list[str]:
+    return [
+        f"{name}: {m['architecture']} {m['size']}, train accuracy {percent(m['train_accuracy'])}, "
+        f"{m['gap_measured_on']} accuracy {percent(m['test_accuracy'] if m['gap_measured_on'] == 'test' else m['validation_accuracy'])}, "
+        f"generalisation gap {100 * m['generalization_gap']:.1f} points"
+        for name, m in report.get("models", {}).items()
+    ]
+
+
+def feature_attack_lines(report: dict) -> list[str]:
+    """The feature x attack table as text: AUC (accuracy %) per cell."""
+    table = feature_attack_table(report["results"])
+    if not table:
+        return []
+    header = f"{'feature':<13}" + "".join(f"{name:>21}" for name in CLASSIFIER_ATTACKS)
+    lines = [header, "-" * len(header)]
+    for row in table:
+        cells = []
+        for name in CLASSIFIER_ATTACKS:
+            cell = row["attacks"].get(name)
+            cells.append(f"{cell['auc']:.3f} ({100 * cell['accuracy']:.1f})" if cell else "")
+        lines.append(f"{row['feature']:<13}" + "".join(f"{c:>21}" for c in cells))
+    return lines
+
+
+def summary_table(report: dict) -> str:
+    """The terminal summary: the feature x attack table for a classifier audit, else one line per result."""
+    other = [r for r in report["results"] if r["attack"] not in CLASSIFIER_ATTACKS]
+    if feature_attack_table(report["results"]):
+        lines = _models_lines(report) + ["AUC (accuracy % at the shadow-calibrated threshold):"] + feature_attack_lines(report)
+        if other:
+            lines += ["", _result_lines({**report, "results": other, "warnings": []})]
+        return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])
+    return _result_lines(report)
+
+
+def _result_lines(report: dict) -> str:
+    several_signals = len({r["signal"] for r in report["results"]}) > 1
+    signal_header = f"{'signal':<25}" if several_signals else ""
+    header = (f"{'attack':<22}{signal_header}{'level':<10}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}"
+              f"{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}")
+    lines = [header, "-" * len(header)]
+    for r in report["results"]:
+        threshold = population_threshold_at(r) or {}
+        tpr = r["tpr_at_fpr"]
+        signal = f"{r['signal']:<25}" if several_signals else ""
+        lines.append(
+            f"{r['attack']:<22}{signal}{r['level']:<10}{r['slice']:<14}{r['auc']:>7.3f}  "
+            f"[{r['auc_ci'][0]:.3f}, {r['auc_ci'][1]:.3f}]{'':<1}"
+            f"{tpr.get('0.01', {}).get('tpr', float('nan')):>8.3f}{tpr.get('0.001', {}).get('tpr', float('nan')):>10.3f}"
+            f"{percent(threshold.get('precision')):>10}{percent(threshold.get('recall')):>9}"
+            f"{number(threshold.get('advantage')):>7}"
+        )
+    lines += [f"warning: {w}" for w in report["warnings"]]
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""report.json is built in one place: typed results become strict JSON with the documented keys; the output folder is
+written all or nothing."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.attacks.base import AttackScores, Skipped, Threshold
+from lmaudit.metrics.evaluate import evaluate_attack
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.report import build
+
+RESULT_KEYS = ["attack", "signal", "level", "slice", "auc", "auc_ci", "tpr_at_fpr", "thresholds", "balanced",
+               "n_members", "n_nonmembers", "n_population"]
+THRESHOLD_KEYS = ["rule", "alpha", "value", "tp", "fp", "tn", "fn", "precision", "recall", "fpr", "accuracy", "advantage",
+                  "recall_ci", "fpr_ci", "epsilon_lower_bound"]
+
+
+def scores(with_population: bool) -> AttackScores:
+    rng = np.random.default_rng(0)
+    roles = ["member"] * 30 + ["nonmember"] * 20 + (["population"] * 40 if with_population else [])
+    frame = pd.DataFrame({"id": [f"s{i}" for i in range(len(roles))], "role": roles, "group_id": None,
+                          "score": rng.normal(size=len(roles)) + np.r_[np.ones(30), np.zeros(len(roles) - 30)]})
+    # A threshold above every score calls no one: precision is undefined (NaN), and an infinite one has no value.
+    return AttackScores(frame, [Threshold("mean_member_loss", 99.0), Threshold("never", math.inf)], {"fitted": [1, 2]},
+                        attack="loss", signal="mlm_energy", level="sample")
+
+
+def record_of(with_population: bool) -> dict:
+    results, _ = evaluate_attack(scores(with_population), EvaluationSettings(bootstrap=20))
+    return build.json_ready(results[0])
+
+
+def test_result_records_have_the_documented_keys_and_strict_json_values():
+    record = record_of(with_population=True)
+    assert list(record) == [*RESULT_KEYS, "calibration"]
+    assert record["calibration"] == {"fitted": [1, 2]}
+    assert record["auc_ci"] == list(record["auc_ci"]) and len(record["auc_ci"]) == 2
+    rules = [t["rule"] for t in record["thresholds"]]
+    assert rules == ["mean_member_loss", "never", "population", "population"]
+    for threshold in record["thresholds"]:
+        assert list(threshold) == [*THRESHOLD_KEYS, "population_fpr", *(["population_match_p"] * (threshold["rule"] == "population"))]
+    called_no_one = record["thresholds"][0]
+    assert called_no_one["precision"] is None and called_no_one["recall"] == 0.0
+    assert record["thresholds"][1]["value"] is None  # +inf
+    json.dumps(record, allow_nan=False)
+
+
+def test_fields_that_do_not_apply_are_left_out():
+    record = record_of(with_population=False)
+    assert [list(t) for t in record["thresholds"]] == [THRESHOLD_KEYS, THRESHOLD_KEYS]
+    plain = AttackScores(scores(False).frame, attack="loss", signal="x", level="sample")
+    results, _ = evaluate_attack(plain, EvaluationSettings(bootstrap=20))
+    assert "calibration" not in build.json_ready(results[0])
+
+
+def test_skipped_records():
+    assert build.json_ready([Skipped("likelihood_ratio", "sample", "no reference")]) == [
+        {"attack": "likelihood_ratio", "level": "sample", "reason": "no reference", "signal": None, "slice": "all"}]
+
+
+def test_failed_report_leaves_nothing_half_written(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full while plotting")
+
+    monkeypatch.setattr(build, "render_html", broken)
+    with pytest.raises(RuntimeError):
+        build.write_report(tmp_path, {"results": []}, pd.DataFrame({"a": [1]}), [])
+    assert list(tmp_path.iterdir()) == []
+
+    def broken_parquet(self, path, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(build, "render_html", lambda report, attacks: "<html></html>")
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", broken_parquet)
+    with pytest.raises(OSError):
+        build.write_report(tmp_path, {"results": []}, pd.DataFrame({"a": [1]}), [])
+    assert list(tmp_path.iterdir()) == []
