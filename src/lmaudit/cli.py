@@ -7,7 +7,11 @@ from pathlib import Path
 
 import click
 
+from lmaudit.config import AUDITED_OUTPUTS, ROLE_FILE_FIELDS
+from lmaudit.data.roles import SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
+from lmaudit.signals.base import DEVICES, PRECISIONS
+from lmaudit.signals.registry import signal_names
 
 
 class _Commands(click.Group):
@@ -41,19 +45,12 @@ def main() -> None:
 @click.option("--insert-names", is_flag=True, help="Prepend the patient's name to every sample (the paper's Base-b).")
 def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
     """Generate synthetic clinical notes (one row per sample, with patient and admission ids)."""
+    from lmaudit.data.corpus import table_kind, write_table
     from lmaudit.data.synth import generate_notes
 
+    table_kind(out)  # refuse an unknown output type before generating
     notes = generate_notes(patients, seed, insert_names)
-    path = Path(out)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        notes.to_csv(path, index=False)
-    elif suffix in (".jsonl", ".json"):
-        notes.to_json(path, orient="records", lines=True, force_ascii=False)
-    elif suffix in (".parquet", ".pq"):
-        notes.to_parquet(path, index=False)
-    else:
-        raise InputError(f"{out}: unknown output type '{path.suffix}'; use .csv, .jsonl or .parquet")
+    write_table(notes, out)
     click.echo(f"wrote {len(notes)} samples of {notes['group_id'].nunique()} patients to {out}")
 
 
@@ -159,19 +156,22 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
                              max_epochs: int, patience: int, learning_rate: float, tokenizer: str | None, seed: int,
                              **dp_options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping; save as safetensors."""
-    from lmaudit.classifier_audit import check_labels
-    from lmaudit.data.corpus import load_corpus
+    from lmaudit.data.corpus import check_labels, load_corpus
     from lmaudit.models.classifier import train_classifier
 
-    def texts_and_labels(path: str) -> tuple[list[str], list[str]]:
+    def labelled(path: str):
         corpus = load_corpus(path)
         check_labels(corpus)
+        return corpus
+
+    def texts_and_labels(corpus) -> tuple[list[str], list[str]]:
         return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
 
-    texts, labels = texts_and_labels(data)
-    groups = load_corpus(data)["group_id"].tolist()
+    training = labelled(data)
+    texts, labels = texts_and_labels(training)
+    groups = training["group_id"].tolist()
     summary = train_classifier(
-        texts, labels, out, texts_and_labels(validation), texts_and_labels(test_data) if test_data else None,
+        texts, labels, out, texts_and_labels(labelled(validation)), texts_and_labels(labelled(test_data)) if test_data else None,
         architecture=architecture, size=size, max_epochs=max_epochs, patience=patience, learning_rate=learning_rate,
         tokenizer_dir=tokenizer, seed=seed, progress=_progress(), dp=_dp_settings(**dp_options), groups=groups,
     )
@@ -183,16 +183,16 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
 
 def _signal_options(function):
     options = [
-        click.option("--signal", default="mlm_energy", show_default=True, type=click.Choice(["mlm_energy", "mlm_pll", "clm_loss"])),
+        click.option("--signal", default="mlm_energy", show_default=True, type=click.Choice(signal_names("loss"))),
         click.option("--k", default=10, show_default=True, type=click.IntRange(min=1), help="Random masks per sample."),
         click.option("--masks", default="random", show_default=True, type=click.Choice(["random", "all"])),
         click.option("--normalize", default=None, type=click.Choice(["sum", "mean"]),
                      help="Per-mask sum (Eq. 2, energy default) or mean (released code; PLL default)."),
         click.option("--seed", default=0, show_default=True, help="Mask seed."),
         click.option("--max-length", default=None, type=click.IntRange(min=3), help="Truncate to this many tokens."),
-        click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "auto"]),
+        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS),
                      help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
-        click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda", "auto"]),
+        click.option("--device", default="cpu", show_default=True, type=click.Choice(DEVICES),
                      help="Where the models run; auto = cuda when available."),
     ]
     for option in reversed(options):
@@ -204,31 +204,46 @@ def _signal_options(function):
 @click.option("--model", required=True, type=click.Path())
 @click.option("--data", required=True, type=click.Path())
 @_signal_options
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help=".csv or .parquet")
-@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: next to --out).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help=".csv, .jsonl or .parquet")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ next to --out).")
 @click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the work.")
 @click.option("--chunk-size", default=512, show_default=True, type=click.IntRange(min=1), help="Samples per stored chunk.")
 def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
           max_length: int | None, precision: str, device: str, out: str, cache_dir: str | None, shard: str | None,
           chunk_size: int) -> None:
-    """Compute a per-sample MLM signal (nats; lower = more likely under the model)."""
-    from lmaudit.data.corpus import load_corpus
-    from lmaudit.models.load import resolve_device
-    from lmaudit.pipeline import write_signal_file
-    from lmaudit.signals.compute import model_signal
-    from lmaudit.signals.mlm import SignalSettings
-    from lmaudit.signals.store import parse_shard, shard_positions
+    """Compute a per-sample LM signal (nats; lower = more likely under the model)."""
+    import pandas as pd
 
+    from lmaudit.data.corpus import load_corpus, table_kind, write_table
+    from lmaudit.models.load import resolve_device
+    from lmaudit.signals.base import SignalSettings
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.store import default_cache_dir, parse_shard, shard_positions
+
+    table_kind(out)  # refuse an unknown output type before the work, not after
     corpus = load_corpus(data)
     if shard is not None:
         corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), parse_shard(shard))]
-    settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed,
-                                 max_length=max_length, precision=precision)
-    cache = cache_dir or str(Path(out).parent / ".lmaudit-cache")
-    values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache,
-                          progress=_progress(), chunk_size=chunk_size, device=resolve_device(device))
-    write_signal_file(values, signal, out)
+    settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length,
+                              precision=precision)
+    values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings,
+                          cache_dir or default_cache_dir(Path(out).parent), progress=_progress(), chunk_size=chunk_size,
+                          device=resolve_device(device))
+    write_table(pd.DataFrame({"sample_id": values["sample_id"], signal: values["value"]}), out)
     click.echo(f"wrote {signal} of {len(values)} samples to {out} ({int(values['truncated'].sum())} truncated)")
+
+
+ROLE_FILE_HELP = {
+    SHADOW_MEMBER: "The shadow classifier's training data.", SHADOW_NONMEMBER: "Data the shadow classifier did not see.",
+}
+
+
+def _role_file_options(function):
+    """One --<role file> option per role (--members, --nonmembers, ...), as the configuration names them."""
+    for role, field in reversed(ROLE_FILE_FIELDS.items()):
+        function = click.option(f"--{field.replace('_', '-')}", default=None, type=click.Path(),
+                                help=ROLE_FILE_HELP.get(role, f"Samples of role {role}."))(function)
+    return function
 
 
 @main.command()
@@ -236,20 +251,15 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
 @click.option("--target", default=None, type=click.Path())
 @click.option("--reference", default=None, type=click.Path())
 @click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
-@click.option("--members", default=None, type=click.Path())
-@click.option("--nonmembers", default=None, type=click.Path())
-@click.option("--population", default=None, type=click.Path())
-@click.option("--calibration-members", default=None, type=click.Path())
-@click.option("--shadow-members", default=None, type=click.Path(), help="The shadow classifier's training data.")
-@click.option("--shadow-nonmembers", default=None, type=click.Path(), help="Data the shadow classifier did not see.")
+@_role_file_options
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
 @click.option("--out", default=None, type=click.Path(file_okay=False))
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False))
 @click.option("--k", default=None, type=click.IntRange(min=1))
-@click.option("--signal", default=None, type=click.Choice(["mlm_energy", "mlm_pll", "clm_loss", "classifier"]),
+@click.option("--signal", default=None, type=click.Choice(signal_names(*AUDITED_OUTPUTS)),
               help="classifier: audit a text classifier with shadow-calibrated attacks (needs --shadow).")
-@click.option("--precision", default=None, type=click.Choice(["fp32", "bf16", "auto"]))
-@click.option("--device", default=None, type=click.Choice(["cpu", "cuda", "auto"]), help="Where the models run.")
+@click.option("--precision", default=None, type=click.Choice(PRECISIONS))
+@click.option("--device", default=None, type=click.Choice(DEVICES), help="Where the models run.")
 @click.option("--whitebox", is_flag=True, default=None,
               help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
@@ -257,14 +267,14 @@ def audit(config_path: str | None, **options) -> None:
     """Audit a model: signals of target (and reference or shadow), every attack the data allows, the report."""
     from lmaudit.config import load_config, validated
     from lmaudit.pipeline import run_audit
-    from lmaudit.report.build import summary_table
+    from lmaudit.report.tables import summary_table
 
     signal = {k: options.pop(k) for k in ("k", "signal", "precision") if k in options}
     signal = {k: v for k, v in signal.items() if v is not None}
     if config_path:
         config = load_config(config_path, options)
         if signal:
-            config = config.model_copy(update={"signal": config.signal.model_copy(update=signal)})
+            config = validated({**config.model_dump(), "signal": {**config.signal.model_dump(), **signal}}, "command line")
     else:
         missing = [f"--{n}" for n in ("target", "members", "nonmembers", "out") if not options.get(n)]
         if missing and not (options.get("data") and "--members" in missing):
@@ -283,17 +293,17 @@ def audit(config_path: str | None, **options) -> None:
 @click.option("--seed", default=0, show_default=True)
 def attack(scores: str, out: str, bootstrap: int, seed: int) -> None:
     """Audit from precomputed losses (lower = more likely under the model): same attacks and report."""
-    from lmaudit.config import EvaluationConfig
+    from lmaudit.metrics.settings import EvaluationSettings
     from lmaudit.pipeline import run_attack
-    from lmaudit.report.build import summary_table
+    from lmaudit.report.tables import summary_table
 
-    report = run_attack(scores, out, EvaluationConfig(bootstrap=bootstrap, seed=seed))
+    report = run_attack(scores, out, EvaluationSettings(bootstrap=bootstrap, seed=seed))
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
 
 
 @main.command()
-@click.option("--out", default=None, type=click.Path(file_okay=False), help="Default: runs/demo (runs/demo-causal).")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Default: runs/demo (runs/demo-<suite>).")
 @click.option("--size", default="default", show_default=True, type=click.Choice(["smoke", "default"]))
 @click.option("--seed", default=0, show_default=True)
 @click.option("--suite", default="mlm", show_default=True, type=click.Choice(["mlm", "causal", "classifier"]),
@@ -303,17 +313,11 @@ def attack(scores: str, out: str, bootstrap: int, seed: int) -> None:
               help="Classifier architecture (--suite classifier).")
 def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -> None:
     """Run the whole audit on generated data (clinical notes, or user posts) with tiny models trained on the spot."""
-    from lmaudit.report.build import summary_table
+    from lmaudit.demos import default_out, run_demo
+    from lmaudit.report.tables import summary_table
 
-    out = out or ("runs/demo" if suite == "mlm" else f"runs/demo-{suite}")
-    if suite == "classifier":
-        from lmaudit.classifier_audit import run_classifier_demo
-
-        report = run_classifier_demo(out, size, seed, progress=_progress(), architecture=architecture)
-    else:
-        from lmaudit.pipeline import run_demo
-
-        report = run_demo(out, size, seed, progress=_progress(), suite=suite)
+    out = out or default_out(suite)
+    report = run_demo(out, size, seed, progress=_progress(), suite=suite, architecture=architecture)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
 
@@ -332,7 +336,8 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
 def dp_sweep(out: str, noise: str, size: str, epochs: int | None, seed: int, max_grad_norm: float, delta: float,
              max_samples_per_group: int, whitebox: bool) -> None:
     """Train one DP-SGD masked LM per noise level on the demo's patients, audit each, compare epsilon and leakage."""
-    from lmaudit.dp_sweep import run_dp_sweep, sweep_table
+    from lmaudit.report.sweep import sweep_table
+    from lmaudit.studies.dp_sweep import run_dp_sweep
 
     try:
         noises = tuple(float(part) for part in noise.split(","))

@@ -6,37 +6,35 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from lmaudit.data.roles import (
+    CALIBRATION_MEMBER,
+    MEMBER,
+    NONMEMBER,
+    POPULATION,
+    SHADOW_MEMBER,
+    SHADOW_NONMEMBER,
+)
 from lmaudit.errors import InputError
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.signals.base import DEVICES, SignalSettings
+from lmaudit.signals.registry import signal_names
 
-
-class SignalConfig(BaseModel):
-    """How the signal is computed (DESIGN.md: MLM energy; clm_loss: mean next-token NLL of a causal LM;
-    classifier: the label probabilities of a sequence classifier, turned into Shejwalkar's features)."""
-
-    model_config = ConfigDict(extra="forbid")
-    signal: Literal["mlm_energy", "mlm_pll", "clm_loss", "classifier"] = "mlm_energy"
-    k: int = Field(10, ge=1)
-    masks: Literal["random", "all"] = "random"
-    normalize: Literal["sum", "mean"] | None = None
-    mask_fraction: float = Field(0.15, gt=0, le=1)
-    seed: int = 0
-    max_length: int | None = Field(None, ge=3)
-    batch_tokens: int = Field(4096, ge=64)
-    precision: Literal["fp32", "bf16", "auto"] = "fp32"
-
-
-class EvaluationConfig(BaseModel):
-    """How attacks are evaluated."""
-
-    model_config = ConfigDict(extra="forbid")
-    alphas: tuple[float, ...] = (0.1, 0.01, 0.001)
-    threshold_alphas: tuple[float, ...] = (0.1, 0.01)
-    bootstrap: int = Field(1000, ge=10)
-    balanced_repeats: int = Field(10, ge=1)
-    seed: int = 0
-    delta: float = Field(1e-5, gt=0, lt=1, description="delta of the empirical epsilon lower bounds")
+# The field (and command-line option, with - for _) that names each role's file.
+ROLE_FILE_FIELDS = {
+    MEMBER: "members", NONMEMBER: "nonmembers", POPULATION: "population", CALIBRATION_MEMBER: "calibration_members",
+    SHADOW_MEMBER: "shadow_members", SHADOW_NONMEMBER: "shadow_nonmembers",
+}
+# The signals an audit can be run on: a language model's loss, or a classifier's label probabilities.
+AUDITED_OUTPUTS = ("loss", "log_probabilities")
 
 
 class AuditConfig(BaseModel):
@@ -55,30 +53,37 @@ class AuditConfig(BaseModel):
     data: str | None = Field(None, description="one file with a role column, instead of one file per role")
     out: str
     cache_dir: str | None = None
-    signal: SignalConfig = SignalConfig()
-    evaluation: EvaluationConfig = EvaluationConfig()
+    signal: SignalSettings = SignalSettings()
+    evaluation: EvaluationSettings = EvaluationSettings()
     whitebox: bool = Field(False, description="also run the white-box attacks (attention and gradient features of the target)")
     include_text: bool = False
     trust_remote_code: bool = False
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    device: Literal[DEVICES] = "cpu"
+
+    @field_validator("signal")
+    @classmethod
+    def _audited_signal(cls, settings: SignalSettings) -> SignalSettings:
+        choices = signal_names(*AUDITED_OUTPUTS)
+        if settings.signal not in choices:
+            raise ValueError(f"unknown signal '{settings.signal}' for an audit; use one of {', '.join(choices)}")
+        return settings
 
     @model_validator(mode="after")
-    def _roles_given_once(self) -> "AuditConfig":
+    def _roles_given_once(self) -> AuditConfig:
         if self.data is None and (self.members is None or self.nonmembers is None):
             raise ValueError("give members and nonmembers files, or one data file with a role column")
         return self
 
     def role_files(self) -> dict[str | None, str]:
         """Files to load: role -> path (role None: the file's own role column decides)."""
-        files = {
-            "member": self.members, "nonmember": self.nonmembers,
-            "population": self.population, "calibration_member": self.calibration_members,
-            "shadow_member": self.shadow_members, "shadow_nonmember": self.shadow_nonmembers,
-        }
-        chosen: dict[str | None, str] = {role: path for role, path in files.items() if path}
+        chosen: dict[str | None, str] = {role: getattr(self, name) for role, name in ROLE_FILE_FIELDS.items()
+                                         if getattr(self, name)}
         if self.data:
             chosen[None] = self.data
         return chosen
+
+
+PATH_FIELDS = ("target", "reference", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir")
 
 
 def validated(values: dict, source: str) -> AuditConfig:
@@ -102,8 +107,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AuditConfig:
         raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(values, dict):
         raise InputError(f"{path}: expected a mapping of settings at the top level")
-    for key in ("target", "reference", "shadow", "members", "nonmembers", "population", "calibration_members",
-                "shadow_members", "shadow_nonmembers", "data", "out", "cache_dir"):
+    for key in PATH_FIELDS:
         if isinstance(values.get(key), str) and not Path(values[key]).is_absolute():
             values[key] = str(path.parent / values[key])
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})

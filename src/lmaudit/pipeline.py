@@ -1,33 +1,93 @@
-"""The one place where stages are wired together: audit from models, attack from scores, demo."""
+"""The one place where an audit's stages are wired together: corpus -> signals -> attacks -> metrics -> report.
+
+A language-model audit runs the target (and its reference) on every sample it audits or calibrates
+with, paired; a classifier audit runs the target on the audited samples and the shadow model on its
+own members and non-members. Both hand their stored signals to every registered attack that can
+read them, evaluate the scores and write one output folder. `run_attack` starts from losses that
+were computed elsewhere.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lmaudit.attacks.suite import AttackScores, build_attacks
-from lmaudit.config import AuditConfig, EvaluationConfig
-from lmaudit.data.corpus import (
-    ROLES,
-    check_unique_sample_ids,
-    combine_corpora,
-    load_corpus,
-    read_table,
+from lmaudit.attacks.base import (
+    CLASSIFIER_FEATURE,
+    FEATURE_VECTORS,
+    REFERENCE_LOSS,
+    TARGET_LOSS,
+    AttackInput,
+    AttackScores,
+    Skipped,
 )
-from lmaudit.data.roles import check_disjoint_groups, check_role_sizes
-from lmaudit.errors import InputError
-from lmaudit.metrics.evaluate import EvaluationSettings, evaluate_attack, population_mismatch_warnings
+from lmaudit.attacks.registry import run_attacks
+from lmaudit.config import ROLE_FILE_FIELDS, AuditConfig
+from lmaudit.data.corpus import check_labels, combine_corpora, load_corpus
+from lmaudit.data.roles import (
+    AUDITED_ROLES,
+    ROLES,
+    SHADOW_ROLES,
+    TARGET_ROLES,
+    check_disjoint_groups,
+    check_no_single_sample_groups,
+    check_role_sizes,
+)
+from lmaudit.data.scores import load_scores
+from lmaudit.errors import InputError, row_location
+from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
+from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.report.build import (
     build_report,
     data_summary,
     environment_info,
     write_report,
 )
+from lmaudit.signals.base import SignalSettings
+from lmaudit.signals.registry import SIGNALS, signal_spec
+from lmaudit.signals.store import default_cache_dir
 
-AUDITED_ROLES = ("member", "nonmember")
+# The roles a classifier audit scores: the target's audited samples and the shadow model's own.
+CLASSIFIER_ROLES = AUDITED_ROLES + SHADOW_ROLES
+# Which attack input each model's loss signal becomes, in a language-model audit.
+LOSS_VALUES = {"target": TARGET_LOSS, "reference": REFERENCE_LOSS}
+# What a classifier audit reports about each model, from its training summary.
+TRAINING_FIELDS = ("architecture", "size", "n_samples", "epochs_run", "best_epoch", "train_accuracy", "validation_accuracy",
+                   "test_accuracy", "generalization_gap", "gap_measured_on")
+
+
+@dataclass
+class ScoredSamples:
+    """The signals stage's output: one row per scored sample (ids, role, length, each model's signal), the attack
+    inputs made from those signals, what could not be computed, and what is known of the models."""
+
+    samples: pd.DataFrame
+    inputs: list[AttackInput]
+    skipped: list[Skipped] = field(default_factory=list)
+    models: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A model that computes signals for some of the scored rows: its name in the report, its folder, which rows."""
+
+    name: str
+    folder: str
+    rows: np.ndarray
+
+
+@dataclass(frozen=True)
+class ScoringPlan:
+    """Who scores what: the corpus rows behind the samples table (with their texts), the model that scores each row,
+    the roles the audit scores, and each row's label index (classifiers: their gradient depends on it)."""
+
+    rows: pd.DataFrame
+    scorers: list[Scorer]
+    scored_roles: tuple[str, ...]
+    label_ids: np.ndarray | None = None
 
 
 def load_audit_corpus(role_files: dict[str | None, str]) -> pd.DataFrame:
@@ -40,22 +100,160 @@ def load_audit_corpus(role_files: dict[str | None, str]) -> pd.DataFrame:
     return corpus
 
 
-def evaluate_attacks(attacks: list[AttackScores], skipped: list[dict], settings: EvaluationConfig) -> tuple[list[dict], list[dict]]:
-    """Every attack evaluated: result records, and the skipped attacks and slices."""
-    evaluation = EvaluationSettings(**settings.model_dump())
-    results, skipped = [], list(skipped)
-    for attack in attacks:
-        attack_results, attack_skipped = evaluate_attack(attack, evaluation)
-        results += attack_results
-        skipped += attack_skipped
-    return results, skipped
+def run_audit(config: AuditConfig, progress: bool = False) -> dict:
+    """Audit from models: compute (or reuse) the signals, run every attack they allow, write the report."""
+    from lmaudit.models.load import resolve_device
+
+    corpus = load_audit_corpus(config.role_files())
+    device = resolve_device(config.device)
+    classifier = signal_spec(config.signal.signal).output == "log_probabilities"
+    scored = (classifier_signals if classifier else language_model_signals)(config, corpus, device, progress)
+    attacks, not_run = run_attacks(scored.inputs)
+    texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
+    return finish_report(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
+                         config.evaluation, texts, device, scored.models)
 
 
-def scores_table(signals: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:
+def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, progress: bool) -> ScoredSamples:
+    """The target's and the reference's signal on every sample of the target's roles (paired), and white-box features."""
+    from lmaudit.signals.compute import model_signals
+
+    rows = corpus[corpus["role"].isin(TARGET_ROLES)].reset_index(drop=True)
+    models = {name: path for name, path in (("target", config.target), ("reference", config.reference)) if path}
+    per_model = model_signals(models, rows["sample_id"].tolist(), rows["text"].tolist(), config.signal, _cache(config),
+                              progress, config.trust_remote_code, device)
+    samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].copy()
+    for name, frame in per_model.items():
+        samples[f"{name}_{config.signal.signal}"] = frame["value"].to_numpy()
+    samples["length"] = per_model["target"]["n_tokens"].to_numpy()
+    samples["truncated"] = per_model["target"]["truncated"].to_numpy()
+    values = {LOSS_VALUES[name]: frame["value"].to_numpy(dtype=float) for name, frame in per_model.items()}
+    inputs = [AttackInput(config.signal.signal, samples, values, config.evaluation.seed)]
+    if not config.whitebox:
+        return ScoredSamples(samples, inputs)
+    plan = ScoringPlan(rows, [Scorer("target", config.target, np.ones(len(rows), bool))], TARGET_ROLES)
+    whitebox, skipped = whitebox_inputs(config, plan, samples, device, progress)
+    return ScoredSamples(samples, inputs + whitebox, skipped)
+
+
+def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, progress: bool) -> ScoredSamples:
+    """Shejwalkar et al.'s setting: the features of the target on the audited samples and of the shadow model on its
+    own samples (which calibrate every threshold), and white-box features of the same."""
+    from lmaudit.models.load import classifier_labels
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.features import FEATURE_DIRECTIONS, classifier_features
+
+    check_shadow_setup(config, corpus)
+    rows = corpus[corpus["role"].isin(CLASSIFIER_ROLES)].reset_index(drop=True)
+    check_labels(rows)
+    check_no_single_sample_groups(rows)
+    # The target's rows first, then the shadow model's: the order of the samples table.
+    rows = pd.concat([rows[rows["role"].isin(AUDITED_ROLES)], rows[rows["role"].isin(SHADOW_ROLES)]], ignore_index=True)
+    scorers = [Scorer("target", config.target, rows["role"].isin(AUDITED_ROLES).to_numpy()),
+               Scorer("shadow", config.shadow, rows["role"].isin(SHADOW_ROLES).to_numpy())]
+    label_ids = np.zeros(len(rows), dtype=np.int64)
+    parts = []
+    for scorer in scorers:
+        part = rows[scorer.rows]
+        label_ids[scorer.rows] = label_indices(part, classifier_labels(scorer.folder), scorer.folder)
+        values = model_signal(scorer.folder, part["sample_id"].tolist(), part["text"].tolist(), config.signal, _cache(config),
+                              progress, config.trust_remote_code, scorer.name, device=device)
+        features = classifier_features(np.stack(values["value"].to_numpy()), label_ids[scorer.rows])
+        parts.append(pd.DataFrame({
+            "sample_id": part["sample_id"].to_numpy(), "role": part["role"].to_numpy(), "group_id": part["group_id"].to_numpy(),
+            "label": part["label"].astype(str).str.strip().to_numpy(), "model": scorer.name,
+            "length": values["n_tokens"].to_numpy(), "truncated": values["truncated"].to_numpy(), **features,
+        }))
+    samples = pd.concat(parts, ignore_index=True)
+    inputs = [AttackInput(feature, samples, {CLASSIFIER_FEATURE: direction * samples[feature].to_numpy(dtype=float)},
+                          config.evaluation.seed, CLASSIFIER_ROLES)
+              for feature, direction in FEATURE_DIRECTIONS.items()]
+    models = {name: summary for name, summary in (("target", training_summary(config.target)),
+                                                  ("shadow", training_summary(config.shadow))) if summary}
+    if not config.whitebox:
+        return ScoredSamples(samples, inputs, models=models)
+    plan = ScoringPlan(rows, scorers, CLASSIFIER_ROLES, label_ids)
+    whitebox, skipped = whitebox_inputs(config, plan, samples, device, progress)
+    return ScoredSamples(samples, inputs + whitebox, skipped, models)
+
+
+def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFrame, device: str,
+                    progress: bool) -> tuple[list[AttackInput], list[Skipped]]:
+    """One attack input per white-box signal: each row's features under the model that scores it. A signal the
+    target cannot give (attention, for an LSTM) is skipped with the reason."""
+    from lmaudit.models.load import architecture_difference, has_attention
+    from lmaudit.signals.compute import model_signal
+
+    for scorer in plan.scorers[1:]:  # a regression fitted on one architecture's features means nothing on another's
+        difference = architecture_difference(config.target, scorer.folder)
+        if difference:
+            raise InputError(f"{scorer.folder}: the {scorer.name} model's architecture differs from the target's "
+                             f"({difference}); the white-box attacks need a {scorer.name} trained with the target's architecture")
+    inputs, skipped = [], []
+    for spec in (s for s in SIGNALS if s.output == "features"):
+        if spec.needs_attention and not has_attention(config.target):
+            skipped.append(Skipped("*", "*", "the model has no attention layers", spec.name))
+            continue
+        # The gradient is of the signal's own loss: for an MLM, the sample's first mask (k = 1, mean).
+        settings = SignalSettings(signal=spec.name, seed=config.signal.seed, max_length=config.signal.max_length,
+                                  mask_fraction=config.signal.mask_fraction, batch_tokens=config.signal.batch_tokens)
+        matrix = None
+        for scorer in plan.scorers:
+            part = plan.rows[scorer.rows]
+            labels = plan.label_ids[scorer.rows].tolist() if plan.label_ids is not None and spec.label_dependent else None
+            values = model_signal(scorer.folder, part["sample_id"].tolist(), part["text"].tolist(), settings, _cache(config),
+                                  progress, config.trust_remote_code, f"{scorer.name} {spec.name}", device=device,
+                                  class_labels=labels)
+            features = np.stack(values["value"].to_numpy())
+            matrix = np.zeros((len(samples), features.shape[1])) if matrix is None else matrix
+            matrix[scorer.rows] = features
+        inputs.append(AttackInput(spec.name, samples, {FEATURE_VECTORS: matrix}, config.evaluation.seed, plan.scored_roles))
+    return inputs, skipped
+
+
+def check_shadow_setup(config: AuditConfig, corpus: pd.DataFrame) -> None:
+    """Refuse a classifier audit without a shadow model or without shadow data of both kinds."""
+    if config.shadow is None:
+        raise InputError("the classifier attacks are calibrated on a shadow model: pass --shadow MODEL, a classifier "
+                         "trained like the target (`lmaudit train classifier`) on the shadow_member data")
+    for role in SHADOW_ROLES:
+        if not (corpus["role"] == role).any():
+            option = "--" + ROLE_FILE_FIELDS[role].replace("_", "-")
+            raise InputError(f"no {role} samples: pass {option} FILE (or rows with role {role}); the shadow thresholds "
+                             "are fitted on the shadow model's members and non-members")
+
+
+def label_indices(rows: pd.DataFrame, model_labels: list[str], model_dir: str) -> np.ndarray:
+    """Each row's label as the model's output index; integers also match default LABEL_<i> names."""
+    position = {name: index for index, name in enumerate(model_labels)}
+    if all(name == f"LABEL_{i}" for i, name in enumerate(model_labels)):
+        position.update({str(i): i for i in range(len(model_labels))})
+    names = rows["label"].astype(str).str.strip()
+    unknown = rows[~names.isin(list(position))]
+    if not unknown.empty:
+        shown = ", ".join(model_labels[:10]) + (", ..." if len(model_labels) > 10 else "")
+        raise InputError(f"{row_location(unknown.iloc[0])}: label '{names[unknown.index[0]]}' is not a label of the model "
+                         f"{model_dir} ({shown}); fix the label or audit with the model trained on these labels")
+    return names.map(position).to_numpy(dtype=np.int64)
+
+
+def training_summary(model_dir: str) -> dict | None:
+    """What the report shows of a classifier trained by lmaudit (accuracies, generalisation gap); None otherwise."""
+    from lmaudit.models.train import read_training_summary
+
+    summary = read_training_summary(model_dir)
+    return {key: summary.get(key) for key in TRAINING_FIELDS} if summary and summary.get("kind") == "classifier" else None
+
+
+def _cache(config: AuditConfig) -> Path:
+    return Path(config.cache_dir) if config.cache_dir else default_cache_dir(config.out)
+
+
+def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:
     """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked.
 
     Attack columns are score_<attack>, or score_<attack>_<signal> when the attack runs on several signals."""
-    table = signals.copy()
+    table = samples.copy()
     sample_attacks = [a for a in attacks if a.level == "sample"]
     uses = pd.Series([a.attack for a in sample_attacks]).value_counts()
     for attack in sample_attacks:
@@ -64,232 +262,27 @@ def scores_table(signals: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
                             on="sample_id", how="left")
     if texts is not None:
         table["text"] = texts.to_numpy()
-    return table.drop(columns=[c for c in ("source", "row") if c in table.columns])
+    return table
 
 
-def finish_report(out: str | Path, config: dict, signals: pd.DataFrame, attacks: list[AttackScores], skipped: list[dict],
-            evaluation: EvaluationConfig, texts: pd.Series | None, device: str = "cpu", models: dict | None = None) -> dict:
+def finish_report(out: str | Path, config: dict, samples: pd.DataFrame, attacks: list[AttackScores], skipped: list[Skipped],
+                  evaluation: EvaluationSettings, texts: pd.Series | None, device: str = "cpu", models: dict | None = None) -> dict:
     """Evaluate the attacks and write the output folder (report.json, scores.parquet, report.html)."""
-    results, skipped = evaluate_attacks(attacks, skipped, evaluation)
+    results, not_evaluated = evaluate_attacks(attacks, evaluation)
+    skipped = skipped + not_evaluated
     if not results:
-        raise InputError("no attack could be evaluated: " + "; ".join(s["reason"] for s in skipped))
-    report = build_report(config, data_summary(signals), results, skipped, environment_info(device),
+        raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))
+    report = build_report(config, data_summary(samples), results, skipped, environment_info(device),
                           population_mismatch_warnings(results), models)
-    write_report(out, report, scores_table(signals, attacks, texts), attacks)
+    write_report(out, report, scores_table(samples, attacks, texts), attacks)
     return report
 
 
-def _lm_signal_columns(signals: pd.DataFrame, signal: str) -> pd.DataFrame:
-    return signals.rename(columns={"target": f"target_{signal}", "reference": f"reference_{signal}"})
-
-
-def run_audit(config: AuditConfig, progress: bool = False) -> dict:
-    """Audit from models: compute (or reuse) the signals, run every attack, write the report."""
-    from lmaudit.models.load import resolve_device
-    from lmaudit.signals.compute import model_signals
-    from lmaudit.signals.mlm import SignalSettings
-
-    if config.signal.signal == "classifier":
-        from lmaudit.classifier_audit import run_classifier_audit
-
-        return run_classifier_audit(config, progress)
-    corpus = load_audit_corpus(config.role_files())
-    scored = corpus[corpus["role"].isin(["member", "nonmember", "population", "calibration_member"])].reset_index(drop=True)
-    signal_settings = SignalSettings(**config.signal.model_dump(exclude={"batch_tokens"}))
-    cache = config.cache_dir or str(Path(config.out) / "cache")
-    models = {name: path for name, path in (("target", config.target), ("reference", config.reference)) if path}
-    signals = scored[["sample_id", "role", "group_id", "subgroup_id"]].copy()
-    device = resolve_device(config.device)
-    per_model = model_signals(models, scored["sample_id"].tolist(), scored["text"].tolist(), signal_settings, cache,
-                              config.signal.batch_tokens, progress, config.trust_remote_code, device)
-    for name, values in per_model.items():
-        signals[name] = values["value"].to_numpy()
-        if name == "target":
-            signals["length"] = values["n_tokens"].to_numpy()
-            signals["truncated"] = values["truncated"].to_numpy()
-    texts = scored["text"] if config.include_text else None
-    attacks, skipped = build_attacks(signals, config.signal.signal)
-    if config.whitebox:
-        whitebox_attacks, whitebox_skipped = _whitebox_attacks(config, scored, signals, cache, progress, device)
-        attacks += whitebox_attacks
-        skipped += whitebox_skipped
-    return finish_report(config.out, config.model_dump(), _lm_signal_columns(signals, config.signal.signal), attacks, skipped,
-                   config.evaluation, texts, device)
-
-
-WHITEBOX_FEATURES = {"whitebox_attention": "attention_concentration", "whitebox_gradient": "gradient_norms"}
-
-
-def whitebox_signals(config: AuditConfig) -> tuple[list[tuple[str, object]], list[dict]]:
-    """The white-box features to compute, as (report name, signal settings); and those the model does not allow."""
-    from lmaudit.models.load import has_attention
-    from lmaudit.signals.mlm import SignalSettings
-
-    chosen, skipped = [], []
-    for signal, name in WHITEBOX_FEATURES.items():
-        if signal == "whitebox_attention" and not has_attention(config.target):
-            skipped.append({"attack": "logistic_*", "level": "*", "slice": "all", "signal": name,
-                            "reason": "the model has no attention layers"})
-            continue
-        # The gradient is of the signal's own loss: for an MLM, the sample's first mask (k = 1, mean).
-        chosen.append((name, SignalSettings(signal=signal, seed=config.signal.seed, max_length=config.signal.max_length,
-                                            mask_fraction=config.signal.mask_fraction)))
-    return chosen, skipped
-
-
-def _whitebox_attacks(config: AuditConfig, scored: pd.DataFrame, signals: pd.DataFrame, cache: str, progress: bool,
-                      device: str) -> tuple[list[AttackScores], list[dict]]:
-    """Logistic-regression attacks on the target's attention and gradient features (Jagannatha et al.)."""
-    from lmaudit.attacks.learned import build_learned_attacks
-    from lmaudit.signals.compute import model_signal
-
-    features, skipped = whitebox_signals(config)
-    attacks = []
-    for name, settings in features:
-        values = model_signal(config.target, scored["sample_id"].tolist(), scored["text"].tolist(), settings, cache,
-                              config.signal.batch_tokens, progress, config.trust_remote_code, f"target {name}", device=device)
-        feature_attacks, feature_skipped = build_learned_attacks(signals, np.stack(values["value"].to_numpy()), name,
-                                                                 seed=config.evaluation.seed)
-        attacks += feature_attacks
-        skipped += feature_skipped
-    return attacks, skipped
-
-
-SCORES_COLUMNS = ("sample_id", "role", "target_loss")
-
-
-def load_scores(path: str | Path) -> pd.DataFrame:
-    """Precomputed losses (lower = more likely under the model) in the internal signals layout."""
-    table = read_table(path)
-    missing = [c for c in SCORES_COLUMNS if c not in table.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; a scores file needs sample_id, role, target_loss")
-    signals = pd.DataFrame({"sample_id": table["sample_id"].astype(str), "role": table["role"].astype(str)})
-    for column, name in (("target_loss", "target"), ("reference_loss", "reference")):
-        if column in table.columns:
-            values = pd.to_numeric(table[column], errors="coerce")
-            bad = np.flatnonzero(~np.isfinite(values.to_numpy(dtype=float)))
-            if len(bad):
-                raise InputError(f"{path}, row {bad[0] + 1}: {column} is not a finite number; fix or remove the row")
-            signals[name] = values.to_numpy(dtype=float)
-    for column in ("group_id", "subgroup_id", "length"):
-        signals[column] = table[column].to_numpy() if column in table.columns else None
-    signals["length"] = pd.to_numeric(signals["length"], errors="coerce")
-    corpus_like = signals.assign(source=str(path), row=np.arange(1, len(signals) + 1))
-    unknown = corpus_like[~corpus_like["role"].isin(ROLES)]
-    if not unknown.empty:
-        row = unknown.iloc[0]
-        raise InputError(f"{path}, row {row['row']}: unknown role '{row['role']}'; use one of {', '.join(ROLES)}")
-    check_unique_sample_ids(corpus_like)
-    check_role_sizes(corpus_like, AUDITED_ROLES)
-    check_disjoint_groups(corpus_like)
-    return signals
-
-
-def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationConfig, signal: str = "loss") -> dict:
-    """Audit from precomputed scores: the same attacks, metrics and report, without any model."""
+def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss") -> dict:
+    """Audit from precomputed losses: the same attacks, metrics and report, without any model."""
     signals = load_scores(scores_path)
     config = {"scores": str(scores_path), "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
-    attacks, skipped = build_attacks(signals, signal)
-    return finish_report(out, config, _lm_signal_columns(signals, signal), attacks, skipped, evaluation, texts=None)
-
-
-def write_signal_file(values: pd.DataFrame, signal: str, out: str | Path) -> None:
-    """`lmaudit score` output: sample_id and the signal, CSV or Parquet by extension."""
-    out = Path(out)
-    table = pd.DataFrame({"sample_id": values["sample_id"], signal: values["value"]})
-    if out.suffix.lower() in (".parquet", ".pq"):
-        table.to_parquet(out, index=False)
-    elif out.suffix.lower() == ".csv":
-        table.to_csv(out, index=False)
-    else:
-        raise InputError(f"{out}: unknown output type '{out.suffix}'; use .csv or .parquet")
-
-
-@dataclass(frozen=True)
-class DemoSize:
-    """How big the demo is: patients generated, training epochs, masks, bootstrap resamples."""
-
-    patients: int
-    epochs: int
-    k: int
-    bootstrap: int
-
-
-# Both models train long enough to memorise (train loss ~0.5 nats at 100 epochs)
-# with the same recipe: a reference trained like the target on other patients is what makes the
-# ratio cancel sample difficulty (tried: a weaker, 30-epoch reference made the ratio no better than the loss).
-DEMO_SIZES = {
-    "smoke": DemoSize(patients=60, epochs=30, k=4, bootstrap=200),
-    "default": DemoSize(patients=300, epochs=100, k=10, bootstrap=1000),
-}
-DEMO_LEARNING_RATE = 3e-3
-# Patients per role. The reference trains on its own patients: training it on the population
-# that calibrates the thresholds would lower the population's scores and break the FPR guarantee.
-# It gets the largest share: a reference that has seen less of the distribution than the target
-# finds text the target saw in other patients (rare diagnoses, drugs) alien, which makes
-# non-members look like members (measured: non-member energy 6.4 +- 7.1 nats under a reference
-# trained on 30% of patients, against 4.5 +- 4.2 under the target trained on 40%).
-DEMO_SPLIT = {"member": 0.24, "calibration_member": 0.06, "nonmember": 0.12, "population": 0.12, "reference_train": 0.46}
-
-
-def _train_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
-    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on the same texts."""
-    from dataclasses import asdict
-
-    from lmaudit.models.train import read_training_summary, train_language_model
-
-    done = read_training_summary(folder)
-    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")} | {"kind": kind}
-    dp = settings.get("dp")
-    if dp is None:
-        wanted["n_samples"] = len(texts)
-    same_dp = (done or {}).get("dp") is None if dp is None else all(
-        ((done or {}).get("dp") or {}).get(key) == value for key, value in asdict(dp).items())
-    if done is not None and same_dp and all(done.get(key) == value for key, value in wanted.items()):
-        return
-    train_language_model(kind, texts, folder, **settings)
-
-
-def split_and_write_roles(corpus: pd.DataFrame, split: dict[str, float], seed: int, data_dir: Path) -> dict[str, Path]:
-    """Give whole groups a role in the `split` proportions (seeded; sets corpus["role"]) and write one Parquet file per role."""
-    from lmaudit.data.roles import split_groups
-
-    corpus["role"] = corpus["group_id"].map(split_groups(corpus["group_id"].tolist(), split, seed))
-    data_dir.mkdir(parents=True, exist_ok=True)
-    files = {role: data_dir / f"{role}.parquet" for role in split}
-    for role, path in files.items():
-        corpus[corpus["role"] == role].drop(columns="role").to_parquet(path, index=False)
-    return files
-
-
-DEMO_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_loss")}
-
-
-def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm") -> dict:
-    """Generate notes, split patients into roles, train target and reference, audit, report.
-
-    suite "mlm": BERT masked LMs and the MLM energy; "causal": GPT-2 causal LMs and the mean
-    next-token loss (Jagannatha's black-box setting, at sample, admission and patient level)."""
-    from lmaudit.data.synth import generate_notes
-
-    demo = DEMO_SIZES[size]
-    out = Path(out)
-    notes = generate_notes(demo.patients, seed)
-    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-    models = out / "models"
-    reference_texts = notes.loc[notes["role"] == "reference_train", "text"].tolist()
-    target_texts = notes.loc[notes["role"].isin(["member", "calibration_member"]), "text"].tolist()
-    kind, signal = DEMO_SUITES[suite]
-    recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
-    _train_unless_done(kind, reference_texts, models / "reference", seed=seed + 1, label="reference", **recipe)
-    _train_unless_done(kind, target_texts, models / "target", tokenizer_dir=models / "reference", seed=seed, label="target",
-                       **recipe)
-    config = AuditConfig(
-        target=str(models / "target"), reference=str(models / "reference"),
-        members=str(files["member"]), nonmembers=str(files["nonmember"]),
-        population=str(files["population"]), calibration_members=str(files["calibration_member"]),
-        out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
-        whitebox=True,
-    )
-    return run_audit(config, progress=progress)
+    values = {LOSS_VALUES[name]: signals[name].to_numpy(dtype=float) for name in LOSS_VALUES if name in signals}
+    attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
+    samples = signals.rename(columns={name: f"{name}_{signal}" for name in LOSS_VALUES})
+    return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None)

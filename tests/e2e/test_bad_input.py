@@ -4,14 +4,8 @@ import json
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from lmaudit.cli import main
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result.exit_code, result.output
+from tests.helpers import assert_one_line_error, run_cli
 
 
 def write_csv(path, rows):
@@ -34,16 +28,7 @@ def audit(files, target, out, **overrides):
     args = ["audit", "--target", target, "--out", out]
     for role, path in paths.items():
         args += [f"--{role}", path]
-    return run(*args)
-
-
-def assert_one_line_error(code, output, *fragments):
-    assert code == 2, output
-    lines = [line for line in output.strip().splitlines() if line]
-    assert len(lines) == 1 and lines[0].startswith("lmaudit: error:"), output
-    assert "Traceback" not in output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+    return run_cli(*args)
 
 
 @pytest.mark.parametrize("text", ["", "   \t "])
@@ -68,7 +53,7 @@ def test_duplicate_sample_id_across_files(files, tiny_model_dirs, tmp_path):
 
 def test_unknown_role_in_role_column(tiny_model_dirs, tmp_path):
     data = write_csv(tmp_path / "data.csv", [{"text": "a", "role": "member"}, {"text": "b", "role": "memebr"}])
-    code, output = run("audit", "--target", tiny_model_dirs[0], "--data", data, "--out", tmp_path / "out")
+    code, output = run_cli("audit", "--target", tiny_model_dirs[0], "--data", data, "--out", tmp_path / "out")
     assert_one_line_error(code, output, "data.csv, row 2", "unknown role 'memebr'")
 
 
@@ -117,14 +102,14 @@ def test_model_folder_with_pickled_weights_only(files, tmp_path, tiny_model_dirs
 
 def test_bad_scores_file(tmp_path):
     scores = write_csv(tmp_path / "scores.csv", [{"sample_id": "a", "role": "member"}])
-    code, output = run("attack", "--scores", scores, "--out", tmp_path / "out")
+    code, output = run_cli("attack", "--scores", scores, "--out", tmp_path / "out")
     assert_one_line_error(code, output, "scores.csv", "target_loss")
 
 
 def test_bad_yaml_field(tmp_path):
     config = tmp_path / "audit.yaml"
     config.write_text(json.dumps({"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": "o", "signal": {"k": 0}}))
-    code, output = run("audit", "--config", config)
+    code, output = run_cli("audit", "--config", config)
     assert_one_line_error(code, output, "audit.yaml", "signal.k")
 
 
@@ -132,6 +117,6 @@ def test_cuda_requested_without_a_gpu(files, tiny_model_dirs, tmp_path, monkeypa
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    code, output = run("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--device", "cuda",
+    code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--device", "cuda",
                        "--out", tmp_path / "e.csv")
     assert_one_line_error(code, output, "--device cuda", "no CUDA GPU")

@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 from lmaudit.cli import main
-from lmaudit.dp_sweep import run_dp_sweep
 from lmaudit.models.dp import privacy_spent
 from lmaudit.models.train import read_training_summary
+from lmaudit.studies.dp_sweep import run_dp_sweep
 
 
 @pytest.fixture(scope="module")

@@ -4,17 +4,11 @@ import json
 
 import numpy as np
 import pandas as pd
-from click.testing import CliRunner
 
-from lmaudit.cli import main
 from lmaudit.models.load import load_masked_lm
-from lmaudit.signals.mlm import SignalSettings, mlm_signal
-
-
-def invoke(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
-    return result.output
+from lmaudit.signals.base import SignalSettings
+from lmaudit.signals.mlm import mlm_signal
+from tests.helpers import invoke
 
 
 def test_synth_then_train_mlm_gives_a_loadable_safetensors_model(tmp_path):
@@ -65,19 +59,3 @@ def test_audit_from_yaml_equals_audit_from_options(tiny_model_dirs, notes, tmp_p
     from_options = json.loads((tmp_path / "from-options" / "report.json").read_text())
     assert [r["auc"] for r in from_yaml["results"]] == [r["auc"] for r in from_options["results"]]
     assert from_yaml["config"]["signal"]["k"] == 2
-
-
-def test_tokenizer_and_training_are_deterministic(notes, tmp_path):
-    """The same texts and seed give the same vocabulary and bit-identical weights (DESIGN.md: Conventions)."""
-    from safetensors.torch import load_file
-
-    from lmaudit.models.train import train_mlm, train_tokenizer
-
-    texts = notes["text"].tolist()
-    assert train_tokenizer(texts).get_vocab() == train_tokenizer(texts).get_vocab()
-    train_mlm(texts, tmp_path / "a", epochs=1, seed=3)
-    train_mlm(texts, tmp_path / "b", epochs=1, seed=3)
-    first, second = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
-    assert all((first[name] == second[name]).all() for name in first)
-    encoded = train_tokenizer(texts)("Metoprolol 25 mg PO BID, HR 88.")["input_ids"]
-    assert 1 not in encoded  # no [UNK]: unseen words split into known pieces

@@ -9,27 +9,40 @@ population (held-out patients, nats per token).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from lmaudit.attacks.base import TARGET_LOSS
+from lmaudit.attacks.registry import attacks_reading
 from lmaudit.config import AuditConfig
-from lmaudit.models.dp import DPSettings, cap_samples_per_group
+from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
+from lmaudit.demos import (
+    DEMO_LEARNING_RATE,
+    DEMO_SIZES,
+    DEMO_SPLIT,
+    REFERENCE_TRAIN,
+    split_and_write_roles,
+    train_language_model_unless_done,
+)
+from lmaudit.pipeline import default_cache_dir, run_audit
+from lmaudit.report.sweep import write_sweep
+from lmaudit.report.tables import population_threshold_at, result_of
 
 DEFAULT_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 0.0)
-SWEPT_ATTACKS = (("loss", "sample"), ("likelihood_ratio", "sample"), ("loss", "group"), ("likelihood_ratio", "group"))
+SWEPT_LEVELS = ("sample", "group")
+
+
+def swept_attacks() -> list[tuple[str, str]]:
+    """(attack, level) of every black-box attack on the target's loss, at sample and patient level."""
+    return [(spec.name, level) for level in SWEPT_LEVELS for spec in attacks_reading(TARGET_LOSS) if level in spec.levels]
 
 
 def held_out_loss(model_dir: Path, sample_ids: list[str], texts: list[str], k: int, seed: int, cache: Path) -> float:
     """Mean NLL per masked token (nats) of the model on held-out texts: the energy with normalize = mean."""
+    from lmaudit.signals.base import SignalSettings
     from lmaudit.signals.compute import model_signal
-    from lmaudit.signals.mlm import SignalSettings
 
     values = model_signal(model_dir, sample_ids, texts, SignalSettings(k=k, normalize="mean", seed=seed), cache)
     return float(values["value"].mean())
-
-
-def _result(report: dict, attack: str, level: str) -> dict | None:
-    return next((r for r in report["results"] if r["attack"] == attack and r["level"] == level and r["slice"] == "all"), None)
 
 
 def sweep_row(noise: float, training: dict, report: dict, utility: float) -> dict:
@@ -38,11 +51,11 @@ def sweep_row(noise: float, training: dict, report: dict, utility: float) -> dic
     dp = training.get("dp") or {}
     row = {"noise_multiplier": noise, "epsilon_prv": dp.get("epsilon_prv"), "epsilon_rdp": dp.get("epsilon_rdp"),
            "steps": dp.get("steps"), "n_samples": training.get("n_samples"), "held_out_loss": utility, "attacks": {}}
-    for attack, level in SWEPT_ATTACKS:
-        result = _result(report, attack, level)
+    for attack, level in swept_attacks():
+        result = result_of(report, attack, level)
         if result is None:
             continue
-        population = next((t for t in result["thresholds"] if t["rule"] == "population" and t["alpha"] == 0.1), None)
+        population = population_threshold_at(result)
         row["attacks"][f"{attack} {level}"] = {
             "auc": result["auc"], "auc_ci": result["auc_ci"],
             "advantage": population["advantage"] if population else None,
@@ -56,11 +69,12 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
                  whitebox: bool = False, progress: bool = False, epochs: int | None = None) -> dict:
     """Train and audit one DP target per noise level (`epochs` overrides the size's); write sweep.json and sweep.html."""
     from lmaudit.data.synth import generate_notes
+    from lmaudit.models.dp import DPSettings, cap_samples_per_group
     from lmaudit.models.train import read_training_summary
-    from lmaudit.pipeline import DEMO_LEARNING_RATE, DEMO_SIZES, DEMO_SPLIT, _train_unless_done, run_audit, split_and_write_roles
 
     demo = DEMO_SIZES[size]
     out = Path(out)
+    cache = default_cache_dir(out)
     notes = generate_notes(demo.patients, seed)
     # Cap every patient before the roles are written, so the training cap never drops a note that the
     # audit would then count as a member.
@@ -69,66 +83,30 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
     recipe = {"dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
     reference = out / "models" / "reference"
     # The reference is the demo's (same patients, seed and epochs); only the targets take `epochs`.
-    _train_unless_done("mlm", notes.loc[notes["role"] == "reference_train", "text"].tolist(), reference, seed=seed + 1,
-                       label="reference", epochs=demo.epochs, **recipe)
+    train_language_model_unless_done("mlm", notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist(), reference,
+                                     seed=seed + 1, label="reference", epochs=demo.epochs, **recipe)
     epochs = epochs or demo.epochs
-    target_rows = notes[notes["role"].isin(["member", "calibration_member"])]
-    population = notes[notes["role"] == "population"]
+    target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
+    population = notes[notes["role"] == POPULATION]
     rows = []
     for noise in noises:
         name = f"sigma-{noise:g}"
         target = out / "models" / f"target-{name}"
         dp = DPSettings(noise, max_grad_norm, delta, max_samples_per_group)
-        _train_unless_done("mlm", target_rows["text"].tolist(), target, tokenizer_dir=reference, seed=seed, label=f"target {name}",
-                           dp=dp, groups=target_rows["group_id"].tolist(), epochs=epochs, **recipe)
+        train_language_model_unless_done("mlm", target_rows["text"].tolist(), target, tokenizer_dir=reference, seed=seed,
+                                         label=f"target {name}", dp=dp, groups=target_rows["group_id"].tolist(),
+                                         epochs=epochs, **recipe)
         config = AuditConfig(
-            target=str(target), reference=str(reference), members=str(files["member"]), nonmembers=str(files["nonmember"]),
-            population=str(files["population"]), calibration_members=str(files["calibration_member"]),
-            out=str(out / name), cache_dir=str(out / "cache"), signal={"k": demo.k, "seed": seed},
+            target=str(target), reference=str(reference), members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
+            population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
+            out=str(out / name), cache_dir=str(cache), signal={"k": demo.k, "seed": seed},
             evaluation={"bootstrap": demo.bootstrap, "seed": seed, "delta": delta}, whitebox=whitebox,
         )
         report = run_audit(config, progress=progress)
-        utility = held_out_loss(target, population["sample_id"].tolist(), population["text"].tolist(), demo.k, seed,
-                                out / "cache")
+        utility = held_out_loss(target, population["sample_id"].tolist(), population["text"].tolist(), demo.k, seed, cache)
         rows.append(sweep_row(noise, read_training_summary(target), report, utility))
     sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
                                                  "max_samples_per_group": max_samples_per_group},
-             "epochs": epochs, "rows": rows}
+             "epochs": epochs, "attacks": [f"{attack} {level}" for attack, level in swept_attacks()], "rows": rows}
     write_sweep(out, sweep)
     return sweep
-
-
-def sweep_table(sweep: dict) -> str:
-    """The sweep as text: per noise level, epsilon, utility, and each attack's AUC, advantage and empirical epsilon."""
-    names = [f"{a} {level}" for a, level in SWEPT_ATTACKS]
-    width = 26
-    header = f"{'sigma':>7}{'eps PRV':>9}{'eps RDP':>9}{'loss':>7}" + "".join(f"{n:>{width}}" for n in names)
-    lines = [header, f"{'':>32}" + "".join(f"{'AUC / adv / eps >=':>{width}}" for _ in names), "-" * len(header)]
-    for row in sweep["rows"]:
-        eps = ["-" if row[key] is None else f"{row[key]:.3g}" for key in ("epsilon_prv", "epsilon_rdp")]
-        cells = []
-        for name in names:
-            cell = row["attacks"].get(name)
-            advantage = "" if not cell or cell["advantage"] is None else f"{cell['advantage']:.3f}"
-            cells.append(f"{cell['auc']:.3f} / {advantage} / {cell['epsilon_lower_bound']:.2f}" if cell else "")
-        lines.append(f"{row['noise_multiplier']:>7g}{eps[0]:>9}{eps[1]:>9}{row['held_out_loss']:>7.2f}"
-                     + "".join(f"{c:>{width}}" for c in cells))
-    return "\n".join(lines)
-
-
-def write_sweep(out: Path, sweep: dict) -> None:
-    """sweep.json and a self-contained sweep.html (table and plot), each written atomically."""
-    import os
-
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
-    from lmaudit.report.build import json_safe
-    from lmaudit.report.plots import sweep_figure
-
-    environment = Environment(loader=PackageLoader("lmaudit.report", "templates"), autoescape=select_autoescape())
-    html = environment.get_template("sweep.html.j2").render(sweep=sweep, table=sweep_table(sweep), figure=sweep_figure(sweep))
-    for name, text in (("sweep.html", html), ("sweep.json", json.dumps(json_safe(sweep), indent=2, allow_nan=False))):
-        temporary = out / f".{name}.tmp-{os.getpid()}"
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, out / name)
-

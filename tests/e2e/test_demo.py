@@ -80,16 +80,3 @@ def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path)
     second = pd.read_parquet(tmp_path / "again" / "scores.parquet")
     pd.testing.assert_series_equal(first["score_likelihood_ratio"], second["score_likelihood_ratio"])
     assert "text" in second.columns
-
-
-def test_failed_report_leaves_nothing_half_written(demo_run, tmp_path, monkeypatch):
-    import lmaudit.report.build as build
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("disk full while plotting")
-
-    report = json.loads((demo_run[0] / "report.json").read_text())
-    monkeypatch.setattr(build, "render_html", broken)
-    with pytest.raises(RuntimeError):
-        build.write_report(tmp_path, report, pd.DataFrame({"a": [1]}), [])
-    assert list(tmp_path.iterdir()) == []

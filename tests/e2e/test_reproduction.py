@@ -1,6 +1,6 @@
 """Reproduce the paper's Table 2 sample-level rows from the authors' released per-sample scores.
 
-The released files (tests/data/mlm-mia-released-scores, MIT licence, see its README) carry
+The released files (tests/fixtures/mlm-mia-released-scores, MIT licence, see its README) carry
 real ClinicalBERT / PubMed-BERT energies. Three facts are pinned here:
 - the released metric script, replicated, gives the published AUCs (so we read the files right);
 - lmaudit's AUCs equal scikit-learn's on the correctly paired scores, and the likelihood ratio
@@ -18,8 +18,8 @@ from sklearn.metrics import roc_auc_score
 
 from lmaudit.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
-RELEASED = ROOT / "tests" / "data" / "mlm-mia-released-scores" / "sample-loss"
+ROOT = Path(__file__).resolve().parents[2]
+RELEASED = ROOT / "tests" / "fixtures" / "mlm-mia-released-scores" / "sample-loss"
 
 
 def _script():

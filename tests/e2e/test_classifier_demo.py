@@ -4,21 +4,15 @@ import json
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from lmaudit.cli import main
-from lmaudit.report.build import CLASSIFIER_ATTACKS
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result.exit_code, result.output
+from lmaudit.report.tables import CLASSIFIER_ATTACKS
+from tests.helpers import assert_one_line_error, run_cli
 
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("classifier-demo")
-    code, output = run("demo", "--suite", "classifier", "--size", "smoke", "--out", out)
+    code, output = run_cli("demo", "--suite", "classifier", "--size", "smoke", "--out", out)
     assert code == 0, output
     return out, output
 
@@ -53,24 +47,16 @@ def test_scores_hold_features_of_both_models_and_no_text(demo_run):
 def test_cli_train_and_audit_reuse_the_demo_data(demo_run, tmp_path):
     out, _ = demo_run
     data = out / "data"
-    code, output = run("train", "classifier", "--data", data / "member.parquet", "--validation", data / "validation.parquet",
+    code, output = run_cli("train", "classifier", "--data", data / "member.parquet", "--validation", data / "validation.parquet",
                        "--architecture", "lstm", "--max-epochs", "3", "--out", tmp_path / "lstm")
     assert code == 0, output
     assert "train accuracy" in output and "validation accuracy" in output
-    code, output = run("audit", "--signal", "classifier", "--target", tmp_path / "lstm", "--shadow", out / "models" / "shadow",
+    code, output = run_cli("audit", "--signal", "classifier", "--target", tmp_path / "lstm", "--shadow", out / "models" / "shadow",
                        "--members", data / "member.parquet", "--nonmembers", data / "nonmember.parquet",
                        "--shadow-members", data / "shadow_member.parquet", "--shadow-nonmembers", data / "shadow_nonmember.parquet",
                        "--out", tmp_path / "audit")
     assert code == 0, output
     assert json.loads((tmp_path / "audit" / "report.json").read_text())["models"]["target"]["architecture"] == "lstm"
-
-
-def assert_one_line_error(code, output, *fragments):
-    assert code == 2, output
-    lines = [line for line in output.strip().splitlines() if line]
-    assert len(lines) == 1 and lines[0].startswith("lmaudit: error:"), output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def audit_args(out, tmp_path, **replaced):
@@ -96,7 +82,7 @@ def rewrite(path, tmp_path, change):
 def test_members_without_label_column(demo_run, tmp_path):
     out, _ = demo_run
     members = rewrite(out / "data" / "member.parquet", tmp_path, lambda t: t.drop(columns="label"))
-    assert_one_line_error(*run(*audit_args(out, tmp_path, members=members)), str(members), "no 'label' column")
+    assert_one_line_error(*run_cli(*audit_args(out, tmp_path, members=members)), str(members), "no 'label' column")
     assert not (tmp_path / "bad" / "report.json").exists()
 
 
@@ -108,7 +94,7 @@ def test_label_unknown_to_the_model(demo_run, tmp_path):
         return table
 
     nonmembers = rewrite(out / "data" / "nonmember.parquet", tmp_path, relabel)
-    assert_one_line_error(*run(*audit_args(out, tmp_path, nonmembers=nonmembers)), f"{nonmembers}, row 4", "'knitting'",
+    assert_one_line_error(*run_cli(*audit_args(out, tmp_path, nonmembers=nonmembers)), f"{nonmembers}, row 4", "'knitting'",
                           "not a label of the model")
 
 
@@ -120,24 +106,24 @@ def test_user_with_one_sample(demo_run, tmp_path):
         return table
 
     members = rewrite(out / "data" / "member.parquet", tmp_path, lonely)
-    assert_one_line_error(*run(*audit_args(out, tmp_path, members=members)), f"{members}, row 1", "'lonely-user'",
+    assert_one_line_error(*run_cli(*audit_args(out, tmp_path, members=members)), f"{members}, row 1", "'lonely-user'",
                           "at least 2 samples per user")
 
 
 def test_missing_shadow_data_or_model(demo_run, tmp_path):
     out, _ = demo_run
-    assert_one_line_error(*run(*audit_args(out, tmp_path, **{"shadow-nonmembers": None})), "no shadow_nonmember samples",
+    assert_one_line_error(*run_cli(*audit_args(out, tmp_path, **{"shadow-nonmembers": None})), "no shadow_nonmember samples",
                           "--shadow-nonmembers")
     args = audit_args(out, tmp_path)
     position = args.index("--shadow")
     del args[position : position + 2]
-    assert_one_line_error(*run(*args), "pass --shadow MODEL")
+    assert_one_line_error(*run_cli(*args), "pass --shadow MODEL")
 
 
 def test_train_classifier_without_labels(demo_run, tmp_path):
     out, _ = demo_run
     data = rewrite(out / "data" / "member.parquet", tmp_path, lambda t: t.drop(columns="label"))
-    assert_one_line_error(*run("train", "classifier", "--data", data, "--validation", out / "data" / "validation.parquet",
+    assert_one_line_error(*run_cli("train", "classifier", "--data", data, "--validation", out / "data" / "validation.parquet",
                                "--out", tmp_path / "m"), str(data), "no 'label' column")
 
 
@@ -145,14 +131,14 @@ def test_language_model_refused_as_classifier(demo_run, tiny_model_dirs, tmp_pat
     out, _ = demo_run
     args = audit_args(out, tmp_path)
     args[args.index("--target") + 1] = tiny_model_dirs[0]
-    assert_one_line_error(*run(*args), "BertForMaskedLM, not a sequence classifier")
+    assert_one_line_error(*run_cli(*args), "BertForMaskedLM, not a sequence classifier")
 
 
 def test_whitebox_needs_a_shadow_of_the_targets_architecture(demo_run, tmp_path):
     out, _ = demo_run
-    code, output = run("train", "classifier", "--data", out / "data" / "shadow_member.parquet", "--validation",
+    code, output = run_cli("train", "classifier", "--data", out / "data" / "shadow_member.parquet", "--validation",
                        out / "data" / "validation.parquet", "--architecture", "lstm", "--max-epochs", "1", "--out", tmp_path / "lstm")
     assert code == 0, output
     args = audit_args(out, tmp_path) + ["--whitebox"]
     args[args.index("--shadow") + 1] = tmp_path / "lstm"
-    assert_one_line_error(*run(*args), "architecture differs", "model_type bert vs lmaudit-lstm")
+    assert_one_line_error(*run_cli(*args), "architecture differs", "model_type bert vs lmaudit-lstm")

@@ -1,0 +1,169 @@
+"""The demos: generated data split into roles, tiny models trained on the spot (or reused), and one audit.
+
+suite "mlm": BERT masked LMs and the MLM energy; "causal": GPT-2 causal LMs and the mean next-token
+loss (Jagannatha's black-box setting); "classifier": topic classifiers of user posts, with a shadow
+classifier (Shejwalkar et al.). Reruns reuse every model already trained the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+
+from lmaudit.config import AuditConfig
+from lmaudit.data.corpus import write_table
+from lmaudit.data.roles import (
+    CALIBRATION_MEMBER,
+    MEMBER,
+    NONMEMBER,
+    POPULATION,
+    SHADOW_MEMBER,
+    SHADOW_NONMEMBER,
+    split_groups,
+)
+from lmaudit.pipeline import run_audit
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    """How big a language-model demo is: patients generated, training epochs, masks, bootstrap resamples."""
+
+    patients: int
+    epochs: int
+    k: int
+    bootstrap: int
+
+
+# Both models train long enough to memorise (train loss ~0.5 nats at 100 epochs)
+# with the same recipe: a reference trained like the target on other patients is what makes the
+# ratio cancel sample difficulty (tried: a weaker, 30-epoch reference made the ratio no better than the loss).
+DEMO_SIZES = {
+    "smoke": DemoSize(patients=60, epochs=30, k=4, bootstrap=200),
+    "default": DemoSize(patients=300, epochs=100, k=10, bootstrap=1000),
+}
+DEMO_LEARNING_RATE = 3e-3
+# Patients per role. The reference trains on its own patients: training it on the population
+# that calibrates the thresholds would lower the population's scores and break the FPR guarantee.
+# It gets the largest share: a reference that has seen less of the distribution than the target
+# finds text the target saw in other patients (rare diagnoses, drugs) alien, which makes
+# non-members look like members (measured: non-member energy 6.4 +- 7.1 nats under a reference
+# trained on 30% of patients, against 4.5 +- 4.2 under the target trained on 40%).
+REFERENCE_TRAIN = "reference_train"  # not a role of the target: the reference model's training patients
+DEMO_SPLIT = {MEMBER: 0.24, CALIBRATION_MEMBER: 0.06, NONMEMBER: 0.12, POPULATION: 0.12, REFERENCE_TRAIN: 0.46}
+# Each language-model suite: the model kind trained and the signal audited.
+LANGUAGE_MODEL_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_loss")}
+
+
+@dataclass(frozen=True)
+class ClassifierDemoSize:
+    """How big the classifier demo is: users generated, the epoch limit, bootstrap resamples."""
+
+    users: int
+    max_epochs: int
+    bootstrap: int
+
+
+CLASSIFIER_DEMO_SIZES = {
+    "smoke": ClassifierDemoSize(users=80, max_epochs=12, bootstrap=200),
+    "default": ClassifierDemoSize(users=400, max_epochs=40, bootstrap=1000),
+}
+# Users per role, as in the paper: four equal sets (target members and non-members, shadow members
+# and non-members) and two small sets for early stopping (validation) and the test accuracy.
+VALIDATION, TEST = "validation", "test"  # not roles of the target: held out for training the classifiers
+CLASSIFIER_DEMO_SPLIT = {MEMBER: 0.21, NONMEMBER: 0.21, SHADOW_MEMBER: 0.21, SHADOW_NONMEMBER: 0.21, VALIDATION: 0.08, TEST: 0.08}
+CLASSIFIER_DEMO_LEARNING_RATE = {"bert": 2e-3, "lstm": 5e-3}
+
+
+def default_out(suite: str) -> str:
+    """Where a demo writes unless told: runs/demo for the MLM suite, runs/demo-<suite> for the others."""
+    return "runs/demo" if suite == "mlm" else f"runs/demo-{suite}"
+
+
+def split_and_write_roles(corpus: pd.DataFrame, split: dict[str, float], seed: int, data_dir: Path) -> dict[str, Path]:
+    """Give whole groups a role in the `split` proportions (seeded; sets corpus["role"]) and write one Parquet file per role."""
+    corpus["role"] = corpus["group_id"].map(split_groups(corpus["group_id"].tolist(), split, seed))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    files = {role: data_dir / f"{role}.parquet" for role in split}
+    for role, path in files.items():
+        write_table(corpus[corpus["role"] == role].drop(columns="role"), path)
+    return files
+
+
+def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
+    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts
+    (settings as for train_language_model; DP training is compared by its DP settings)."""
+    from lmaudit.models.train import train_language_model, train_unless_done
+
+    dp = settings.get("dp")
+    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")}
+    wanted |= {"kind": kind, "dp": asdict(dp) if dp is not None else None}
+    if dp is None:  # DP training caps each patient, so its sample count is not that of `texts`
+        wanted["n_samples"] = len(texts)
+    train_unless_done(folder, wanted, lambda: train_language_model(kind, texts, folder, **settings))
+
+
+def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm",
+             architecture: str = "bert") -> dict:
+    """Generate the suite's data, split it into roles, train its models unless done, audit, report."""
+    if suite == "classifier":
+        return classifier_demo(Path(out), size, seed, progress, architecture)
+    return language_model_demo(Path(out), size, seed, progress, suite)
+
+
+def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: str) -> dict:
+    """Notes of generated patients; target and reference trained alike on disjoint patients; audited with white-box."""
+    from lmaudit.data.synth import generate_notes
+
+    demo = DEMO_SIZES[size]
+    notes = generate_notes(demo.patients, seed)
+    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
+    models = out / "models"
+    reference_texts = notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist()
+    target_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
+    kind, signal = LANGUAGE_MODEL_SUITES[suite]
+    recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
+    train_language_model_unless_done(kind, reference_texts, models / "reference", seed=seed + 1, label="reference", **recipe)
+    train_language_model_unless_done(kind, target_texts, models / "target", tokenizer_dir=models / "reference", seed=seed,
+                                     label="target", **recipe)
+    config = AuditConfig(
+        target=str(models / "target"), reference=str(models / "reference"),
+        members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
+        population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
+        out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
+        whitebox=True,
+    )
+    return run_audit(config, progress=progress)
+
+
+def classifier_demo(out: Path, size: str, seed: int, progress: bool, architecture: str) -> dict:
+    """User posts; target and shadow classifiers trained alike on disjoint users; audited with white-box."""
+    from lmaudit.data.users import generate_user_posts
+    from lmaudit.models.classifier import train_classifier
+    from lmaudit.models.train import train_unless_done
+
+    demo = CLASSIFIER_DEMO_SIZES[size]
+    posts = generate_user_posts(demo.users, seed)
+    files = split_and_write_roles(posts, CLASSIFIER_DEMO_SPLIT, seed, out / "data")
+
+    def texts_and_labels(role: str) -> tuple[list[str], list[str]]:
+        rows = posts[posts["role"] == role]
+        return rows["text"].tolist(), rows["label"].tolist()
+
+    recipe = {"architecture": architecture, "max_epochs": demo.max_epochs, "patience": 10,
+              "learning_rate": CLASSIFIER_DEMO_LEARNING_RATE[architecture]}
+    for name, role, model_seed in (("target", MEMBER, seed), ("shadow", SHADOW_MEMBER, seed + 1)):
+        folder = out / "models" / name
+        texts, labels = texts_and_labels(role)
+        train = partial(train_classifier, texts, labels, folder, texts_and_labels(VALIDATION), texts_and_labels(TEST),
+                        seed=model_seed, label=name, progress=progress, **recipe)
+        train_unless_done(folder, {**recipe, "seed": model_seed, "n_samples": len(texts)}, train)
+    config = AuditConfig(
+        target=str(out / "models" / "target"), shadow=str(out / "models" / "shadow"),
+        members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
+        shadow_members=str(files[SHADOW_MEMBER]), shadow_nonmembers=str(files[SHADOW_NONMEMBER]),
+        out=str(out), signal={"signal": "classifier"}, evaluation={"bootstrap": demo.bootstrap, "seed": seed}, whitebox=True,
+    )
+    return run_audit(config, progress=progress)

@@ -1,0 +1,1 @@
+"""lmaudit's tests; the folders mirror src/lmaudit/."""

@@ -1,0 +1,1 @@
+"""End-to-end tests through the command line: demos, audits, bad input, resumption, the released scores."""

@@ -1,0 +1,74 @@
+"""Helpers shared by the tests: the command line in-process, the one-line error contract, attack inputs."""
+
+from __future__ import annotations
+
+import pandas as pd
+from click.testing import CliRunner
+
+from lmaudit.attacks.base import REFERENCE_LOSS, TARGET_LOSS, AttackInput
+from lmaudit.cli import main
+
+
+def run_cli(*args) -> tuple[int, str]:
+    """Exit status and output (stdout and stderr) of `lmaudit ARGS`."""
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def invoke(*args) -> str:
+    """The output of `lmaudit ARGS`, which must succeed."""
+    code, output = run_cli(*args)
+    assert code == 0, output
+    return output
+
+
+def assert_one_line_error(code: int, output: str, *fragments: str) -> None:
+    """Bad input: exit status 2, one line starting 'lmaudit: error:' that holds every fragment, no traceback."""
+    assert code == 2, output
+    lines = [line for line in output.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("lmaudit: error:"), output
+    assert "Traceback" not in output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def loss_input(table: pd.DataFrame, signal: str = "mlm_energy", seed: int = 0) -> AttackInput:
+    """The attack input of a language-model audit from a table with columns target (and reference) losses."""
+    values = {TARGET_LOSS: table["target"].to_numpy(dtype=float)}
+    if "reference" in table:
+        values[REFERENCE_LOSS] = table["reference"].to_numpy(dtype=float)
+    return AttackInput(signal, table, values, seed)
+
+
+def audited_auc(frame: pd.DataFrame) -> float:
+    """AUC of an attack's scores, members against non-members (higher score = member)."""
+    from lmaudit.metrics.roc import auc
+
+    audited = frame[frame["role"].isin(["member", "nonmember"])]
+    return auc((audited["role"] == "member").to_numpy(), audited["score"].to_numpy(dtype=float))
+
+
+def scores_of(attacks: list, name: str, level: str = "sample"):
+    """The scores of one attack at one level."""
+    return next(a for a in attacks if a.attack == name and a.level == level)
+
+
+def tiny_masked_lm(kind: str, tokenizer):
+    """A tiny random RoBERTa or DistilBERT masked LM (eval mode) for `tokenizer`."""
+    import torch
+    from transformers import (
+        DistilBertConfig,
+        DistilBertForMaskedLM,
+        RobertaConfig,
+        RobertaForMaskedLM,
+    )
+
+    torch.manual_seed(5)
+    if kind == "roberta":
+        config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=64 + tokenizer.pad_token_id + 1,
+                               pad_token_id=tokenizer.pad_token_id)
+        return RobertaForMaskedLM(config).eval()
+    config = DistilBertConfig(vocab_size=len(tokenizer), dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                              max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    return DistilBertForMaskedLM(config).eval()
