@@ -4,7 +4,7 @@ Writes lmaudit scores files from the released per-sample losses, runs `lmaudit a
 replicates the released metric script (including its unpaired member subsampling) on the same
 files, and prints the three side by side with the published numbers.
 
-    python scripts/reproduce_released.py --released tests/data/mlm-mia-released-scores --out runs/released
+    python scripts/reproduce_released.py --released tests/fixtures/mlm-mia-released-scores --out runs/released
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def lmaudit_metrics(report: dict) -> tuple[dict, dict]:
         name = "loss" if result["attack"] == "loss" else "ratio"
         full[f"{name}_auc"] = result["auc"]
         balanced[f"{name}_auc"] = result["balanced"]["auc_mean"]
-        for threshold, summary in zip(result["thresholds"], result["balanced"]["thresholds"]):
+        for threshold, summary in zip(result["thresholds"], result["balanced"]["thresholds"], strict=True):
             rule = {"mean_member_loss": "mu", "population": "pop"}[threshold["rule"]]
             if threshold["rule"] == "population" and threshold["alpha"] != 0.1:
                 continue
@@ -116,7 +116,7 @@ def lmaudit_metrics(report: dict) -> tuple[dict, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--released", type=Path, default=Path("tests/data/mlm-mia-released-scores"))
+    parser.add_argument("--released", type=Path, default=Path("tests/fixtures/mlm-mia-released-scores"))
     parser.add_argument("--out", type=Path, default=Path("runs/released"))
     args = parser.parse_args()
 

@@ -1,0 +1,102 @@
+"""The package's shape: no import cycle anywhere (imports inside functions included), and attacks/ and metrics/ never
+reach torch or transformers, so every attack can be recomputed from stored signals in seconds."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "lmaudit"
+HEAVY = ("torch", "transformers", "opacus", "peft", "accelerate")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, known: set[str]) -> tuple[set[str], set[str]]:
+    """The package's modules that `path` imports (anywhere in it) and the top-level names of everything else."""
+    inner, outer = set(), set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith("lmaudit"):
+                while name not in known:  # lmaudit.x.y where y is a function of module lmaudit.x
+                    name = name.rsplit(".", 1)[0]
+                inner.add(name)
+            else:
+                outer.add(name.split(".")[0])
+    return inner, outer
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    known = set(paths)
+    graph, external = {}, {}
+    for name, path in paths.items():
+        graph[name], external[name] = imports_of(path, known)
+        graph[name].discard(name)
+    return graph, external
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph, as a list of modules, or None."""
+    state: dict[str, str] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                return stack[stack.index(target):] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    graph, _ = import_graph()
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    graph, _ = import_graph()
+    graph["lmaudit.attacks.base"] = graph["lmaudit.attacks.base"] | {"lmaudit.pipeline"}
+    assert find_cycle(graph) is not None
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo += graph[node]
+    return seen
+
+
+def test_attacks_and_metrics_never_reach_torch():
+    graph, external = import_graph()
+    pure = [m for m in graph if m.startswith(("lmaudit.attacks", "lmaudit.metrics"))]
+    assert len(pure) > 10
+    for module in pure:
+        heavy = {name for dependency in reachable(graph, module) for name in external[dependency] if name in HEAVY}
+        assert not heavy, f"{module} reaches {heavy}"
+    # And in a fresh interpreter: importing all of them loads none of the heavy libraries.
+    code = "import sys\n" + "".join(f"import {m}\n" for m in pure) + f"print(sorted(set(sys.modules) & set({HEAVY!r})))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
