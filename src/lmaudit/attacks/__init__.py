@@ -1,1 +1,1 @@
-"""Attacks: turn signals into membership scores (higher = more likely a member) and thresholds."""
+"""Attacks: stored signals in, membership scores out (higher = more likely a member); one module per attack, listed in registry.py."""

@@ -1,1 +1,1 @@
-"""Corpus loading and validation, roles and splits, synthetic corpora."""
+"""Corpus and scores-file loading and validation, role names and invariants, seeded splits, synthetic corpora."""

@@ -1,1 +1,1 @@
-"""Metrics over membership scores: ROC, AUC, TPR at low FPR, threshold metrics, uncertainty."""
+"""Metrics over membership scores (no torch): ROC, AUC, TPR at low FPR, threshold metrics, uncertainty, typed results."""

@@ -1,1 +1,1 @@
-"""The audit's output folder: report.json, scores.parquet, report.html, and the terminal summary."""
+"""The audit's output folder: report.json (built in build.py), scores.parquet, report.html, the terminal tables, the sweep page."""

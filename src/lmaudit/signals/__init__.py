@@ -1,1 +1,1 @@
-"""Per-sample signals: MLM energy and pseudo-likelihood, and the on-disk signal store."""
+"""Per-sample signals, one module per signal (listed in registry.py; shared pieces in base.py), and the on-disk store."""
