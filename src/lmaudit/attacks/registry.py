@@ -49,11 +49,10 @@ def unavailable_levels(data: AttackInput) -> dict[str, str]:
             if column not in audited or audited[column].isna().any()}
 
 
-def _run_one(spec: AttackSpec, data: AttackInput) -> tuple[list[AttackScores], list[Skipped]]:
+def _run_one(spec: AttackSpec, data: AttackInput, unavailable: dict[str, str]) -> tuple[list[AttackScores], list[Skipped]]:
     missing = [value for value in spec.reads if value not in data.values]
     if missing:
         return [], [Skipped(spec.name, spec.level, f"no {VALUES[missing[0]]}", data.signal)]
-    unavailable = unavailable_levels(data)
     if spec.level in unavailable:
         return [], [Skipped("*", spec.level, unavailable[spec.level])]
     built = spec.build(data)
@@ -79,10 +78,11 @@ def run_attacks(inputs: Sequence[AttackInput], specs: Sequence[AttackSpec] = ATT
     scored: list[tuple[tuple[int, int, int], AttackScores]] = []
     skipped: list[Skipped] = []
     for input_index, data in enumerate(inputs):
+        unavailable = unavailable_levels(data)
         for spec_index, spec in enumerate(specs):
             if not applies(spec, data):
                 continue
-            scores, not_run = _run_one(spec, data)
+            scores, not_run = _run_one(spec, data, unavailable)
             scored += [((input_index, LEVELS.index(s.level), spec_index), s) for s in scores]
             skipped += [s for s in not_run if s not in skipped]
     return [s for _, s in sorted(scored, key=lambda item: item[0])], skipped

@@ -16,6 +16,7 @@ from lmaudit.report.tables import (
     number,
     percent,
     population_threshold_at,
+    result_of,
 )
 
 
@@ -61,8 +62,7 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
     roc_images = {title: roc_figure(group, title) for title, group in _figure_groups(attacks).items()}
     histogram_images = {}
     for attack in attacks:
-        result = next((r for r in report["results"] if r["attack"] == attack.attack and r["level"] == attack.level
-                       and r["signal"] == attack.signal and r["slice"] == "all"), None)
+        result = result_of(report, attack.attack, attack.level, attack.signal)
         if result is not None:
             histogram_images[f"{attack.attack} {attack.signal} {attack.level}"] = histogram_figure(attack, *_histogram_threshold(result))
     alphas = list(report["results"][0]["tpr_at_fpr"]) if report["results"] else []
