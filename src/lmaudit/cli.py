@@ -249,7 +249,8 @@ def _role_file_options(function):
 @main.command()
 @click.option("--config", "config_path", default=None, type=click.Path(), help="audit.yaml with the same settings.")
 @click.option("--target", default=None, type=click.Path())
-@click.option("--reference", default=None, type=click.Path())
+@click.option("--reference", multiple=True, type=click.Path(),
+              help="Reference model, never trained on the audited members; repeat for several (RMIA, LiRA).")
 @click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
 @_role_file_options
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
@@ -263,24 +264,42 @@ def _role_file_options(function):
 @click.option("--whitebox", is_flag=True, default=None,
               help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
+@click.option("--lowercase/--no-lowercase", default=None,
+              help="Token signals: score the lowercased texts too, for the lowercase attack (default on; one more pass).")
+@click.option("--recall-prefix", default=None, type=click.IntRange(min=0),
+              help="Token signals: population samples in ReCaLL's non-member prefix (default 4; 0 = no ReCaLL).")
+@click.option("--neighbours", default=None, type=click.IntRange(min=0),
+              help="Token signals: neighbour texts per sample for the neighbourhood attack (default 0: off; N more passes).")
+@click.option("--neighbour-words", default=None, type=click.IntRange(min=1), help="Words replaced per neighbour (default 1).")
+@click.option("--neighbour-model", default=None, type=click.Path(),
+              help="Masked LM that proposes the neighbours' words (default: the first reference, if a masked LM).")
+@click.option("--frequency-data", default=None, type=click.Path(),
+              help="Non-audited text whose token frequencies DC-PDD uses, besides the population's.")
+@click.option("--min-k-fraction", default=None, type=click.FloatRange(min=0, max=1, min_open=True),
+              help="Share of least likely tokens Min-K% and Min-K%++ average (default 0.2).")
+@click.option("--rmia-offline-a", default=None, type=click.FloatRange(min=0, max=1, min_open=True),
+              help="RMIA's offline scaling a (default 1: the references' mean; see docs/attacks.md).")
 def audit(config_path: str | None, **options) -> None:
-    """Audit a model: signals of target (and reference or shadow), every attack the data allows, the report."""
+    """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.config import load_config, validated
     from lmaudit.pipeline import run_audit
     from lmaudit.report.tables import summary_table
 
-    signal = {k: options.pop(k) for k in ("k", "signal", "precision") if k in options}
-    signal = {k: v for k, v in signal.items() if v is not None}
+    options["reference"] = list(options["reference"]) or None
+    nested = {"signal": ("k", "signal", "precision"), "attacks": ("min_k_fraction", "rmia_offline_a")}
+    sections = {section: {k: options.pop(k) for k in keys} for section, keys in nested.items()}
+    sections = {section: {k: v for k, v in given.items() if v is not None} for section, given in sections.items()}
     if config_path:
         config = load_config(config_path, options)
-        if signal:
-            config = validated({**config.model_dump(), "signal": {**config.signal.model_dump(), **signal}}, "command line")
+        if any(sections.values()):
+            config = validated({**config.model_dump(), **{section: {**getattr(config, section).model_dump(), **given}
+                                                          for section, given in sections.items()}}, "command line")
     else:
         missing = [f"--{n}" for n in ("target", "members", "nonmembers", "out") if not options.get(n)]
         if missing and not (options.get("data") and "--members" in missing):
             raise InputError(f"missing {', '.join(missing)}; give them or --config audit.yaml")
         values = {k: v for k, v in options.items() if v is not None}
-        config = validated({**values, "signal": signal}, "command line")
+        config = validated({**values, **sections}, "command line")
     report = run_audit(config, progress=_progress())
     click.echo(summary_table(report))
     click.echo(f"report: {Path(config.out) / 'report.html'}")

@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from lmaudit.attacks.settings import AttackSettings
 from lmaudit.data.roles import (
     CALIBRATION_MEMBER,
     MEMBER,
@@ -33,8 +34,8 @@ ROLE_FILE_FIELDS = {
     MEMBER: "members", NONMEMBER: "nonmembers", POPULATION: "population", CALIBRATION_MEMBER: "calibration_members",
     SHADOW_MEMBER: "shadow_members", SHADOW_NONMEMBER: "shadow_nonmembers",
 }
-# The signals an audit can be run on: a language model's loss, or a classifier's label probabilities.
-AUDITED_OUTPUTS = ("loss", "log_probabilities")
+# The signals an audit can be run on: a language model's loss or per-token values, or a classifier's label probabilities.
+AUDITED_OUTPUTS = ("loss", "tokens", "log_probabilities")
 
 
 class AuditConfig(BaseModel):
@@ -42,7 +43,8 @@ class AuditConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     target: str
-    reference: str | None = None
+    reference: list[str] = Field(default_factory=list, description="reference models, never trained on the audited "
+                                 "members (offline); the likelihood ratio uses their mean loss, RMIA and LiRA each one")
     shadow: str | None = Field(None, description="shadow classifier, trained like the target on shadow_members")
     members: str | None = None
     nonmembers: str | None = None
@@ -56,6 +58,17 @@ class AuditConfig(BaseModel):
     signal: SignalSettings = SignalSettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     whitebox: bool = Field(False, description="also run the white-box attacks (attention and gradient features of the target)")
+    lowercase: bool = Field(True, description="token signals: also score the lowercased texts (one more target pass)")
+    recall_prefix: int = Field(4, ge=0, description="token signals: population samples that make ReCaLL's non-member "
+                                                    "prefix (one more target pass, longer inputs); 0 = no ReCaLL")
+    neighbours: int = Field(0, ge=0, description="token signals: neighbour texts per sample (that many more target "
+                                                 "passes); 0 = no neighbourhood attack")
+    neighbour_words: int = Field(1, ge=1, description="words a masked LM replaces to make each neighbour")
+    neighbour_model: str | None = Field(None, description="masked LM that proposes the neighbours' words (default: the "
+                                                          "first reference, if it is a masked LM)")
+    frequency_data: str | None = Field(None, description="non-audited text (a corpus file) whose token frequencies DC-PDD "
+                                                         "uses, besides the population's")
+    attacks: AttackSettings = AttackSettings()
     include_text: bool = False
     trust_remote_code: bool = False
     device: Literal[DEVICES] = "cpu"
@@ -67,6 +80,13 @@ class AuditConfig(BaseModel):
         if settings.signal not in choices:
             raise ValueError(f"unknown signal '{settings.signal}' for an audit; use one of {', '.join(choices)}")
         return settings
+
+    @field_validator("reference", mode="before")
+    @classmethod
+    def _references_as_list(cls, value):
+        if value is None:
+            return []
+        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _roles_given_once(self) -> AuditConfig:
@@ -83,7 +103,8 @@ class AuditConfig(BaseModel):
         return chosen
 
 
-PATH_FIELDS = ("target", "reference", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir")
+PATH_FIELDS = ("target", "reference", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir", "neighbour_model",
+               "frequency_data")
 
 
 def validated(values: dict, source: str) -> AuditConfig:
@@ -107,8 +128,11 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AuditConfig:
         raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(values, dict):
         raise InputError(f"{path}: expected a mapping of settings at the top level")
-    for key in PATH_FIELDS:
-        if isinstance(values.get(key), str) and not Path(values[key]).is_absolute():
-            values[key] = str(path.parent / values[key])
+    def relative_to_file(value):
+        return str(path.parent / value) if isinstance(value, str) and not Path(value).is_absolute() else value
+
+    for key in set(PATH_FIELDS) & set(values):
+        value = values[key]
+        values[key] = [relative_to_file(v) for v in value] if isinstance(value, list) else relative_to_file(value)
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return validated(values, str(path))

@@ -29,20 +29,23 @@ from lmaudit.pipeline import run_audit
 
 @dataclass(frozen=True)
 class DemoSize:
-    """How big a language-model demo is: patients generated, training epochs, masks, bootstrap resamples."""
+    """How big a language-model demo is: patients generated, training epochs, masks, bootstrap resamples, reference
+    models, and neighbours per sample (causal suite)."""
 
     patients: int
     epochs: int
     k: int
     bootstrap: int
+    references: int
+    neighbours: int
 
 
 # Both models train long enough to memorise (train loss ~0.5 nats at 100 epochs)
 # with the same recipe: a reference trained like the target on other patients is what makes the
 # ratio cancel sample difficulty (tried: a weaker, 30-epoch reference made the ratio no better than the loss).
 DEMO_SIZES = {
-    "smoke": DemoSize(patients=60, epochs=30, k=4, bootstrap=200),
-    "default": DemoSize(patients=300, epochs=100, k=10, bootstrap=1000),
+    "smoke": DemoSize(patients=60, epochs=30, k=4, bootstrap=200, references=2, neighbours=4),
+    "default": DemoSize(patients=300, epochs=100, k=10, bootstrap=1000, references=4, neighbours=10),
 }
 DEMO_LEARNING_RATE = 3e-3
 # Patients per role. The reference trains on its own patients: training it on the population
@@ -54,7 +57,7 @@ DEMO_LEARNING_RATE = 3e-3
 REFERENCE_TRAIN = "reference_train"  # not a role of the target: the reference model's training patients
 DEMO_SPLIT = {MEMBER: 0.24, CALIBRATION_MEMBER: 0.06, NONMEMBER: 0.12, POPULATION: 0.12, REFERENCE_TRAIN: 0.46}
 # Each language-model suite: the model kind trained and the signal audited.
-LANGUAGE_MODEL_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_loss")}
+LANGUAGE_MODEL_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_tokens")}
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,9 @@ def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bo
 
 
 def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: str) -> dict:
-    """Notes of generated patients; target and reference trained alike on disjoint patients; audited with white-box."""
+    """Notes of generated patients; the target, and references trained alike on other patients (each with its own
+    seed: offline, never on an audited member); audited with white-box. The causal suite also trains a masked LM on
+    the references' patients to propose neighbours."""
     from lmaudit.data.synth import generate_notes
 
     demo = DEMO_SIZES[size]
@@ -125,15 +130,23 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
     target_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
     kind, signal = LANGUAGE_MODEL_SUITES[suite]
     recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
-    train_language_model_unless_done(kind, reference_texts, models / "reference", seed=seed + 1, label="reference", **recipe)
-    train_language_model_unless_done(kind, target_texts, models / "target", tokenizer_dir=models / "reference", seed=seed,
+    references = [models / "reference"] + [models / f"reference-{i + 1}" for i in range(1, demo.references)]
+    for number, folder in enumerate(references):
+        train_language_model_unless_done(kind, reference_texts, folder, seed=seed + 1 + number, label=folder.name,
+                                         tokenizer_dir=None if number == 0 else references[0], **recipe)
+    train_language_model_unless_done(kind, target_texts, models / "target", tokenizer_dir=references[0], seed=seed,
                                      label="target", **recipe)
+    neighbours = {}
+    if kind == "clm":
+        train_language_model_unless_done("mlm", reference_texts, models / "neighbour-mlm", seed=seed + 1,
+                                         label="neighbour-mlm", **recipe)
+        neighbours = {"neighbours": demo.neighbours, "neighbour_model": str(models / "neighbour-mlm")}
     config = AuditConfig(
-        target=str(models / "target"), reference=str(models / "reference"),
+        target=str(models / "target"), reference=[str(folder) for folder in references],
         members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
         population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
         out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
-        whitebox=True,
+        whitebox=True, **neighbours,
     )
     return run_audit(config, progress=progress)
 

@@ -17,9 +17,19 @@ import pandas as pd
 
 from lmaudit.attacks.base import (
     CLASSIFIER_FEATURE,
+    COMPRESSED_BYTES,
     FEATURE_VECTORS,
-    REFERENCE_LOSS,
+    GRADIENT_NORMS,
+    LOWERCASE_LOSS,
+    NEIGHBOUR_LOSSES,
+    PREFIXED_LOG_PROBS,
+    REFERENCE_LOSSES,
     TARGET_LOSS,
+    TOKEN_FREQUENCIES,
+    TOKEN_IDS,
+    TOKEN_LOG_PROBS,
+    TOKEN_MEANS,
+    TOKEN_STDS,
     AttackInput,
     AttackScores,
     Skipped,
@@ -29,6 +39,7 @@ from lmaudit.config import ROLE_FILE_FIELDS, AuditConfig
 from lmaudit.data.corpus import check_labels, combine_corpora, load_corpus
 from lmaudit.data.roles import (
     AUDITED_ROLES,
+    POPULATION,
     ROLES,
     SHADOW_ROLES,
     TARGET_ROLES,
@@ -46,14 +57,14 @@ from lmaudit.report.build import (
     environment_info,
     write_report,
 )
-from lmaudit.signals.base import SignalSettings
+from lmaudit.signals.base import SignalSettings, unpack_token_values
 from lmaudit.signals.registry import SIGNALS, signal_spec
 from lmaudit.signals.store import default_cache_dir
 
 # The roles a classifier audit scores: the target's audited samples and the shadow model's own.
 CLASSIFIER_ROLES = AUDITED_ROLES + SHADOW_ROLES
-# Which attack input each model's loss signal becomes, in a language-model audit.
-LOSS_VALUES = {"target": TARGET_LOSS, "reference": REFERENCE_LOSS}
+# The attack input a per-token signal's fields become (signals.base.TOKEN_FIELDS).
+TOKEN_VALUES = {"log_prob": TOKEN_LOG_PROBS, "mean": TOKEN_MEANS, "std": TOKEN_STDS, "token_id": TOKEN_IDS}
 # What a classifier audit reports about each model, from its training summary.
 TRAINING_FIELDS = ("architecture", "size", "n_samples", "epochs_run", "best_epoch", "train_accuracy", "validation_accuracy",
                    "test_accuracy", "generalization_gap", "gap_measured_on")
@@ -114,26 +125,139 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
                          config.evaluation, texts, device, scored.models)
 
 
+def reference_names(references: list[str]) -> list[str]:
+    """How the report names the reference models: 'reference', or 'reference_1', 'reference_2', ... for several."""
+    return ["reference"] if len(references) == 1 else [f"reference_{i + 1}" for i in range(len(references))]
+
+
+def losses_of(values: pd.Series, output: str) -> np.ndarray:
+    """Each sample's loss (the signal's unit) from stored values: the value itself, or the mean NLL of its tokens."""
+    if output == "tokens":
+        return -np.nanmean(unpack_token_values(values.to_numpy())["log_prob"], axis=1)
+    return values.to_numpy(dtype=float)
+
+
 def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, progress: bool) -> ScoredSamples:
-    """The target's and the reference's signal on every sample of the target's roles (paired), and white-box features."""
+    """The target's and the references' signal on every sample of the target's roles (paired), what the token-level
+    attacks read from the target, and white-box features."""
     from lmaudit.signals.compute import model_signals
 
     rows = corpus[corpus["role"].isin(TARGET_ROLES)].reset_index(drop=True)
-    models = {name: path for name, path in (("target", config.target), ("reference", config.reference)) if path}
+    spec = signal_spec(config.signal.signal)
+    names = reference_names(config.reference)
+    models = {"target": config.target, **dict(zip(names, config.reference, strict=True))}
+    if spec.output == "tokens":
+        neighbour_model(config)  # refuse a missing masked LM before the long passes
     per_model = model_signals(models, rows["sample_id"].tolist(), rows["text"].tolist(), config.signal, _cache(config),
                               progress, config.trust_remote_code, device)
+    losses = {name: losses_of(frame["value"], spec.output) for name, frame in per_model.items()}
     samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].copy()
-    for name, frame in per_model.items():
-        samples[f"{name}_{config.signal.signal}"] = frame["value"].to_numpy()
+    for name, loss in losses.items():
+        samples[f"{name}_{config.signal.signal}"] = loss
     samples["length"] = per_model["target"]["n_tokens"].to_numpy()
     samples["truncated"] = per_model["target"]["truncated"].to_numpy()
-    values = {LOSS_VALUES[name]: frame["value"].to_numpy(dtype=float) for name, frame in per_model.items()}
-    inputs = [AttackInput(config.signal.signal, samples, values, config.evaluation.seed)]
+    values = {TARGET_LOSS: losses["target"]}
+    if names:
+        values[REFERENCE_LOSSES] = np.column_stack([losses[name] for name in names])
+    missing: dict[str, str] = {}
+    if spec.output == "tokens":
+        token_values, missing = token_level_values(config, rows, per_model["target"]["value"], device, progress)
+        values |= token_values
+    inputs = [AttackInput(config.signal.signal, samples, values, config.evaluation.seed, settings=config.attacks,
+                          missing=missing)]
     if not config.whitebox:
         return ScoredSamples(samples, inputs)
     plan = ScoringPlan(rows, [Scorer("target", config.target, np.ones(len(rows), bool))], TARGET_ROLES)
     whitebox, skipped = whitebox_inputs(config, plan, samples, device, progress)
     return ScoredSamples(samples, inputs + whitebox, skipped)
+
+
+def neighbour_model(config: AuditConfig) -> str | None:
+    """The masked LM that proposes neighbours: --neighbour-model, else the first reference if it is a masked LM; None
+    when no neighbours are asked for. InputError when they are and there is none."""
+    from lmaudit.models.load import model_family
+
+    if not config.neighbours:
+        return None
+    if config.neighbour_model:
+        return config.neighbour_model
+    if config.reference and model_family(config.reference[0]) == "mlm":
+        return config.reference[0]
+    raise InputError(f"--neighbours {config.neighbours} needs a masked LM to propose the neighbours' words: give "
+                     "--neighbour-model FOLDER (a masked LM never trained on the audited members)")
+
+
+def token_level_values(config: AuditConfig, rows: pd.DataFrame, stored: pd.Series, device: str,
+                       progress: bool) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """What the token-level attacks read besides the target's loss: its per-token values, the texts' compressed
+    lengths, token frequencies of non-audited text, and the target's losses of lowercased, prefixed and neighbour
+    texts (each an extra pass, as configured); and why any of these is missing."""
+    from lmaudit.models.load import load_tokenizer
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.variants import (
+        compressed_bytes,
+        corpus_counts,
+        prefix_samples,
+        prefix_text,
+        smoothed_frequencies,
+        token_ids_of,
+    )
+
+    ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
+    tokens = unpack_token_values(stored.to_numpy())
+    values = {TOKEN_VALUES[field]: table for field, table in tokens.items()}
+    values[COMPRESSED_BYTES] = compressed_bytes(texts)
+    population = np.flatnonzero(rows["role"].to_numpy() == POPULATION)
+    loss_settings = config.signal.model_copy(update={"signal": signal_spec(config.signal.signal).loss_signal})
+
+    def target_losses(variant_ids: list[str], variant_texts: list[str], label: str) -> np.ndarray:
+        frame = model_signal(config.target, variant_ids, variant_texts, loss_settings, _cache(config), progress,
+                             config.trust_remote_code, label, device=device)
+        return frame["value"].to_numpy(dtype=float)
+
+    tokenizer = load_tokenizer(config.target, config.trust_remote_code)
+    extra_texts = load_corpus(config.frequency_data)["text"].tolist() if config.frequency_data else []
+    missing = {
+        TOKEN_FREQUENCIES: "no non-audited text to count token frequencies in: give --population or --frequency-data",
+        LOWERCASE_LOSS: "not asked for (--no-lowercase)",
+        PREFIXED_LOG_PROBS: (f"needs more than --recall-prefix {config.recall_prefix} population samples"
+                             if config.recall_prefix else "not asked for (--recall-prefix 0)"),
+        NEIGHBOUR_LOSSES: "not asked for: give --neighbours N (N more passes of the target)",
+    }
+    if len(population) or extra_texts:
+        population_ids = token_ids_of(tokenizer, [texts[i] for i in population])
+        counts = corpus_counts(population_ids + token_ids_of(tokenizer, extra_texts), len(tokenizer))
+        own: list[np.ndarray | None] = [None] * len(rows)
+        for position, token_ids in zip(population, population_ids, strict=True):
+            own[position] = token_ids
+        values[TOKEN_FREQUENCIES] = smoothed_frequencies(counts, tokens["token_id"], own)
+    if config.lowercase:
+        lowered = [text.lower() for text in texts]
+        if all(np.array_equal(a, b) for a, b in zip(token_ids_of(tokenizer, lowered), token_ids_of(tokenizer, texts),
+                                                    strict=True)):
+            missing[LOWERCASE_LOSS] = "the target's tokenizer lowercases every text, so lowercasing changes nothing"
+        else:
+            values[LOWERCASE_LOSS] = target_losses(ids, lowered, "target, lowercased")
+    if config.recall_prefix and len(population) > config.recall_prefix:
+        in_prefix = population[prefix_samples(population.tolist(), config.recall_prefix, config.evaluation.seed)]
+        prefix = prefix_text([texts[i] for i in in_prefix])
+        prefixed = model_signal(config.target, ids, texts, config.signal, _cache(config), progress, config.trust_remote_code,
+                                "target, after a non-member prefix", device=device, prefix=prefix)
+        log_probs = unpack_token_values(prefixed["value"].to_numpy())["log_prob"]
+        log_probs[in_prefix] = np.nan  # a prefix sample scored after itself says nothing
+        values[PREFIXED_LOG_PROBS] = log_probs
+    proposer = neighbour_model(config)
+    if proposer:
+        from lmaudit.models.load import load_masked_lm
+        from lmaudit.signals.neighbours import neighbour_texts
+
+        masked_lm = load_masked_lm(proposer, device, config.trust_remote_code)
+        neighbours = neighbour_texts(masked_lm.model, masked_lm.tokenizer, texts, ids, config.neighbours,
+                                     config.neighbour_words, config.signal.seed, progress=progress)
+        flat = [text for per_sample in neighbours for text in per_sample]
+        losses = target_losses([i for i in ids for _ in range(config.neighbours)], flat, "target, neighbours")
+        values[NEIGHBOUR_LOSSES] = losses.reshape(len(ids), config.neighbours)
+    return values, {value: reason for value, reason in missing.items() if value not in values}
 
 
 def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, progress: bool) -> ScoredSamples:
@@ -207,7 +331,8 @@ def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFram
             features = np.stack(values["value"].to_numpy())
             matrix = np.zeros((len(samples), features.shape[1])) if matrix is None else matrix
             matrix[scorer.rows] = features
-        inputs.append(AttackInput(spec.name, samples, {FEATURE_VECTORS: matrix}, config.evaluation.seed, plan.scored_roles))
+        values = {FEATURE_VECTORS: matrix} | ({GRADIENT_NORMS: np.sqrt(matrix)} if spec.squared_gradient_norms else {})
+        inputs.append(AttackInput(spec.name, samples, values, config.evaluation.seed, plan.scored_roles, config.attacks))
     return inputs, skipped
 
 
@@ -282,7 +407,9 @@ def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationS
     """Audit from precomputed losses: the same attacks, metrics and report, without any model."""
     signals = load_scores(scores_path)
     config = {"scores": str(scores_path), "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
-    values = {LOSS_VALUES[name]: signals[name].to_numpy(dtype=float) for name in LOSS_VALUES if name in signals}
+    values = {TARGET_LOSS: signals["target"].to_numpy(dtype=float)}
+    if "reference" in signals:
+        values[REFERENCE_LOSSES] = signals[["reference"]].to_numpy(dtype=float)
     attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
-    samples = signals.rename(columns={name: f"{name}_{signal}" for name in LOSS_VALUES})
+    samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", "reference")})
     return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None)

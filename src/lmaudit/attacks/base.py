@@ -12,23 +12,47 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from lmaudit.data.roles import TARGET_ROLES
+from lmaudit.attacks.settings import AttackSettings
+from lmaudit.data.roles import EVALUATED_ROLES, TARGET_ROLES
 
 LEVELS = ("sample", "subgroup", "group")
 # The id column that defines each level above the sample.
 LEVEL_COLUMNS = {"subgroup": "subgroup_id", "group": "group_id"}
 
-# What an attack can read from an AttackInput's `values`, each aligned with its `samples` rows:
+# What an attack can read from an AttackInput's `values`, each aligned with its `samples` rows. Per-token values are
+# (n, T) arrays padded with NaN to the longest sample; token t of a causal LM is the t-th token predicted (the second
+# token of the text onwards), of a masked LM the t-th content token.
 TARGET_LOSS = "target_loss"  # (n,) the target's signal, in its unit; lower = likelier under the target
-REFERENCE_LOSS = "reference_loss"  # (n,) a reference model's signal on the same samples, same unit
+REFERENCE_LOSSES = "reference_losses"  # (n, R) each reference model's signal on the same samples, same unit
 FEATURE_VECTORS = "feature_vectors"  # (n, d) white-box features of the model that scored each row
+GRADIENT_NORMS = "gradient_norms"  # (n, P) L2 norm of the gradient of the sample's loss, one per parameter tensor
 CLASSIFIER_FEATURE = "classifier_feature"  # (n,) a feature of a classifier's output, oriented so higher = member
+TOKEN_LOG_PROBS = "token_log_probs"  # (n, T) log p(x_t | context) under the target (nats)
+TOKEN_MEANS = "token_means"  # (n, T) E_z log p(z | context) under the target's predictive distribution at t (nats)
+TOKEN_STDS = "token_stds"  # (n, T) standard deviation of log p(z | context) under that distribution (nats)
+TOKEN_IDS = "token_ids"  # (n, T) the id of each scored token (floats; NaN padding)
+TOKEN_FREQUENCIES = "token_frequencies"  # (n, T) each token's Laplace-smoothed frequency in non-audited text
+COMPRESSED_BYTES = "compressed_bytes"  # (n,) length in bytes of zlib.compress(text.encode("utf-8"))
+LOWERCASE_LOSS = "lowercase_loss"  # (n,) the target's mean NLL of the lowercased text (nats per token)
+PREFIXED_LOG_PROBS = "prefixed_log_probs"  # (n, T) log p(x_t | non-member prefix, context); NaN rows: not scored
+NEIGHBOUR_LOSSES = "neighbour_losses"  # (n, m) the target's mean NLL of m neighbours of each text (nats per token)
 # ... and how a reason for not running an attack names each one.
 VALUES = {
     TARGET_LOSS: "target-model signal",
-    REFERENCE_LOSS: "reference-model signal (give a reference model)",
+    REFERENCE_LOSSES: "reference-model signal (give --reference)",
     FEATURE_VECTORS: "white-box features (give --whitebox)",
+    GRADIENT_NORMS: "gradient norms (give --whitebox)",
     CLASSIFIER_FEATURE: "classifier output features (give --signal classifier)",
+    TOKEN_LOG_PROBS: "per-token log-probabilities (audit with --signal clm_tokens)",
+    TOKEN_MEANS: "per-token predictive means (audit with --signal clm_tokens)",
+    TOKEN_STDS: "per-token predictive standard deviations (audit with --signal clm_tokens)",
+    TOKEN_IDS: "per-token ids (audit with --signal clm_tokens)",
+    TOKEN_FREQUENCIES: "token frequencies of non-audited text (audit with --signal clm_tokens and a population)",
+    COMPRESSED_BYTES: "compressed text lengths (audit with --signal clm_tokens)",
+    LOWERCASE_LOSS: "loss of the lowercased texts (audit with --signal clm_tokens and --lowercase)",
+    PREFIXED_LOG_PROBS: "log-probabilities after a non-member prefix (audit with --signal clm_tokens, a population "
+                        "and --recall-prefix N)",
+    NEIGHBOUR_LOSSES: "losses of neighbour texts (give --neighbours N and a masked LM to propose them)",
 }
 
 
@@ -37,13 +61,16 @@ class AttackInput:
     """The stored signals an attack reads, under one reported signal name: one row per scored sample in `samples`
     (sample_id, role, group_id, and when known subgroup_id, length, label, model), and `values` aligned with it.
     `seed` seeds whatever an attack draws or fits; `scored_roles` are the roles this audit computes signals for (an
-    attack fitted on any other role does not apply)."""
+    attack fitted on any other role does not apply); `settings` holds the attacks' own parameters; `missing` says
+    why a value is absent, where the audit knows better than VALUES' generic advice."""
 
     signal: str
     samples: pd.DataFrame
     values: Mapping[str, np.ndarray]
     seed: int = 0
     scored_roles: tuple[str, ...] = TARGET_ROLES
+    settings: AttackSettings = AttackSettings()
+    missing: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,7 +128,7 @@ class AttackSpec:
     skips it. level: the level `build` scores; aggregated_to: the levels scored by the mean of each unit's
     sample scores. fitted_on: the roles its scores or own thresholds are fitted on (population thresholds
     are added to every attack); it applies only to audits that score those roles. build: the attack
-    itself, reading only the input.
+    itself, reading only the input. paper: where the attack comes from, for the report.
     """
 
     name: str
@@ -112,6 +139,7 @@ class AttackSpec:
     aggregated_to: tuple[str, ...] = ()
     fitted_on: tuple[str, ...] = ()
     score_label: str = "membership score"
+    paper: str = ""
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -136,6 +164,26 @@ def score_frame(samples: pd.DataFrame, scores: np.ndarray, with_length: bool = T
         frame["length"] = samples["length"].to_numpy() if "length" in samples else np.nan
     frame["score"] = np.asarray(scores, dtype=float)
     return frame
+
+
+def evaluated_rows(data: AttackInput) -> np.ndarray:
+    """Mask of the rows an attack scores: the audited and population samples."""
+    return data.samples["role"].isin(EVALUATED_ROLES).to_numpy()
+
+
+def first_tokens(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each row's first `counts[i]` entries of a NaN-padded (n, T) array; NaN beyond them."""
+    positions = np.arange(values.shape[1])[None, :]
+    return np.where(positions < np.asarray(counts)[:, None], values, np.nan)
+
+
+def mean_of_lowest(values: np.ndarray, fraction: float) -> np.ndarray:
+    """Per row of a NaN-padded (n, T) array, the mean of its floor(fraction * count) smallest entries (at
+    least one): the Min-K% statistic."""
+    counts = np.sum(~np.isnan(values), axis=1)
+    kept = np.maximum(1, np.floor(fraction * counts).astype(int))
+    ordered = np.sort(values, axis=1)  # NaN padding sorts last
+    return np.nanmean(first_tokens(ordered, kept), axis=1)
 
 
 def aggregate_by_group(scores: np.ndarray, group_ids: np.ndarray) -> pd.Series:

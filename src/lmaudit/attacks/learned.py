@@ -135,7 +135,8 @@ def shadow_attack(data: AttackInput) -> Scored | NotRun:
                   {"trained_on": "the shadow model's members and non-members", "seed": data.seed, "n_train": int(train.sum())})
 
 
-_LEVELS = {"aggregated_to": ("subgroup", "group"), "score_label": "membership score = log-odds of the regression"}
+_LEVELS = {"aggregated_to": ("subgroup", "group"), "score_label": "membership score = log-odds of the regression",
+           "paper": "Jagannatha et al. 2021, Membership inference attack susceptibility of clinical language models"}
 SPECS = (
     AttackSpec("logistic_split", "logistic regression on white-box features, trained on 20% of the audited patients "
                "(by group) and audited on the rest (Jagannatha et al.)", (FEATURE_VECTORS,), split_attack,

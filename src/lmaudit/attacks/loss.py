@@ -40,4 +40,6 @@ SPEC = AttackSpec(
     aggregated_to=("subgroup", "group"),
     fitted_on=(CALIBRATION_MEMBER,),
     score_label="membership score = -E_target (nats)",
+    paper="Yeom et al. 2018, Privacy risk in machine learning (CSF); Jagannatha et al. 2021, Membership inference "
+          "attack susceptibility of clinical language models",
 )

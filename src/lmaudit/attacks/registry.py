@@ -8,7 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lmaudit.attacks import learned, likelihood_ratio, loss, shadow
+from lmaudit.attacks import (
+    dc_pdd,
+    gradnorm,
+    learned,
+    likelihood_ratio,
+    lira,
+    loss,
+    lowercase,
+    min_k,
+    min_k_plus_plus,
+    neighbourhood,
+    recall,
+    rmia,
+    shadow,
+    zlib,
+)
 from lmaudit.attacks.base import (
     LEVEL_COLUMNS,
     LEVELS,
@@ -22,7 +37,11 @@ from lmaudit.attacks.base import (
 )
 from lmaudit.data.roles import AUDITED_ROLES
 
-ATTACKS: tuple[AttackSpec, ...] = (loss.SPEC, likelihood_ratio.SPEC, *learned.SPECS, *shadow.SPECS)
+ATTACKS: tuple[AttackSpec, ...] = (
+    loss.SPEC, likelihood_ratio.SPEC, rmia.SPEC, lira.SPEC,
+    zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, neighbourhood.SPEC,
+    gradnorm.SPEC, *learned.SPECS, *shadow.SPECS,
+)
 _BY_NAME = {spec.name: spec for spec in ATTACKS}
 
 
@@ -52,7 +71,8 @@ def unavailable_levels(data: AttackInput) -> dict[str, str]:
 def _run_one(spec: AttackSpec, data: AttackInput, unavailable: dict[str, str]) -> tuple[list[AttackScores], list[Skipped]]:
     missing = [value for value in spec.reads if value not in data.values]
     if missing:
-        return [], [Skipped(spec.name, spec.level, f"no {VALUES[missing[0]]}", data.signal)]
+        reason = data.missing.get(missing[0], f"no {VALUES[missing[0]]}")
+        return [], [Skipped(spec.name, spec.level, reason, data.signal)]
     if spec.level in unavailable:
         return [], [Skipped("*", spec.level, unavailable[spec.level])]
     built = spec.build(data)

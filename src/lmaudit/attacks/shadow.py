@@ -185,7 +185,8 @@ def sample_to_user(data: AttackInput) -> Scored:
     return Scored(_user_frame(sides.audited, share_called), [Threshold("majority", 0.5)], {"class_thresholds": thresholds})
 
 
-_SHADOW = {"fitted_on": SHADOW_ROLES, "reads": (CLASSIFIER_FEATURE,)}
+_SHADOW = {"fitted_on": SHADOW_ROLES, "reads": (CLASSIFIER_FEATURE,),
+           "paper": "Shejwalkar et al. 2021, Membership inference attacks against NLP classification models"}
 _STATISTIC_NAMES = {"avg": "average", "min": "minimum", "max": "maximum", "var": "variance"}
 SPECS = (
     AttackSpec("sample_threshold", "Algorithm 1 (Shejwalkar et al.): the feature against a per-class threshold fitted on "

@@ -198,7 +198,7 @@ def load_classifier(path: str | Path, device: str = "cpu", trust_remote_code: bo
 
 
 def _load(path: str | Path, auto_class, kind: str, advice: str, device: str, trust_remote_code: bool) -> LoadedModel:
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
     quiet_transformers()
     folder = resolve_model_folder(path)
@@ -215,12 +215,20 @@ def _load(path: str | Path, auto_class, kind: str, advice: str, device: str, tru
         raise InputError(f"{folder}: model type '{config.model_type}' is not a {kind}; {advice}") from None
     except OSError as err:
         raise InputError(f"{folder}: the weights could not be read ({str(err).splitlines()[0]})") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
+    tokenizer = load_tokenizer(folder, trust_remote_code)
     model.eval().to(device)
     return LoadedModel(model=model, tokenizer=tokenizer)
+
+
+def load_tokenizer(path: str | Path, trust_remote_code: bool = False):
+    """A model folder's tokenizer, or InputError saying why not."""
+    from transformers import AutoTokenizer
+
+    folder = resolve_model_folder(path)
+    try:
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
 
 
 def load_model(path: str | Path, kind: str, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:

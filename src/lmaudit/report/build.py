@@ -16,6 +16,7 @@ from lmaudit.atomic import staged
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.metrics.results import AttackResult
 from lmaudit.report.html import render_html
+from lmaudit.report.tables import ranking
 
 SCHEMA_VERSION = 1
 
@@ -61,8 +62,9 @@ def json_ready(value):
 
 def build_report(config: dict, data: dict, results: list[AttackResult], skipped: list[Skipped], environment: dict,
                  warnings: list[str], models: dict | None = None) -> dict:
-    """The report.json document (DESIGN.md schema, version 1); `models`: training summaries by role, when known."""
-    return json_ready({
+    """The report.json document (DESIGN.md schema, version 1), with the attacks ranked at each level; `models`: training
+    summaries by role, when known."""
+    document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -74,6 +76,8 @@ def build_report(config: dict, data: dict, results: list[AttackResult], skipped:
         "warnings": warnings,
         **({"models": models} if models else {}),
     })
+    document["ranking"] = ranking(document["results"])
+    return document
 
 
 def json_text(document: dict) -> str:

@@ -52,7 +52,7 @@ def _attacks_run(report: dict) -> list[dict]:
     rows = []
     for name in names:
         spec = attack_spec(name)
-        rows.append({"name": name, "description": spec.description, "reads": ", ".join(spec.reads),
+        rows.append({"name": name, "description": spec.description, "paper": spec.paper, "reads": ", ".join(spec.reads),
                      "levels": ", ".join(spec.levels), "fitted_on": ", ".join(spec.fitted_on) or "nothing"})
     return rows
 

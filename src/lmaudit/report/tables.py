@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from lmaudit.attacks.base import CLASSIFIER_FEATURE
-from lmaudit.attacks.registry import ATTACKS, attacks_reading
+from lmaudit.attacks.registry import ATTACKS, attack_spec, attacks_reading
 
 # Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics), in registry order.
 CLASSIFIER_ATTACKS = tuple(spec.name for spec in attacks_reading(CLASSIFIER_FEATURE))
@@ -36,6 +36,46 @@ def percent(value: float | None) -> str:
 def number(value: float | None) -> str:
     """Three decimals; blank when unknown."""
     return "" if value is None else f"{value:.3f}"
+
+
+RANKED_ALPHAS = ("0.01", "0.001")  # the FPRs a ranking shows TPR at
+
+
+def ranking(results: list[dict]) -> dict[str, list[dict]]:
+    """Per level, every attack (and signal) on all data, strongest first: AUC with its interval, TPR at 1% and 0.1% FPR
+    with the counts behind it, and the attack's description and paper. Ordered by AUC, then TPR at 1% FPR."""
+    ranked: dict[str, list[dict]] = {}
+    for result in results:
+        if result["slice"] != "all":
+            continue
+        spec = attack_spec(result["attack"])
+        ranked.setdefault(result["level"], []).append({
+            "attack": result["attack"], "signal": result["signal"], "auc": result["auc"], "auc_ci": result["auc_ci"],
+            "tpr_at_fpr": {alpha: result["tpr_at_fpr"][alpha] for alpha in RANKED_ALPHAS if alpha in result["tpr_at_fpr"]},
+            "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
+            "description": spec.description, "paper": spec.paper,
+        })
+
+    def strength(row: dict) -> tuple[float, float]:
+        at_one_percent = row["tpr_at_fpr"].get("0.01", {}).get("tpr")
+        return (-(row["auc"] if row["auc"] is not None else -1.0), -(at_one_percent or 0.0))
+
+    return {level: sorted(rows, key=strength) for level, rows in ranked.items()}
+
+
+def ranking_lines(report: dict, level: str = "sample") -> list[str]:
+    """One level's ranking as text (the README's tables): rank, attack, AUC [CI], TPR at 1% and 0.1% FPR (TP/FP)."""
+    rows = report.get("ranking", {}).get(level, [])
+    header = f"{'#':>2}  {'attack':<22}{'signal':<24}{'AUC [95% CI]':<24}{'TPR@1% (TP/FP)':<22}{'TPR@0.1% (TP/FP)':<22}"
+    lines = [header, "-" * len(header)]
+    for rank, row in enumerate(rows, 1):
+        cells = []
+        for alpha in RANKED_ALPHAS:
+            point = row["tpr_at_fpr"].get(alpha)
+            cells.append(f"{point['tpr']:.3f} ({point['tp']}/{point['fp']})" if point else "")
+        lines.append(f"{rank:>2}  {row['attack']:<22}{row['signal']:<24}"
+                     f"{row['auc']:.3f} [{row['auc_ci'][0]:.3f}, {row['auc_ci'][1]:.3f}]    {cells[0]:<22}{cells[1]:<22}")
+    return lines
 
 
 def feature_attack_table(results: list[dict]) -> list[dict]:

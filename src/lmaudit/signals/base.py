@@ -22,7 +22,9 @@ from lmaudit.errors import InputError
 PRECISIONS = ("fp32", "bf16", "auto")  # of the matrix multiplies; log-softmax is always fp32
 DEVICES = ("cpu", "cuda", "auto")
 ModelKind = Literal["mlm", "clm", "classifier", "any"]
-Output = Literal["loss", "log_probabilities", "features"]
+Output = Literal["loss", "tokens", "log_probabilities", "features"]
+# A per-token signal's stored value, per sample: these rows, one column per scored token, flattened.
+TOKEN_FIELDS = ("log_prob", "mean", "std", "token_id")
 
 
 @dataclass(frozen=True)
@@ -31,12 +33,15 @@ class SignalSpec:
 
     model_kind "any" means the model's own family (white-box features exist for every family).
     output "loss": one number per sample, lower = the model finds the sample likelier (audited as an LM);
+    "tokens": per-token values of an LM (TOKEN_FIELDS), from which the sample's loss is their mean NLL;
     "log_probabilities": a classifier's log-probability of every label; "features": a feature vector.
     A scorer is named "module:function" and imported only when a model is scored, so listing the signals
     never imports torch. It is called as scorer(model, tokenizer, texts, sample_ids, settings, progress)
     and returns (values, encoded samples); `joint_scorer` does the same for several models that share a
     tokenizer, on the same batches. A label-dependent signal of a classifier (its gradient) also takes the
-    samples' label indices, `labels=`, and is stored under the text and the label.
+    samples' label indices, `labels=`, and is stored under the text and the label. `loss_signal`: for a per-token
+    signal, the signal that gives only its loss (for passes that need no more). `squared_gradient_norms`: the feature
+    vector holds squared gradient norms, whose roots are what GradNorm reads.
     """
 
     name: str
@@ -49,6 +54,8 @@ class SignalSpec:
     default_normalize: Literal["sum", "mean"] | None = None
     needs_attention: bool = False
     label_dependent: bool = False
+    loss_signal: str | None = None
+    squared_gradient_norms: bool = False
 
     def scoring_function(self, joint: bool = False) -> Callable:
         """The scorer (or the joint scorer) itself."""
@@ -170,6 +177,21 @@ def refuse_single_token(samples: Sequence[EncodedSample]) -> None:
     if short is not None:
         raise InputError(f"sample '{short.sample_id}': one token only, so a causal LM predicts nothing in it; "
                          "remove the sample or give it more text")
+
+
+def pack_token_values(statistics: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
+    """One sample's per-token values as stored: (3, T) log p, mean, std and the T token ids -> (4 * T,) float64."""
+    return np.concatenate([np.asarray(statistics, dtype=np.float64), np.asarray(token_ids, dtype=np.float64)[None]]).ravel()
+
+
+def unpack_token_values(stored: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """Stored per-token values of n samples -> TOKEN_FIELDS name -> (n, T) array, NaN-padded to the longest sample."""
+    rows = [np.asarray(value, dtype=np.float64).reshape(len(TOKEN_FIELDS), -1) for value in stored]
+    width = max((row.shape[1] for row in rows), default=0)
+    table = np.full((len(TOKEN_FIELDS), len(rows), width), np.nan)
+    for index, row in enumerate(rows):
+        table[:, index, : row.shape[1]] = row
+    return dict(zip(TOKEN_FIELDS, table, strict=True))
 
 
 def progress_bar(items: Iterable, total: int, description: str, enabled: bool, unit: str = "batch"):

@@ -1,4 +1,6 @@
-"""Causal-LM signal: mean next-token negative log-likelihood per sequence (nats per token).
+"""Causal-LM signals: the mean next-token NLL per sequence (nats per token), and the per-token values the token-level
+attacks read (each token's log-probability, and the mean and standard deviation of the log-probability under the
+model's predictive distribution at its position), from the same pass.
 
 Sequences are sorted by length and batched up to a token budget; the LM head runs on chunks of
 positions, so no batch x length x vocabulary tensor is ever built.
@@ -15,48 +17,88 @@ from lmaudit.models.inputs import pad_batch
 from lmaudit.signals.base import (
     EncodedSample,
     SignalSettings,
+    encode,
     encode_for,
     length_sorted_batches,
+    model_max_length,
+    pack_token_values,
     progress_bar,
     refuse_single_token,
 )
 from lmaudit.signals.registry import resolved
 
 
+def token_statistics(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(positions, 3): log p of each target, and the mean and standard deviation of log p(z) for z drawn from the
+    predictive distribution at its position (Min-K%++'s mu and sigma), from fp32 log-probabilities (positions, vocab)."""
+    probs = log_probs.exp()
+    mean = (probs * log_probs).sum(dim=1)
+    # The centred form: E[(log p - mu)^2] does not cancel the way E[(log p)^2] - mu^2 does in fp32.
+    variance = (probs * (log_probs - mean[:, None]) ** 2).sum(dim=1)
+    return torch.stack([log_probs.gather(1, targets[:, None])[:, 0], mean, variance.sqrt()], dim=1)
+
+
 @torch.inference_mode()
-def causal_lm_loss(
-    model: torch.nn.Module,
-    tokenizer,
-    texts: Sequence[str],
-    sample_ids: Sequence[str],
-    settings: SignalSettings,
-    progress: bool = False,
-    position_chunk: int = 2048,
-) -> tuple[np.ndarray, list[EncodedSample]]:
-    """Mean NLL (nats) of every token after the first, given the tokens before it; and the encodings."""
+def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSample], settings: SignalSettings,
+                  progress: bool = False, statistics: bool = False, prefix_ids: Sequence[int] = (),
+                  position_chunk: int = 2048) -> list[np.ndarray]:
+    """Per sample, an array (values, tokens after the first): log p of each token given the tokens before it (and the
+    prefix, when given), then, with `statistics`, the predictive mean and standard deviation at its position."""
     device = next(model.parameters()).device
-    settings = resolved(settings, device.type)
-    samples = encode_for(model, tokenizer, texts, sample_ids, settings)
-    refuse_single_token(samples)
     encoder, head = model.base_model, model.get_output_embeddings()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    totals = np.zeros(len(samples))
+    prefix = np.asarray(prefix_ids, dtype=np.int64)
+    results: list[np.ndarray] = [np.empty(0)] * len(samples)
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
     batches = length_sorted_batches(samples, settings.batch_tokens)
     for batch in progress_bar(batches, len(batches), "causal-LM batches", progress):
-        ids, attention = pad_batch([samples[i].input_ids for i in batch], pad)
+        ids, attention = pad_batch([np.concatenate([prefix, samples[i].input_ids]) for i in batch], pad)
         with autocast:
             hidden = encoder(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
-        # Position t predicts token t + 1, wherever t + 1 is a real token.
-        rows, cols = torch.nonzero(attention[:, 1:], as_tuple=True)
+        # Position t predicts token t + 1, wherever t + 1 is a real token of the sample (not of the prefix).
+        scored = attention[:, 1:].clone()
+        scored[:, : len(prefix)] = 0
+        rows, cols = torch.nonzero(scored, as_tuple=True)
         targets = ids[rows, cols + 1].to(device)
-        nll = torch.empty(len(rows), device=device)
+        values = torch.empty((len(rows), 3 if statistics else 1), device=device)
         for start in range(0, len(rows), position_chunk):
             stop = start + position_chunk
             with autocast:
                 logits = head(hidden[rows[start:stop].to(device), cols[start:stop].to(device)])
             log_probs = torch.log_softmax(logits.float(), dim=-1)
-            nll[start:stop] = -log_probs.gather(1, targets[start:stop, None])[:, 0]
-        np.add.at(totals, np.asarray(batch)[rows.numpy()], nll.double().cpu().numpy())
-    counts = np.array([len(s.input_ids) - 1 for s in samples])
-    return totals / counts, samples
+            chunk_targets = targets[start:stop]
+            values[start:stop] = (token_statistics(log_probs, chunk_targets) if statistics
+                                  else log_probs.gather(1, chunk_targets[:, None]))
+        values = values.double().cpu().numpy()
+        row_numbers = rows.numpy()
+        for position, index in enumerate(batch):  # rows come out in order, each row's positions left to right
+            results[index] = values[row_numbers == position].T
+    return results
+
+
+def causal_lm_loss(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
+                   settings: SignalSettings, progress: bool = False) -> tuple[np.ndarray, list[EncodedSample]]:
+    """Mean NLL (nats) of every token after the first, given the tokens before it; and the encodings."""
+    settings = resolved(settings, next(model.parameters()).device.type)
+    samples = encode_for(model, tokenizer, texts, sample_ids, settings)
+    refuse_single_token(samples)
+    log_probs = causal_passes(model, tokenizer, samples, settings, progress)
+    return np.array([-values[0].mean() for values in log_probs]), samples
+
+
+def causal_token_values(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
+                        settings: SignalSettings, progress: bool = False,
+                        prefix: str | None = None) -> tuple[list[np.ndarray], list[EncodedSample]]:
+    """Per sample, its per-token values packed for the store (`pack_token_values`): log p, predictive mean and standard
+    deviation (nats) and id of every token after the first; and the encodings.
+
+    With a `prefix` (text), every sample is scored after it: the prefix's tokens come first, at most half the length
+    limit (its last tokens, those next to the sample, when it is longer), and only the sample's own tokens are scored."""
+    settings = resolved(settings, next(model.parameters()).device.type)
+    limit = settings.max_length or model_max_length(model.config, tokenizer)
+    prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"][-(limit // 2):] if prefix else []
+    samples = encode(tokenizer, texts, sample_ids, limit - len(prefix_ids))
+    refuse_single_token(samples)
+    passes = causal_passes(model, tokenizer, samples, settings, progress, statistics=True, prefix_ids=prefix_ids)
+    packed = [pack_token_values(values, sample.input_ids[1:]) for values, sample in zip(passes, samples, strict=True)]
+    return packed, samples

@@ -35,12 +35,14 @@ def model_signal(
     chunk_size: int = 512,
     device: str = "cpu",
     class_labels: list[int] | None = None,
+    prefix: str | None = None,
 ) -> pd.DataFrame:
     """Columns sample_id, value, n_tokens (content tokens before truncation), truncated.
 
     value: a number for the loss signals (nats); an array for the others (label log-probabilities,
     a feature vector). `class_labels` (label indices) are for a classifier's gradient features, whose
-    loss depends on the label: such values are stored under the text and the label."""
+    loss depends on the label: such values are stored under the text and the label. A `prefix` (text) is put before
+    every sample (ReCaLL; per-token signals only): values are stored under the text and the prefix."""
     model_dir = resolve_model_folder(model_dir)
     check_model_folder(model_dir)
     spec = signal_spec(settings.signal)
@@ -53,11 +55,15 @@ def model_signal(
         if not loaded:
             loaded.append(load_model(model_dir, spec.model_kind, device, trust_remote_code))
         extra = {"labels": np.array([label_of[i] for i in ids])} if label_of is not None else {}
+        extra |= {"prefix": prefix} if prefix is not None else {}
         values, encoded = spec.scoring_function()(loaded[0].model, loaded[0].tokenizer, chunk_texts, ids, settings,
                                                   progress, **extra)
         return _frame(values, encoded)
 
-    keys = [f"{t}\x00label={label_of[i]}" for i, t in zip(sample_ids, texts, strict=True)] if label_of is not None else None
+    keys = None
+    if label_of is not None or prefix is not None:
+        keys = [text + (f"\x00label={label_of[i]}" if label_of is not None else "")
+                + (f"\x00prefix={prefix}" if prefix is not None else "") for i, text in zip(sample_ids, texts, strict=True)]
     return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress,
                          keys=keys)
 

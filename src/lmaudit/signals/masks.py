@@ -21,7 +21,8 @@ def mask_size(n_content: int, fraction: float = 0.15) -> int:
     return max(1, math.ceil(round(fraction * n_content, 9)))
 
 
-def _sample_key(sample_id: str) -> list[int]:
+def sample_key(sample_id: str) -> list[int]:
+    """Four 32-bit words of the sample id's SHA-256: what seeds every per-sample random choice."""
     digest = hashlib.sha256(sample_id.encode("utf-8")).digest()
     return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
 
@@ -29,7 +30,7 @@ def _sample_key(sample_id: str) -> list[int]:
 def random_masks(sample_id: str, n_content: int, k: int, seed: int, fraction: float = 0.15) -> np.ndarray:
     """K sorted mask patterns, shape (k, l): pattern j depends only on (seed, sample_id, j)."""
     size = mask_size(n_content, fraction)
-    key = _sample_key(sample_id)
+    key = sample_key(sample_id)
     patterns = [
         np.sort(np.random.default_rng([seed, *key, j]).choice(n_content, size=size, replace=False))
         for j in range(k)

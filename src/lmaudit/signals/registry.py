@@ -26,6 +26,12 @@ SIGNALS: tuple[SignalSpec, ...] = (
         scorer="lmaudit.signals.causal:causal_lm_loss", default_normalize="mean",
     ),
     SignalSpec(
+        "clm_tokens", "clm", "tokens", "nats per token (each token's log-probability; the loss is their mean NLL)",
+        "causal-LM tokens: each next token's log-probability, and the mean and standard deviation of the log-probability "
+        "under the predictive distribution at its position, from the clm_loss pass",
+        scorer="lmaudit.signals.causal:causal_token_values", default_normalize="mean", loss_signal="clm_loss",
+    ),
+    SignalSpec(
         "classifier", "classifier", "log_probabilities", "nats (log-probability of each label)",
         "a sequence classifier's log-probability of every label, from which Shejwalkar et al.'s features are derived",
         scorer="lmaudit.signals.classifier:class_log_probabilities",
@@ -38,7 +44,7 @@ SIGNALS: tuple[SignalSpec, ...] = (
     SignalSpec(
         "gradient_norms", "any", "features", "squared L2 norm of a gradient, one per parameter tensor",
         "white-box (Jagannatha et al.): squared norm of the gradient of the sample's own loss for each parameter tensor",
-        scorer="lmaudit.signals.whitebox:gradient_features", label_dependent=True,
+        scorer="lmaudit.signals.whitebox:gradient_features", label_dependent=True, squared_gradient_norms=True,
     ),
 )
 _BY_NAME = {spec.name: spec for spec in SIGNALS}

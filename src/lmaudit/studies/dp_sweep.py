@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmaudit.attacks.base import TARGET_LOSS
+from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS
 from lmaudit.attacks.registry import attacks_reading
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
@@ -32,8 +32,10 @@ SWEPT_LEVELS = ("sample", "group")
 
 
 def swept_attacks() -> list[tuple[str, str]]:
-    """(attack, level) of every black-box attack on the target's loss, at sample and patient level."""
-    return [(spec.name, level) for level in SWEPT_LEVELS for spec in attacks_reading(TARGET_LOSS) if level in spec.levels]
+    """(attack, level) of every black-box attack on the target's and the references' losses, at sample and patient
+    level (the token-level attacks need a per-token signal, which the sweep's masked LMs do not give)."""
+    return [(spec.name, level) for level in SWEPT_LEVELS for spec in attacks_reading(TARGET_LOSS)
+            if level in spec.levels and set(spec.reads) <= {TARGET_LOSS, REFERENCE_LOSSES}]
 
 
 def held_out_loss(model_dir: Path, sample_ids: list[str], texts: list[str], k: int, seed: int, cache: Path) -> float:
@@ -107,6 +109,8 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
         rows.append(sweep_row(noise, read_training_summary(target), report, utility))
     sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
                                                  "max_samples_per_group": max_samples_per_group},
-             "epochs": epochs, "attacks": [f"{attack} {level}" for attack, level in swept_attacks()], "rows": rows}
+             "epochs": epochs, "rows": rows,
+             "attacks": [name for name in (f"{attack} {level}" for attack, level in swept_attacks())
+                         if any(name in row["attacks"] for row in rows)]}
     write_sweep(out, sweep)
     return sweep
