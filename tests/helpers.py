@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from click.testing import CliRunner
 
-from lmaudit.attacks.base import REFERENCE_LOSS, TARGET_LOSS, AttackInput
+from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput
 from lmaudit.cli import main
 
 
@@ -36,7 +36,7 @@ def loss_input(table: pd.DataFrame, signal: str = "mlm_energy", seed: int = 0) -
     """The attack input of a language-model audit from a table with columns target (and reference) losses."""
     values = {TARGET_LOSS: table["target"].to_numpy(dtype=float)}
     if "reference" in table:
-        values[REFERENCE_LOSS] = table["reference"].to_numpy(dtype=float)
+        values[REFERENCE_LOSSES] = table[["reference"]].to_numpy(dtype=float)
     return AttackInput(signal, table, values, seed)
 
 

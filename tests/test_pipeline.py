@@ -97,15 +97,20 @@ def test_language_model_audit_pairs_target_and_reference_of_each_sample(tmp_path
     np.testing.assert_array_equal(scores.loc[evaluated, "score_likelihood_ratio"], expected[evaluated])
     assert scores.loc[~evaluated, "score_likelihood_ratio"].isna().all()  # calibration members only calibrate mu
     assert {(r["attack"], r["level"]) for r in report["results"] if r["slice"] == "all"} == {
-        (attack, level) for attack in ("loss", "likelihood_ratio") for level in ("sample", "subgroup", "group")}
+        (attack, level) for attack in ("loss", "likelihood_ratio", "rmia") for level in ("sample", "subgroup", "group")}
     ratio = next(r for r in report["results"] if r["attack"] == "likelihood_ratio" and r["level"] == "sample")
-    assert ratio["auc"] == 1.0 and report["skipped"] == []
+    assert ratio["auc"] == 1.0
+    # Every other language-model attack says in one line why it did not run: one reference, no per-token signal.
+    reasons = {s["attack"]: s["reason"] for s in report["skipped"]}
+    assert set(reasons) == {"lira", "zlib", "lowercase", "min_k", "min_k_plus_plus", "dc_pdd", "recall", "neighbourhood"}
+    assert reasons["lira"].startswith("needs at least 2 reference models")
+    assert all("\n" not in reason and "clm_tokens" in reason for attack, reason in reasons.items() if attack != "lira")
     assert not calls  # every signal came through model_signals: no white-box pass was asked for
 
 
 def test_language_model_audit_without_reference_or_calibration(tmp_path, calls):
     config = language_model_config(tmp_path, roles=("member", "nonmember", "population")).model_copy(
-        update={"reference": None, "whitebox": True})
+        update={"reference": [], "whitebox": True})
     report = pipeline.run_audit(config)
     skipped = {(s["attack"], s["signal"]): s["reason"] for s in report["skipped"]}
     assert skipped[("likelihood_ratio", "mlm_energy")].startswith("no reference-model signal")
@@ -148,12 +153,17 @@ def test_classifier_audit_scores_each_side_with_its_own_model(tmp_path, calls):
 
 
 def test_attack_from_a_scores_file(tmp_path, calls):
-    rows = [{"sample_id": f"{p}{i}", "role": role, "target_loss": 3.0 - (p == "m") + i % 5, "reference_loss": 3.0 + i % 5}
+    # References a little different per sample: RMIA compares samples pairwise, and equal ratios would all tie.
+    rows = [{"sample_id": f"{p}{i}", "role": role, "target_loss": 3.0 - (p == "m") + i % 5,
+             "reference_loss": 3.0 + i % 5 + 0.001 * i}
             for p, role in (("m", "member"), ("n", "nonmember"), ("p", "population")) for i in range(20)]
     pd.DataFrame(rows).to_csv(tmp_path / "scores.csv", index=False)
     report = pipeline.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
-    assert {r["attack"]: r["auc"] for r in report["results"] if r["slice"] == "all"} == {"loss": pytest.approx(0.68),
-                                                                                          "likelihood_ratio": 1.0}
-    assert {s["level"] for s in report["skipped"]} == {"subgroup", "group"}
+    assert {r["attack"]: r["auc"] for r in report["results"] if r["slice"] == "all"} == {
+        "loss": pytest.approx(0.68), "likelihood_ratio": 1.0,
+        # RMIA: every member beats every population sample (score 1); so does the last non-member (i = 19), a tie
+        # with the 20 members: AUC = 1 - 0.5 * 20 / 400.
+        "rmia": pytest.approx(0.975)}
+    assert {s["level"] for s in report["skipped"] if s["attack"] == "*"} == {"subgroup", "group"}
     assert list(pd.read_parquet(tmp_path / "out" / "scores.parquet").columns[:4]) == ["sample_id", "role", "target_loss",
                                                                                        "reference_loss"]

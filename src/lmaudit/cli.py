@@ -264,6 +264,9 @@ def _role_file_options(function):
 @click.option("--whitebox", is_flag=True, default=None,
               help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
+@click.option("--token-signal", default=None, type=click.Choice(signal_names("tokens")),
+              help="Also compute this per-token signal of the target for the token-level attacks (e.g. mlm_tokens "
+                   "beside --signal mlm_energy); --signal clm_tokens needs none.")
 @click.option("--lowercase/--no-lowercase", default=None,
               help="Token signals: score the lowercased texts too, for the lowercase attack (default on; one more pass).")
 @click.option("--recall-prefix", default=None, type=click.IntRange(min=0),

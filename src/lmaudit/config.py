@@ -58,6 +58,8 @@ class AuditConfig(BaseModel):
     signal: SignalSettings = SignalSettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     whitebox: bool = Field(False, description="also run the white-box attacks (attention and gradient features of the target)")
+    token_signal: str | None = Field(None, description="a per-token signal of the target besides the audited one, for the "
+                                                       "token-level attacks (e.g. mlm_tokens in an mlm_energy audit)")
     lowercase: bool = Field(True, description="token signals: also score the lowercased texts (one more target pass)")
     recall_prefix: int = Field(4, ge=0, description="token signals: population samples that make ReCaLL's non-member "
                                                     "prefix (one more target pass, longer inputs); 0 = no ReCaLL")
@@ -80,6 +82,14 @@ class AuditConfig(BaseModel):
         if settings.signal not in choices:
             raise ValueError(f"unknown signal '{settings.signal}' for an audit; use one of {', '.join(choices)}")
         return settings
+
+    @field_validator("token_signal")
+    @classmethod
+    def _token_signal(cls, name: str | None) -> str | None:
+        choices = signal_names("tokens")
+        if name is not None and name not in choices:
+            raise ValueError(f"'{name}' is not a per-token signal; use one of {', '.join(choices)}")
+        return name
 
     @field_validator("reference", mode="before")
     @classmethod

@@ -56,8 +56,9 @@ DEMO_LEARNING_RATE = 3e-3
 # trained on 30% of patients, against 4.5 +- 4.2 under the target trained on 40%).
 REFERENCE_TRAIN = "reference_train"  # not a role of the target: the reference model's training patients
 DEMO_SPLIT = {MEMBER: 0.24, CALIBRATION_MEMBER: 0.06, NONMEMBER: 0.12, POPULATION: 0.12, REFERENCE_TRAIN: 0.46}
-# Each language-model suite: the model kind trained and the signal audited.
-LANGUAGE_MODEL_SUITES = {"mlm": ("mlm", "mlm_energy"), "causal": ("clm", "clm_tokens")}
+# Each language-model suite: the model kind trained, the signal audited, and the per-token signal the token-level
+# attacks read (the causal suite's audited signal is one).
+LANGUAGE_MODEL_SUITES = {"mlm": ("mlm", "mlm_energy", "mlm_tokens"), "causal": ("clm", "clm_tokens", None)}
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
     models = out / "models"
     reference_texts = notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist()
     target_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
-    kind, signal = LANGUAGE_MODEL_SUITES[suite]
+    kind, signal, token_signal = LANGUAGE_MODEL_SUITES[suite]
     recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
     references = [models / "reference"] + [models / f"reference-{i + 1}" for i in range(1, demo.references)]
     for number, folder in enumerate(references):
@@ -146,7 +147,7 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
         members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
         population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
         out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
-        whitebox=True, **neighbours,
+        whitebox=True, token_signal=token_signal, **neighbours,
     )
     return run_audit(config, progress=progress)
 

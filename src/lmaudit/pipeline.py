@@ -139,17 +139,17 @@ def losses_of(values: pd.Series, output: str) -> np.ndarray:
 
 def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, progress: bool) -> ScoredSamples:
     """The target's and the references' signal on every sample of the target's roles (paired), what the token-level
-    attacks read from the target, and white-box features."""
+    attacks read from the target (from the audited signal, or from --token-signal besides it), and white-box features."""
     from lmaudit.signals.compute import model_signals
 
     rows = corpus[corpus["role"].isin(TARGET_ROLES)].reset_index(drop=True)
+    ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
     spec = signal_spec(config.signal.signal)
     names = reference_names(config.reference)
     models = {"target": config.target, **dict(zip(names, config.reference, strict=True))}
-    if spec.output == "tokens":
+    if spec.output == "tokens" or config.token_signal:
         neighbour_model(config)  # refuse a missing masked LM before the long passes
-    per_model = model_signals(models, rows["sample_id"].tolist(), rows["text"].tolist(), config.signal, _cache(config),
-                              progress, config.trust_remote_code, device)
+    per_model = model_signals(models, ids, texts, config.signal, _cache(config), progress, config.trust_remote_code, device)
     losses = {name: losses_of(frame["value"], spec.output) for name, frame in per_model.items()}
     samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].copy()
     for name, loss in losses.items():
@@ -161,15 +161,34 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, device: st
         values[REFERENCE_LOSSES] = np.column_stack([losses[name] for name in names])
     missing: dict[str, str] = {}
     if spec.output == "tokens":
-        token_values, missing = token_level_values(config, rows, per_model["target"]["value"], device, progress)
+        token_values, missing = token_level_values(config, config.signal, rows, per_model["target"]["value"], device,
+                                                   progress)
         values |= token_values
     inputs = [AttackInput(config.signal.signal, samples, values, config.evaluation.seed, settings=config.attacks,
                           missing=missing)]
+    if config.token_signal and spec.output != "tokens":
+        inputs.append(token_signal_input(config, rows, samples, device, progress))
     if not config.whitebox:
         return ScoredSamples(samples, inputs)
     plan = ScoringPlan(rows, [Scorer("target", config.target, np.ones(len(rows), bool))], TARGET_ROLES)
     whitebox, skipped = whitebox_inputs(config, plan, samples, device, progress)
     return ScoredSamples(samples, inputs + whitebox, skipped)
+
+
+def token_signal_input(config: AuditConfig, rows: pd.DataFrame, samples: pd.DataFrame, device: str,
+                       progress: bool) -> AttackInput:
+    """The token-level attacks' input from --token-signal, computed for the target only (the references keep the
+    audited signal); its mean NLL becomes the samples table's target_<token signal> column."""
+    from lmaudit.signals.compute import model_signal
+
+    settings = config.signal.model_copy(update={"signal": config.token_signal, "normalize": None})
+    stored = model_signal(config.target, rows["sample_id"].tolist(), rows["text"].tolist(), settings, _cache(config),
+                          progress, config.trust_remote_code, f"target {config.token_signal}", device=device)["value"]
+    values, missing = token_level_values(config, settings, rows, stored, device, progress)
+    samples[f"target_{config.token_signal}"] = values[TARGET_LOSS] = losses_of(stored, "tokens")
+    missing[REFERENCE_LOSSES] = f"the references are scored with the audited signal ({config.signal.signal}) only"
+    return AttackInput(config.token_signal, samples, values, config.evaluation.seed, settings=config.attacks,
+                       missing=missing)
 
 
 def neighbour_model(config: AuditConfig) -> str | None:
@@ -187,7 +206,7 @@ def neighbour_model(config: AuditConfig) -> str | None:
                      "--neighbour-model FOLDER (a masked LM never trained on the audited members)")
 
 
-def token_level_values(config: AuditConfig, rows: pd.DataFrame, stored: pd.Series, device: str,
+def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.DataFrame, stored: pd.Series, device: str,
                        progress: bool) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """What the token-level attacks read besides the target's loss: its per-token values, the texts' compressed
     lengths, token frequencies of non-audited text, and the target's losses of lowercased, prefixed and neighbour
@@ -208,7 +227,8 @@ def token_level_values(config: AuditConfig, rows: pd.DataFrame, stored: pd.Serie
     values = {TOKEN_VALUES[field]: table for field, table in tokens.items()}
     values[COMPRESSED_BYTES] = compressed_bytes(texts)
     population = np.flatnonzero(rows["role"].to_numpy() == POPULATION)
-    loss_settings = config.signal.model_copy(update={"signal": signal_spec(config.signal.signal).loss_signal})
+    spec = signal_spec(settings.signal)
+    loss_settings = settings.model_copy(update={"signal": spec.loss_signal, "normalize": None})
 
     def target_losses(variant_ids: list[str], variant_texts: list[str], label: str) -> np.ndarray:
         frame = model_signal(config.target, variant_ids, variant_texts, loss_settings, _cache(config), progress,
@@ -220,7 +240,8 @@ def token_level_values(config: AuditConfig, rows: pd.DataFrame, stored: pd.Serie
     missing = {
         TOKEN_FREQUENCIES: "no non-audited text to count token frequencies in: give --population or --frequency-data",
         LOWERCASE_LOSS: "not asked for (--no-lowercase)",
-        PREFIXED_LOG_PROBS: (f"needs more than --recall-prefix {config.recall_prefix} population samples"
+        PREFIXED_LOG_PROBS: ("conditions a causal LM on a prefix; a masked LM has no such form" if spec.model_kind != "clm"
+                             else f"needs more than --recall-prefix {config.recall_prefix} population samples"
                              if config.recall_prefix else "not asked for (--recall-prefix 0)"),
         NEIGHBOUR_LOSSES: "not asked for: give --neighbours N (N more passes of the target)",
     }
@@ -238,10 +259,10 @@ def token_level_values(config: AuditConfig, rows: pd.DataFrame, stored: pd.Serie
             missing[LOWERCASE_LOSS] = "the target's tokenizer lowercases every text, so lowercasing changes nothing"
         else:
             values[LOWERCASE_LOSS] = target_losses(ids, lowered, "target, lowercased")
-    if config.recall_prefix and len(population) > config.recall_prefix:
+    if spec.model_kind == "clm" and config.recall_prefix and len(population) > config.recall_prefix:
         in_prefix = population[prefix_samples(population.tolist(), config.recall_prefix, config.evaluation.seed)]
         prefix = prefix_text([texts[i] for i in in_prefix])
-        prefixed = model_signal(config.target, ids, texts, config.signal, _cache(config), progress, config.trust_remote_code,
+        prefixed = model_signal(config.target, ids, texts, settings, _cache(config), progress, config.trust_remote_code,
                                 "target, after a non-member prefix", device=device, prefix=prefix)
         log_probs = unpack_token_values(prefixed["value"].to_numpy())["log_prob"]
         log_probs[in_prefix] = np.nan  # a prefix sample scored after itself says nothing
@@ -331,7 +352,9 @@ def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFram
             features = np.stack(values["value"].to_numpy())
             matrix = np.zeros((len(samples), features.shape[1])) if matrix is None else matrix
             matrix[scorer.rows] = features
-        values = {FEATURE_VECTORS: matrix} | ({GRADIENT_NORMS: np.sqrt(matrix)} if spec.squared_gradient_norms else {})
+        # A squared norm computed without forming the gradient can come out a rounding error below zero.
+        norms = {GRADIENT_NORMS: np.sqrt(np.maximum(matrix, 0.0))} if spec.squared_gradient_norms else {}
+        values = {FEATURE_VECTORS: matrix} | norms
         inputs.append(AttackInput(spec.name, samples, values, config.evaluation.seed, plan.scored_roles, config.attacks))
     return inputs, skipped
 

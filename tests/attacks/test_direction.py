@@ -12,14 +12,24 @@ import pytest
 
 from lmaudit.attacks.base import (
     CLASSIFIER_FEATURE,
+    COMPRESSED_BYTES,
     FEATURE_VECTORS,
-    REFERENCE_LOSS,
+    GRADIENT_NORMS,
+    LOWERCASE_LOSS,
+    NEIGHBOUR_LOSSES,
+    PREFIXED_LOG_PROBS,
+    REFERENCE_LOSSES,
     TARGET_LOSS,
+    TOKEN_FREQUENCIES,
+    TOKEN_IDS,
+    TOKEN_LOG_PROBS,
+    TOKEN_MEANS,
+    TOKEN_STDS,
     VALUES,
     AttackInput,
 )
 from lmaudit.attacks.registry import ATTACKS, run_attacks
-from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, ROLES, SHADOW_MEMBER
+from lmaudit.data.roles import AUDITED_ROLES, CALIBRATION_MEMBER, MEMBER, ROLES, SHADOW_MEMBER
 from tests.helpers import audited_auc
 
 MEMBER_LIKE = (MEMBER, CALIBRATION_MEMBER, SHADOW_MEMBER)
@@ -37,19 +47,40 @@ def synthetic_samples() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def padded(table: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """NaN beyond each row's length, as per-token values are stored."""
+    return np.where(np.arange(table.shape[1])[None, :] < lengths[:, None], table, np.nan)
+
+
 def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """One array per kind of value; member-like rows differ the way a leaking model makes them differ."""
+    n = len(samples)
     member = samples["role"].isin(MEMBER_LIKE).to_numpy()
-    difficulty = rng.uniform(1, 8, len(samples))
-    features = rng.normal(size=(len(samples), 6))
+    difficulty = rng.uniform(1, 8, n)
+    features = rng.normal(size=(n, 6))
     features[:, 0] += 1.5 * member
+    lengths = rng.integers(5, 21, n)
+    # Per-token log-probabilities low enough that DC-PDD's cap (0.01) rarely binds; members' tokens likelier.
+    log_probs = padded(rng.normal(-9.0, 1.0, (n, 20)) + 1.5 * member[:, None], lengths)
+    prefixed = log_probs - 0.2 - 1.0 * member[:, None]  # a non-member prefix costs members more likelihood
+    prefixed[np.flatnonzero(samples["role"].to_numpy() == "population")[:3]] = np.nan  # the prefix's own samples
     return {
-        # A member's loss is lower than its reference loss; difficulty varies far more than membership moves it.
+        # A member's loss is lower than its reference losses; difficulty varies far more than membership moves it.
         TARGET_LOSS: difficulty - 1.5 * member,
-        REFERENCE_LOSS: difficulty,
+        REFERENCE_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 3)),
         FEATURE_VECTORS: features,
+        GRADIENT_NORMS: rng.uniform(1, 2, (n, 4)) - 0.5 * member[:, None],
         # Higher and steadier for members, so every user statistic (including the variance) separates them.
-        CLASSIFIER_FEATURE: np.where(member, rng.normal(3.0, 0.3, len(samples)), rng.normal(0.0, 1.0, len(samples))),
+        CLASSIFIER_FEATURE: np.where(member, rng.normal(3.0, 0.3, n), rng.normal(0.0, 1.0, n)),
+        TOKEN_LOG_PROBS: log_probs,
+        TOKEN_MEANS: padded(rng.normal(-9.0, 0.3, (n, 20)), lengths),
+        TOKEN_STDS: padded(rng.uniform(0.5, 1.5, (n, 20)), lengths),
+        TOKEN_IDS: padded(rng.integers(0, 12, (n, 20)).astype(float), lengths),
+        TOKEN_FREQUENCIES: padded(rng.uniform(1e-3, 5e-2, (n, 20)), lengths),
+        COMPRESSED_BYTES: rng.uniform(80, 120, n),
+        LOWERCASE_LOSS: difficulty + rng.normal(0, 0.2, n),
+        PREFIXED_LOG_PROBS: prefixed,
+        NEIGHBOUR_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 5)),
     }
 
 
@@ -73,3 +104,25 @@ def test_members_score_higher(spec, synthetic_input):
         # Every attack is above 0.65 here (the loss, fooled by difficulty by design, is the weakest at 0.68); the same
         # attack with its sign flipped would score below 0.35.
         assert audited_auc(attack.frame) > 0.65, f"{spec.name} at {attack.level} level"
+
+
+@pytest.mark.parametrize("spec", ATTACKS, ids=[spec.name for spec in ATTACKS])
+def test_scores_ignore_the_audited_labels(spec, synthetic_input):
+    """Nothing is fitted or calibrated on the audited samples' membership: swapping member and non-member labels among
+    them leaves every score unchanged. The one attack declared as fitted on audited roles (Jagannatha's split) is the
+    exception the report names; for it the test checks that the labels do matter."""
+    samples = synthetic_input.samples.copy()
+    audited = np.flatnonzero(samples["role"].isin(AUDITED_ROLES).to_numpy())
+    shuffled = samples["role"].to_numpy().copy()
+    shuffled[audited] = np.random.default_rng(1).permutation(shuffled[audited])
+    samples["role"] = shuffled
+    scrambled = AttackInput("synthetic", samples, synthetic_input.values, seed=0, scored_roles=ROLES)
+    before, _ = run_attacks([synthetic_input], [spec])
+    after, _ = run_attacks([scrambled], [spec])
+    for original, relabelled in zip(before, after, strict=True):
+        merged = original.frame.merge(relabelled.frame, on="id", suffixes=("", "_scrambled"))
+        unchanged = np.allclose(merged["score"], merged["score_scrambled"], rtol=0, atol=1e-12, equal_nan=True)
+        if set(spec.fitted_on) & set(AUDITED_ROLES):  # it also scores a different subset: the units it did not train on
+            assert not unchanged, f"{spec.name} at {original.level} level"
+        else:
+            assert len(merged) == len(original.frame) and unchanged, f"{spec.name} at {original.level} level"

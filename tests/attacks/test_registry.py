@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from lmaudit.attacks.base import FEATURE_VECTORS, LEVELS, VALUES, AttackInput
+from lmaudit.attacks.base import FEATURE_VECTORS, LEVELS, REFERENCE_LOSSES, TARGET_LOSS, VALUES, AttackInput
 from lmaudit.attacks.registry import ATTACKS, run_attacks
 from lmaudit.data.roles import AUDITED_ROLES, ROLES, SHADOW_ROLES, TARGET_ROLES
 from tests.attacks.test_direction import synthetic_samples, synthetic_values
@@ -16,7 +16,7 @@ def test_specs_are_well_formed():
         assert spec.reads and set(spec.reads) <= set(VALUES), spec.name
         assert set(spec.levels) <= set(LEVELS) and len(set(spec.levels)) == len(spec.levels), spec.name
         assert set(spec.fitted_on) <= set(ROLES), spec.name
-        assert spec.description and spec.score_label, spec.name
+        assert spec.description and spec.score_label and spec.paper, spec.name
 
 
 def inputs_for(scored_roles, seed=0):
@@ -47,9 +47,9 @@ def test_missing_calibration_members_skip_the_calibration_variant_with_the_reaso
 
 def test_results_are_ordered_by_input_then_level_then_registry():
     samples, values = inputs_for(TARGET_ROLES)
-    table = samples.assign(target=values["target_loss"], reference=values["reference_loss"])
+    table = samples.assign(target=values[TARGET_LOSS], reference=values[REFERENCE_LOSSES][:, 0])
     features = AttackInput("gradient_norms", samples, {FEATURE_VECTORS: values[FEATURE_VECTORS]})
     scores, _ = run_attacks([loss_input(table), features])
     assert [(s.signal, s.level, s.attack) for s in scores] == [
-        ("mlm_energy", level, attack) for level in LEVELS for attack in ("loss", "likelihood_ratio")
+        ("mlm_energy", level, attack) for level in LEVELS for attack in ("loss", "likelihood_ratio", "rmia")
     ] + [("gradient_norms", level, attack) for level in LEVELS for attack in ("logistic_split", "logistic_calibration")]

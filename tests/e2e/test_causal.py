@@ -1,9 +1,11 @@
-"""The causal demo end to end, and a masked LM refused for the causal signal."""
+"""The causal demo end to end (every language-model attack, ranked), and a masked LM refused for the causal signal."""
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from lmaudit.attacks.base import TARGET_LOSS
+from lmaudit.attacks.registry import attacks_reading
 from lmaudit.cli import main
 
 
@@ -13,7 +15,19 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path):
     result = CliRunner().invoke(main, ["demo", "--suite", "causal", "--size", "smoke", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["config"]["signal"]["signal"] == "clm_loss"
+    assert report["config"]["signal"]["signal"] == "clm_tokens" and len(report["config"]["reference"]) == 2
+    # Every attack on the target's loss ran at sample level, except lowercase: the demo's tokenizer lowercases.
+    language_model_attacks = {spec.name for spec in attacks_reading(TARGET_LOSS)}
+    ran = {r["attack"] for r in report["results"] if r["level"] == "sample" and r["signal"] == "clm_tokens"}
+    assert ran == language_model_attacks - {"lowercase"}
+    assert [s["reason"] for s in report["skipped"] if s["attack"] == "lowercase"] == [
+        "the target's tokenizer lowercases every text, so lowercasing changes nothing"]
+    assert "gradnorm" in {r["attack"] for r in report["results"]}
+    ranked = report["ranking"]["sample"]
+    assert [row["auc"] for row in ranked] == sorted((row["auc"] for row in ranked), reverse=True)
+    assert {(row["attack"], row["signal"]) for row in ranked} == {
+        (r["attack"], r["signal"]) for r in report["results"] if r["level"] == "sample" and r["slice"] == "all"}
+    assert all(row["paper"] and set(row["tpr_at_fpr"]) == {"0.01", "0.001"} for row in ranked)
     loss = {r["level"]: r for r in report["results"] if r["attack"] == "loss" and r["slice"] == "all"}
     assert set(loss) == {"sample", "subgroup", "group"}
     for record in loss.values():

@@ -32,9 +32,12 @@ def test_report_json_follows_the_design_schema(demo_run):
     assert {"member", "nonmember", "population", "calibration_member"} <= set(report["data"]["counts"])
     assert report["data"]["truncated"] == 0
     levels = {(r["attack"], r["signal"], r["level"]) for r in report["results"]}
-    attacks = [("loss", "mlm_energy"), ("likelihood_ratio", "mlm_energy")] + [  # the demo runs the white-box attacks too
+    # Two references (smoke size): the likelihood ratio, RMIA and LiRA; the token-level attacks with a masked-LM form on
+    # the target's mlm_tokens; and the white-box attacks.
+    attacks = [(attack, "mlm_energy") for attack in ("loss", "likelihood_ratio", "rmia", "lira")] + [
+        (attack, "mlm_tokens") for attack in ("loss", "zlib", "min_k", "min_k_plus_plus", "dc_pdd")] + [
         (attack, signal) for attack in ("logistic_split", "logistic_calibration")
-        for signal in ("attention_concentration", "gradient_norms")]
+        for signal in ("attention_concentration", "gradient_norms")] + [("gradnorm", "gradient_norms")]
     assert levels == {(attack, signal, level) for attack, signal in attacks for level in ("sample", "subgroup", "group")}
     slices = {r["slice"] for r in report["results"] if r["level"] == "sample"}
     assert slices == {"all", "length:short", "length:long"}
@@ -51,8 +54,9 @@ def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):
     out = demo_run[0]
     scores = pd.read_parquet(out / "scores.parquet")
     assert "text" not in scores.columns
-    assert {"sample_id", "role", "length", "target_mlm_energy", "reference_mlm_energy",
-            "score_loss", "score_likelihood_ratio"} <= set(scores.columns)
+    assert {"sample_id", "role", "length", "target_mlm_energy", "reference_1_mlm_energy", "reference_2_mlm_energy",
+            "target_mlm_tokens", "score_loss_mlm_energy", "score_loss_mlm_tokens", "score_likelihood_ratio",
+            "score_min_k"} <= set(scores.columns)
     report = json.loads((out / "report.json").read_text())
     assert len(scores) == sum(report["data"]["counts"].values())
     member_texts = set(pd.read_parquet(out / "data" / "member.parquet")["text"])
@@ -69,7 +73,8 @@ def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path)
     out = demo_run[0]
     parts = sorted((out / "cache").rglob("part-*.parquet"))
     config = json.loads((out / "report.json").read_text())["config"]
-    args = ["audit", "--target", config["target"], "--reference", config["reference"], "--members", config["members"],
+    references = [option for folder in config["reference"] for option in ("--reference", folder)]
+    args = ["audit", "--target", config["target"], *references, "--members", config["members"],
             "--nonmembers", config["nonmembers"], "--population", config["population"],
             "--calibration-members", config["calibration_members"], "--k", str(config["signal"]["k"]),
             "--cache-dir", str(out / "cache"), "--out", str(tmp_path / "again"), "--include-text"]

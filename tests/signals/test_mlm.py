@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from lmaudit.signals.base import SignalSettings, encode
+from lmaudit.signals.base import SignalSettings, encode, unpack_token_values
 from lmaudit.signals.masks import mask_size, random_masks
-from lmaudit.signals.mlm import mlm_signal
+from lmaudit.signals.mlm import mlm_signal, mlm_token_values
 from tests.helpers import tiny_masked_lm
 
 
@@ -133,3 +133,25 @@ def test_k1_mean_energy_is_jagannathas_mlm_loss(tiny_bert, tiny_tokenizer, texts
         with torch.no_grad():
             model_loss = tiny_bert(input_ids=input_ids[None], labels=labels[None]).loss.item()
         assert value == pytest.approx(model_loss, abs=1e-5)
+
+
+def test_mlm_tokens_are_the_pseudo_likelihoods_terms_one_mask_at_a_time(tiny_bert, tiny_tokenizer, texts):
+    """Per content token, masked alone: its log p, and the mean and sd of log p(z) under the predictive distribution;
+    their mean NLL is mlm_pll's value."""
+    batch_texts, ids = texts[0][:4], texts[1][:4]
+    stored, _ = mlm_token_values(tiny_bert, tiny_tokenizer, batch_texts, ids, SignalSettings(signal="mlm_tokens"))
+    table = unpack_token_values(stored)
+    pll, _ = mlm_signal(tiny_bert, tiny_tokenizer, batch_texts, ids, SignalSettings(signal="mlm_pll"))
+    np.testing.assert_allclose(-np.nanmean(table["log_prob"], axis=1), pll, rtol=0, atol=1e-9)
+    for row, text in enumerate(batch_texts):
+        input_ids = tiny_tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"][0]
+        for t, position in enumerate(content_positions(tiny_tokenizer, text)):
+            masked = input_ids.clone()
+            masked[position] = tiny_tokenizer.mask_token_id
+            with torch.no_grad():
+                log_p = torch.log_softmax(tiny_bert(input_ids=masked[None]).logits[0, position], dim=-1).double()
+            mean = float((log_p.exp() * log_p).sum())
+            std = float((log_p.exp() * (log_p - mean) ** 2).sum()) ** 0.5
+            expected = (float(log_p[input_ids[position]]), mean, std, int(input_ids[position]))
+            got = tuple(table[field][row, t] for field in ("log_prob", "mean", "std", "token_id"))
+            assert got == pytest.approx(expected, abs=1e-5)

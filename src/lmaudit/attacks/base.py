@@ -37,22 +37,23 @@ LOWERCASE_LOSS = "lowercase_loss"  # (n,) the target's mean NLL of the lowercase
 PREFIXED_LOG_PROBS = "prefixed_log_probs"  # (n, T) log p(x_t | non-member prefix, context); NaN rows: not scored
 NEIGHBOUR_LOSSES = "neighbour_losses"  # (n, m) the target's mean NLL of m neighbours of each text (nats per token)
 # ... and how a reason for not running an attack names each one.
+TOKEN_SIGNAL_ADVICE = "audit with a per-token signal: --signal clm_tokens, or --token-signal mlm_tokens"
 VALUES = {
     TARGET_LOSS: "target-model signal",
     REFERENCE_LOSSES: "reference-model signal (give --reference)",
     FEATURE_VECTORS: "white-box features (give --whitebox)",
     GRADIENT_NORMS: "gradient norms (give --whitebox)",
     CLASSIFIER_FEATURE: "classifier output features (give --signal classifier)",
-    TOKEN_LOG_PROBS: "per-token log-probabilities (audit with --signal clm_tokens)",
-    TOKEN_MEANS: "per-token predictive means (audit with --signal clm_tokens)",
-    TOKEN_STDS: "per-token predictive standard deviations (audit with --signal clm_tokens)",
-    TOKEN_IDS: "per-token ids (audit with --signal clm_tokens)",
-    TOKEN_FREQUENCIES: "token frequencies of non-audited text (audit with --signal clm_tokens and a population)",
-    COMPRESSED_BYTES: "compressed text lengths (audit with --signal clm_tokens)",
-    LOWERCASE_LOSS: "loss of the lowercased texts (audit with --signal clm_tokens and --lowercase)",
+    TOKEN_LOG_PROBS: "per-token log-probabilities (" + TOKEN_SIGNAL_ADVICE + ")",
+    TOKEN_MEANS: "per-token predictive means (" + TOKEN_SIGNAL_ADVICE + ")",
+    TOKEN_STDS: "per-token predictive standard deviations (" + TOKEN_SIGNAL_ADVICE + ")",
+    TOKEN_IDS: "per-token ids (" + TOKEN_SIGNAL_ADVICE + ")",
+    TOKEN_FREQUENCIES: "token frequencies of non-audited text (" + TOKEN_SIGNAL_ADVICE + ", and a population)",
+    COMPRESSED_BYTES: "compressed text lengths (" + TOKEN_SIGNAL_ADVICE + ")",
+    LOWERCASE_LOSS: "loss of the lowercased texts (" + TOKEN_SIGNAL_ADVICE + ", and --lowercase)",
     PREFIXED_LOG_PROBS: "log-probabilities after a non-member prefix (audit with --signal clm_tokens, a population "
                         "and --recall-prefix N)",
-    NEIGHBOUR_LOSSES: "losses of neighbour texts (give --neighbours N and a masked LM to propose them)",
+    NEIGHBOUR_LOSSES: "losses of neighbour texts (audit with --signal clm_tokens and --neighbours N)",
 }
 
 

@@ -93,7 +93,8 @@ def run_attacks(inputs: Sequence[AttackInput], specs: Sequence[AttackSpec] = ATT
     """Every attack that applies to each input, and what could not run (each reason once).
 
     Scores come grouped by input (in the order given), then by level (sample, subgroup, group), then in
-    registry order: the order of the report's results.
+    registry order: the order of the report's results. An attack that ran on some input is not listed as
+    not run on the others (a token-level attack runs on the per-token signal, not on the MLM energy).
     """
     scored: list[tuple[tuple[int, int, int], AttackScores]] = []
     skipped: list[Skipped] = []
@@ -105,4 +106,5 @@ def run_attacks(inputs: Sequence[AttackInput], specs: Sequence[AttackSpec] = ATT
             scores, not_run = _run_one(spec, data, unavailable)
             scored += [((input_index, LEVELS.index(s.level), spec_index), s) for s in scores]
             skipped += [s for s in not_run if s not in skipped]
-    return [s for _, s in sorted(scored, key=lambda item: item[0])], skipped
+    ran = {s.attack for _, s in scored}
+    return [s for _, s in sorted(scored, key=lambda item: item[0])], [s for s in skipped if s.attack not in ran]

@@ -26,16 +26,7 @@ from lmaudit.signals.base import (
     refuse_single_token,
 )
 from lmaudit.signals.registry import resolved
-
-
-def token_statistics(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """(positions, 3): log p of each target, and the mean and standard deviation of log p(z) for z drawn from the
-    predictive distribution at its position (Min-K%++'s mu and sigma), from fp32 log-probabilities (positions, vocab)."""
-    probs = log_probs.exp()
-    mean = (probs * log_probs).sum(dim=1)
-    # The centred form: E[(log p - mu)^2] does not cancel the way E[(log p)^2] - mu^2 does in fp32.
-    variance = (probs * (log_probs - mean[:, None]) ** 2).sum(dim=1)
-    return torch.stack([log_probs.gather(1, targets[:, None])[:, 0], mean, variance.sqrt()], dim=1)
+from lmaudit.signals.tokens import token_statistics
 
 
 @torch.inference_mode()
@@ -60,7 +51,7 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
         scored[:, : len(prefix)] = 0
         rows, cols = torch.nonzero(scored, as_tuple=True)
         targets = ids[rows, cols + 1].to(device)
-        values = torch.empty((len(rows), 3 if statistics else 1), device=device)
+        values = torch.empty((len(rows), 3 if statistics else 1), device=device, dtype=torch.float64)
         for start in range(0, len(rows), position_chunk):
             stop = start + position_chunk
             with autocast:
@@ -77,18 +68,19 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
 
 
 def causal_lm_loss(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
-                   settings: SignalSettings, progress: bool = False) -> tuple[np.ndarray, list[EncodedSample]]:
+                   settings: SignalSettings, progress: bool = False,
+                   position_chunk: int = 2048) -> tuple[np.ndarray, list[EncodedSample]]:
     """Mean NLL (nats) of every token after the first, given the tokens before it; and the encodings."""
     settings = resolved(settings, next(model.parameters()).device.type)
     samples = encode_for(model, tokenizer, texts, sample_ids, settings)
     refuse_single_token(samples)
-    log_probs = causal_passes(model, tokenizer, samples, settings, progress)
+    log_probs = causal_passes(model, tokenizer, samples, settings, progress, position_chunk=position_chunk)
     return np.array([-values[0].mean() for values in log_probs]), samples
 
 
 def causal_token_values(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
                         settings: SignalSettings, progress: bool = False,
-                        prefix: str | None = None) -> tuple[list[np.ndarray], list[EncodedSample]]:
+                        prefix: str | None = None, position_chunk: int = 2048) -> tuple[list[np.ndarray], list[EncodedSample]]:
     """Per sample, its per-token values packed for the store (`pack_token_values`): log p, predictive mean and standard
     deviation (nats) and id of every token after the first; and the encodings.
 
@@ -99,6 +91,7 @@ def causal_token_values(model: torch.nn.Module, tokenizer, texts: Sequence[str],
     prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"][-(limit // 2):] if prefix else []
     samples = encode(tokenizer, texts, sample_ids, limit - len(prefix_ids))
     refuse_single_token(samples)
-    passes = causal_passes(model, tokenizer, samples, settings, progress, statistics=True, prefix_ids=prefix_ids)
+    passes = causal_passes(model, tokenizer, samples, settings, progress, statistics=True, prefix_ids=prefix_ids,
+                           position_chunk=position_chunk)
     packed = [pack_token_values(values, sample.input_ids[1:]) for values, sample in zip(passes, samples, strict=True)]
     return packed, samples

@@ -14,16 +14,17 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from lmaudit.signals.base import EncodedSample, SignalSettings, encode, model_max_length
+from lmaudit.signals.base import EncodedSample, SignalSettings, encode, model_max_length, pack_token_values
 from lmaudit.signals.heads import masked_position_logits
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 from lmaudit.signals.registry import resolved
+from lmaudit.signals.tokens import token_statistics
 
 
 def mask_patterns(sample: EncodedSample, settings: SignalSettings) -> np.ndarray:
     """The sample's mask patterns as positions in its input ids, shape (copies, l)."""
     n_content = len(sample.content_positions)
-    if settings.signal == "mlm_pll":  # each position once
+    if settings.signal in ("mlm_pll", "mlm_tokens"):  # each position once
         patterns = single_position_masks(n_content)
     elif settings.masks == "all":
         patterns = all_masks(n_content, settings.mask_fraction, settings.all_masks_cap, sample.sample_id)
@@ -75,12 +76,16 @@ def score_masked_copies_with_models(
     batch_tokens: int = 4096,
     progress: bool = False,
     precision: str = "fp32",
+    statistics: bool = False,
 ) -> list[list[np.ndarray]]:
     """score_masked_copies for several models sharing a tokenizer: each batch is built once and run
-    through every model (target and reference on the same batches). Result [model][sample]."""
+    through every model (target and reference on the same batches). Result [model][sample]. With
+    `statistics`, each masked token gets (log p, predictive mean, predictive sd) in place of its NLL:
+    arrays (copies, l, 3)."""
     devices = [next(m.parameters()).device for m in models]
     logits_at = [masked_position_logits(m) for m in models]
-    results = [[np.zeros(p.shape, dtype=np.float64) for p in patterns] for _ in models]
+    shape = (3,) if statistics else ()
+    results = [[np.zeros(p.shape + shape, dtype=np.float64) for p in patterns] for _ in models]
     filled = [0] * len(samples)
     total = sum(len(p) for p in patterns)
     with tqdm(total=total, desc="masked copies", unit="copy", disable=not progress or None, leave=False) as bar:
@@ -100,7 +105,10 @@ def score_masked_copies_with_models(
                 with autocast:
                     picked = logits_of(masked.to(device), torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device))
                 log_probs = torch.log_softmax(picked.float(), dim=-1)  # fp32 whatever the matmul precision
-                nll = -log_probs.gather(1, targets.to(device)[:, None])[:, 0].cpu().numpy()
+                if statistics:
+                    nll = token_statistics(log_probs, targets.to(device)).cpu().numpy()
+                else:
+                    nll = -log_probs.gather(1, targets.to(device)[:, None])[:, 0].cpu().numpy()
                 offset = 0
                 for copy, slot in zip(batch, slots, strict=True):
                     size = len(copy.positions)
@@ -150,3 +158,24 @@ def mlm_signals(
     else:
         values = [np.asarray([aggregate_energy(t, settings.normalize) for t in token_nll]) for token_nll in per_model]
     return values, samples
+
+
+def mlm_token_values(
+    model: torch.nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    sample_ids: Sequence[str],
+    settings: SignalSettings,
+    progress: bool = False,
+) -> tuple[list[np.ndarray], list[EncodedSample]]:
+    """The per-position terms of the pseudo-log-likelihood, packed for the store (`pack_token_values`): each content
+    token masked once, its log p, the predictive mean and sd at its position (nats), and its id; and the encodings."""
+    settings = resolved(settings, next(model.parameters()).device.type)
+    samples = encode(tokenizer, texts, sample_ids, settings.max_length or model_max_length(model.config, tokenizer))
+    patterns = [mask_patterns(s, settings) for s in samples]
+    per_copy = score_masked_copies_with_models([model], tokenizer.mask_token_id, samples, patterns, settings.batch_tokens,
+                                               progress, settings.precision, statistics=True)[0]
+    # One position per copy, copies in content order: (T, 1, 3) -> (3, T).
+    packed = [pack_token_values(values[:, 0, :].T, sample.input_ids[sample.content_positions])
+              for values, sample in zip(per_copy, samples, strict=True)]
+    return packed, samples

@@ -21,6 +21,12 @@ SIGNALS: tuple[SignalSpec, ...] = (
         scorer="lmaudit.signals.mlm:mlm_signal", joint_scorer="lmaudit.signals.mlm:mlm_signals", default_normalize="mean",
     ),
     SignalSpec(
+        "mlm_tokens", "mlm", "tokens", "nats per token (each token's log-probability, masked alone)",
+        "masked-LM tokens: the pseudo-likelihood's per-position terms, each token's log-probability masked alone, and the "
+        "mean and standard deviation of the log-probability under the predictive distribution at its position",
+        scorer="lmaudit.signals.mlm:mlm_token_values", default_normalize="mean", loss_signal="mlm_pll",
+    ),
+    SignalSpec(
         "clm_loss", "clm", "loss", "nats per token",
         "causal-LM loss (Jagannatha et al.): mean NLL of each next token given the tokens before it",
         scorer="lmaudit.signals.causal:causal_lm_loss", default_normalize="mean",

@@ -1,0 +1,220 @@
+"""Every new attack against a slow, obviously right implementation of its paper's formula: one sample at a time, plain
+loops. Each token-level attack is checked twice: on the very token values the fast path computed (to 1e-9: the formula),
+and on token values from the model run on each text alone with its whole vocabulary at once (to 1e-5: an fp32 forward
+pass rounds differently, by about 1e-6, when the LM head runs on a chunk of positions instead of all of them).
+
+The fast path is the real one: the per-token signal from `causal_token_values` (length-sorted, the LM head run on
+chunks of positions), unpacked as the pipeline unpacks it, then the attack's vectorised score. It runs one sample per
+call here, so that the fp32 forward pass does the same arithmetic as the reference's; that padded batches change the
+values only by fp32 rounding (1e-5) is a test of its own.
+"""
+
+import math
+import statistics
+import zlib
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from lmaudit.attacks.dc_pdd import dc_pdd_score
+from lmaudit.attacks.gradnorm import gradnorm_score
+from lmaudit.attacks.lira import lira_score
+from lmaudit.attacks.lowercase import lowercase_score
+from lmaudit.attacks.min_k import min_k_score
+from lmaudit.attacks.min_k_plus_plus import min_k_plus_plus_score
+from lmaudit.attacks.neighbourhood import neighbourhood_score
+from lmaudit.attacks.recall import recall_score
+from lmaudit.attacks.rmia import log_likelihood_ratio, rmia_score
+from lmaudit.attacks.zlib import zlib_score
+from lmaudit.signals.base import SignalSettings, unpack_token_values
+from lmaudit.signals.causal import causal_token_values
+from lmaudit.signals.variants import compressed_bytes, corpus_counts, smoothed_frequencies, token_ids_of
+
+TOLERANCE = 1e-6  # formulas on the same inputs
+FORWARD_TOLERANCE = 1e-5  # values recomputed by a second fp32 forward pass
+SETTINGS = SignalSettings(signal="clm_tokens", max_length=48, batch_tokens=4096)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tiny_tokenizer):
+    from transformers import GPT2LMHeadModel
+
+    from lmaudit.models.train import clm_config
+
+    torch.manual_seed(1)
+    return GPT2LMHeadModel(clm_config("tiny", len(tiny_tokenizer), 64, tiny_tokenizer)).eval()
+
+
+@pytest.fixture(scope="module")
+def texts(notes):
+    return notes["text"].tolist()[:9], notes["sample_id"].tolist()[:9]
+
+
+@pytest.fixture(scope="module")
+def fast(tiny_gpt2, tiny_tokenizer, texts):
+    stored = [causal_token_values(tiny_gpt2, tiny_tokenizer, [text], [sample_id], SETTINGS, position_chunk=5)[0][0]
+              for text, sample_id in zip(*texts, strict=True)]
+    return unpack_token_values(stored)
+
+
+def slow_token_values(model, tokenizer, text: str, prefix: str = "") -> list[tuple[float, float, float, int]]:
+    """(log p, mean, std, id) of every token after the text's first, one position at a time: the fp32 log-softmax lmaudit
+    defines its signals with, every sum over the vocabulary in float64."""
+    prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
+    ids = tokenizer(text, truncation=True, max_length=SETTINGS.max_length - len(prefix_ids))["input_ids"]
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prefix_ids + ids])).logits[0]
+    rows = []
+    for t in range(len(ids) - 1):
+        log_p = torch.log_softmax(logits[len(prefix_ids) + t], dim=-1).double()
+        p = log_p.exp()
+        mean = float((p * log_p).sum())
+        std = math.sqrt(float((p * (log_p - mean) ** 2).sum()))
+        rows.append((float(log_p[ids[t + 1]]), mean, std, ids[t + 1]))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def model_values(tiny_gpt2, tiny_tokenizer, texts):
+    return [slow_token_values(tiny_gpt2, tiny_tokenizer, text) for text in texts[0]]
+
+
+@pytest.fixture(scope="module", params=["same token values", "one text at a time"])
+def slow(request, fast, model_values):
+    """(per sample, a list of (log p, mean, std, id)), and the tolerance of comparing the attacks on them."""
+    if request.param == "one text at a time":
+        return model_values, FORWARD_TOLERANCE
+    rows = [[tuple(float(fast[f][r, t]) for f in ("log_prob", "mean", "std")) + (int(fast["token_id"][r, t]),)
+             for t in range(int(np.sum(~np.isnan(fast["log_prob"][r]))))] for r in range(len(model_values))]
+    return rows, 1e-9
+
+
+def test_token_values_equal_one_text_at_a_time(fast, model_values):
+    for row, values in enumerate(model_values):
+        assert int(np.sum(~np.isnan(fast["log_prob"][row]))) == len(values)
+        for field, column in (("log_prob", 0), ("mean", 1), ("std", 2), ("token_id", 3)):
+            expected = [v[column] for v in values]
+            assert np.allclose(fast[field][row, : len(values)], expected, rtol=0, atol=FORWARD_TOLERANCE), field
+
+
+def test_padded_batches_change_token_values_only_by_fp32_rounding(tiny_gpt2, tiny_tokenizer, texts, fast):
+    stored, _ = causal_token_values(tiny_gpt2, tiny_tokenizer, *texts, SETTINGS)
+    for field, table in unpack_token_values(stored).items():
+        assert np.allclose(table, fast[field], rtol=0, atol=1e-5, equal_nan=True), field
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.5, 1.0])
+def test_min_k_and_min_k_plus_plus(fast, slow, fraction):
+    slow, tolerance = slow
+    for row, values in enumerate(slow):
+        count = max(1, math.floor(fraction * len(values)))
+        lowest = sorted(v[0] for v in values)[:count]
+        standardised = sorted((v[0] - v[1]) / v[2] for v in values)[:count]
+        assert min_k_score(fast["log_prob"], fraction)[row] == pytest.approx(sum(lowest) / count, abs=tolerance)
+        assert min_k_plus_plus_score(fast["log_prob"], fast["mean"], fast["std"], fraction)[row] == pytest.approx(
+            sum(standardised) / count, abs=tolerance)
+
+
+def test_zlib(fast, slow, texts):
+    slow, tolerance = slow
+    loss = -np.nanmean(fast["log_prob"], axis=1)
+    scores = zlib_score(loss, compressed_bytes(texts[0]))
+    for row, (values, text) in enumerate(zip(slow, texts[0], strict=True)):
+        mean_nll = -sum(v[0] for v in values) / len(values)
+        assert scores[row] == pytest.approx(-mean_nll / len(zlib.compress(text.encode("utf-8"))), abs=tolerance)
+
+
+def test_dc_pdd_with_population_samples_left_out_of_their_own_frequencies(fast, slow, texts, tiny_tokenizer):
+    """The frequency corpus is texts 6-8 (the 'population'); each of them is scored against the other two only."""
+    slow, tolerance = slow
+    population = [6, 7, 8]
+    corpus_ids = token_ids_of(tiny_tokenizer, [texts[0][i] for i in population])
+    own = [corpus_ids[population.index(i)] if i in population else None for i in range(len(texts[0]))]
+    frequencies = smoothed_frequencies(corpus_counts(corpus_ids, len(tiny_tokenizer)), fast["token_id"], own)
+    scores = dc_pdd_score(fast["log_prob"], fast["token_id"], frequencies, bound=0.01)
+    vocabulary = len(tiny_tokenizer)
+    for row, values in enumerate(slow):
+        counts = Counter()
+        for i in population:
+            if i != row:
+                counts.update(tiny_tokenizer(texts[0][i], add_special_tokens=False)["input_ids"])
+        total, seen, alphas = sum(counts.values()), set(), []
+        for log_p, _, _, token in values:
+            if token in seen:
+                continue
+            seen.add(token)
+            frequency = (counts[token] + 1) / (total + vocabulary)
+            alphas.append(min(math.exp(log_p) * math.log(1 / frequency), 0.01))
+        assert scores[row] == pytest.approx(sum(alphas) / len(alphas), abs=tolerance)
+
+
+def test_recall(tiny_gpt2, tiny_tokenizer, fast, model_values, texts, notes):
+    prefix = "\n\n".join(notes["text"].tolist()[20:22]) + "\n\n"
+    stored = [causal_token_values(tiny_gpt2, tiny_tokenizer, [text], [sample_id], SETTINGS, prefix=prefix)[0][0]
+              for text, sample_id in zip(*texts, strict=True)]
+    prefixed = unpack_token_values(stored)["log_prob"]
+    scores = recall_score(prefixed, fast["log_prob"])
+    limit = SETTINGS.max_length // 2
+    kept_prefix = tiny_tokenizer.decode(tiny_tokenizer(prefix, add_special_tokens=False)["input_ids"][-limit:])
+    for row, (values, text) in enumerate(zip(model_values, texts[0], strict=True)):
+        prefix_ids = tiny_tokenizer(prefix, add_special_tokens=False)["input_ids"][-limit:]
+        ids = tiny_tokenizer(text, truncation=True, max_length=SETTINGS.max_length - len(prefix_ids))["input_ids"]
+        with torch.no_grad():
+            logits = tiny_gpt2(input_ids=torch.tensor([prefix_ids + ids])).logits[0]
+        conditioned = [float(torch.log_softmax(logits[len(prefix_ids) + t], -1)[ids[t + 1]]) for t in range(len(ids) - 1)]
+        unconditioned = [v[0] for v in values[: len(conditioned)]]
+        expected = (sum(conditioned) / len(conditioned)) / (sum(unconditioned) / len(unconditioned))
+        assert scores[row] == pytest.approx(expected, abs=FORWARD_TOLERANCE), kept_prefix
+
+
+def test_lowercase_and_neighbourhood_by_hand():
+    assert lowercase_score(np.array([2.0, 4.0]), np.array([3.0, 4.0])).tolist() == [1.5, 1.0]
+    assert neighbourhood_score(np.array([2.0]), np.array([[3.0, 4.0, 5.0]])).tolist() == [2.0]
+
+
+def test_rmia_against_pairwise_comparisons():
+    rng = np.random.default_rng(0)
+    target, references = rng.uniform(1, 5, 30), rng.uniform(1, 5, (30, 3))
+    is_population = np.arange(30) >= 18
+    for offline_a, gamma in ((1.0, 1.0), (0.3, 1.0), (1.0, 1.5), (0.6, 0.8)):
+        log_ratio = log_likelihood_ratio(target, references, offline_a)
+        scores = rmia_score(log_ratio, log_ratio[is_population], gamma, is_population)
+        for x in range(30):
+            def ratio(i):
+                prior = 0.5 * ((1 + offline_a) * sum(math.exp(-loss) for loss in references[i]) / 3 + (1 - offline_a))
+                return math.exp(-target[i]) / prior
+
+            others = [z for z in np.flatnonzero(is_population) if z != x]
+            expected = sum(ratio(x) / ratio(z) >= gamma for z in others) / len(others)
+            assert scores[x] == pytest.approx(expected, abs=TOLERANCE)
+
+
+def test_lira_against_a_gaussian_per_sample():
+    rng = np.random.default_rng(1)
+    target, references = rng.uniform(1, 5, 12), rng.uniform(1, 5, (12, 4))
+    per_sample = lira_score(target, references, global_variance=False)
+    pooled = lira_score(target, references, global_variance=True)
+    global_sd = math.sqrt(sum(statistics.variance(r) for r in references) / len(references))
+    for i in range(12):
+        gaussian = statistics.NormalDist(statistics.mean(references[i]), statistics.stdev(references[i]))
+        # The score is the z of the one-sided tail: Phi(z) = Pr[reference loss >= target loss].
+        assert statistics.NormalDist().cdf(per_sample[i]) == pytest.approx(1 - gaussian.cdf(target[i]), abs=TOLERANCE)
+        assert pooled[i] == pytest.approx((statistics.mean(references[i]) - target[i]) / global_sd, abs=TOLERANCE)
+
+
+def test_gradnorm_against_one_backward_pass_per_sample(tiny_gpt2, tiny_tokenizer, texts):
+    """MIMIR's GradNorm: the mean over parameter tensors of |grad| for the sample's own loss, from autograd."""
+    from lmaudit.signals.whitebox import gradient_features
+
+    settings = SignalSettings(signal="gradient_norms", max_length=48)
+    squared, _ = gradient_features(tiny_gpt2, tiny_tokenizer, *texts, settings)
+    scores = gradnorm_score(np.sqrt(squared))
+    for row, text in enumerate(texts[0][:4]):
+        ids = tiny_tokenizer(text, truncation=True, max_length=48, return_tensors="pt")["input_ids"]
+        tiny_gpt2.zero_grad()
+        tiny_gpt2(input_ids=ids, labels=ids).loss.backward()
+        norms = [p.grad.double().norm().item() for p in tiny_gpt2.parameters() if p.requires_grad]
+        tiny_gpt2.zero_grad()
+        assert scores[row] == pytest.approx(-sum(norms) / len(norms), rel=1e-5)

@@ -1,0 +1,37 @@
+"""The audit configuration: several references as a list everywhere (YAML, command line), one as the special case."""
+
+import pytest
+
+from lmaudit.config import load_config, validated
+from lmaudit.errors import InputError
+from tests.helpers import assert_one_line_error, run_cli
+
+BASE = {"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": "o"}
+
+
+def test_one_reference_is_a_list_of_one():
+    assert validated({**BASE, "reference": "r"}, "test").reference == ["r"]
+    assert validated(BASE, "test").reference == []
+
+
+def test_yaml_takes_a_list_of_references_relative_to_the_file(tmp_path):
+    (tmp_path / "audit.yaml").write_text("target: t\nreference: [r1, /abs/r2]\nmembers: m.csv\nnonmembers: n.csv\nout: o\n"
+                                         "attacks: {min_k_fraction: 0.1}\n")
+    config = load_config(tmp_path / "audit.yaml")
+    assert config.reference == [str(tmp_path / "r1"), "/abs/r2"]
+    assert config.attacks.min_k_fraction == 0.1
+
+
+def test_attack_settings_are_validated():
+    with pytest.raises(InputError, match="attacks.min_k_fraction"):
+        validated({**BASE, "attacks": {"min_k_fraction": 0}}, "test")
+
+
+def test_neighbours_without_a_masked_lm_is_refused_in_one_line(tmp_path):
+    """--neighbours needs a masked LM to propose words: without one, the audit stops before any model runs."""
+    for name in ("m", "n"):
+        (tmp_path / f"{name}.csv").write_text("text\nsome words here\nmore words there\n")
+    (tmp_path / "t").mkdir()
+    code, output = run_cli("audit", "--target", tmp_path / "t", "--members", tmp_path / "m.csv", "--nonmembers",
+                           tmp_path / "n.csv", "--out", tmp_path / "o", "--signal", "clm_tokens", "--neighbours", "4")
+    assert_one_line_error(code, output, "--neighbours 4 needs a masked LM", "--neighbour-model")
