@@ -167,3 +167,21 @@ def test_attack_from_a_scores_file(tmp_path, calls):
     assert {s["level"] for s in report["skipped"] if s["attack"] == "*"} == {"subgroup", "group"}
     assert list(pd.read_parquet(tmp_path / "out" / "scores.parquet").columns[:4]) == ["sample_id", "role", "target_loss",
                                                                                        "reference_loss"]
+
+
+def test_attack_from_a_scores_file_with_several_references(tmp_path, calls):
+    """reference_loss_1, reference_loss_2, ...: the likelihood ratio takes their mean, LiRA needs them all."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for p, role in (("m", "member"), ("n", "nonmember"), ("p", "population")):
+        for i in range(20):
+            difficulty = rng.uniform(2, 6)
+            rows.append({"sample_id": f"{p}{i}", "role": role, "target_loss": difficulty - (p == "m"),
+                         "reference_loss_1": difficulty + rng.normal(0, 0.1), "reference_loss_2": difficulty + rng.normal(0, 0.1)})
+    pd.DataFrame(rows).to_csv(tmp_path / "scores.csv", index=False)
+    report = pipeline.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
+    aucs = {r["attack"]: r["auc"] for r in report["results"] if r["slice"] == "all"}
+    assert aucs["likelihood_ratio"] == aucs["lira"] == aucs["rmia"] == 1.0
+    scores = pd.read_parquet(tmp_path / "out" / "scores.parquet")
+    expected = (scores["reference_1_loss"] + scores["reference_2_loss"]) / 2 - scores["target_loss"]
+    np.testing.assert_allclose(scores["score_likelihood_ratio"], expected)

@@ -309,7 +309,7 @@ def audit(config_path: str | None, **options) -> None:
 
 
 @main.command()
-@click.option("--scores", required=True, type=click.Path(), help="sample_id, role, target_loss[, reference_loss, group_id, length]")
+@click.option("--scores", required=True, type=click.Path(), help="sample_id, role, target_loss[, reference_loss or reference_loss_1, _2, ..., group_id, length]")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=10))
 @click.option("--seed", default=0, show_default=True)

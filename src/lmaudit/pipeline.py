@@ -431,8 +431,9 @@ def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationS
     signals = load_scores(scores_path)
     config = {"scores": str(scores_path), "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
     values = {TARGET_LOSS: signals["target"].to_numpy(dtype=float)}
-    if "reference" in signals:
-        values[REFERENCE_LOSSES] = signals[["reference"]].to_numpy(dtype=float)
+    references = [column for column in signals.columns if column.startswith("reference")]
+    if references:
+        values[REFERENCE_LOSSES] = signals[references].to_numpy(dtype=float)
     attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
-    samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", "reference")})
+    samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
     return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None)

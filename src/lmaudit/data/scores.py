@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,19 +18,25 @@ from lmaudit.data.roles import (
 from lmaudit.errors import InputError, row_location
 
 REQUIRED_COLUMNS = ("sample_id", "role", "target_loss")
-# Loss columns of a scores file, and the model each one is of.
-LOSS_COLUMNS = {"target_loss": "target", "reference_loss": "reference"}
+# Loss columns of a scores file: the target's, and one reference's or several (reference_loss_1, reference_loss_2, ...).
+REFERENCE_COLUMN = re.compile(r"^reference_loss(_\d+)?$")
+
+
+def loss_columns(columns: list[str]) -> dict[str, str]:
+    """Each loss column of a scores file and the model it is of (target, reference or reference_<i>)."""
+    models = {"target_loss": "target"} if "target_loss" in columns else {}
+    return models | {column: column.replace("_loss", "") for column in columns if REFERENCE_COLUMN.match(column)}
 
 
 def load_scores(path: str | Path) -> pd.DataFrame:
-    """Columns sample_id, role, target[, reference] (losses: lower = more likely under that model), group_id,
-    subgroup_id, length; every id and role checked as for a corpus."""
+    """Columns sample_id, role, target[, reference or reference_1, reference_2, ...] (losses: lower = more likely under
+    that model), group_id, subgroup_id, length; every id and role checked as for a corpus."""
     table = read_table(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; a scores file needs sample_id, role, target_loss")
     signals = pd.DataFrame({"sample_id": table["sample_id"].astype(str), "role": table["role"].astype(str)})
-    for column, model in LOSS_COLUMNS.items():
+    for column, model in loss_columns(list(table.columns)).items():
         if column in table.columns:
             values = pd.to_numeric(table[column], errors="coerce")
             bad = np.flatnonzero(~np.isfinite(values.to_numpy(dtype=float)))
