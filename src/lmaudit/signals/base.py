@@ -150,15 +150,16 @@ def resolve_precision(precision: str, device_type: str) -> str:
     return precision
 
 
-def length_sorted_batches(samples: Sequence[EncodedSample], batch_tokens: int) -> list[list[int]]:
-    """Sample positions in batches of similar length whose padded size stays within `batch_tokens`."""
+def length_sorted_batches(samples: Sequence[EncodedSample], batch_tokens: int, prefix_tokens: int = 0) -> list[list[int]]:
+    """Sample positions in batches of similar length whose padded size (with `prefix_tokens` put before every sample)
+    stays within `batch_tokens`."""
     order = sorted(range(len(samples)), key=lambda i: len(samples[i].input_ids))
     batches, current, longest = [], [], 0
     for index in order:
-        longest = max(longest, len(samples[index].input_ids))
+        longest = max(longest, prefix_tokens + len(samples[index].input_ids))
         if current and longest * (len(current) + 1) > batch_tokens:
             batches.append(current)
-            current, longest = [], len(samples[index].input_ids)
+            current, longest = [], prefix_tokens + len(samples[index].input_ids)
         current.append(index)
     return batches + ([current] if current else [])
 

@@ -47,7 +47,7 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
     prefix = np.asarray(prefix_ids, dtype=np.int64)
     results: list[np.ndarray] = [np.empty(0)] * len(samples)
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
-    batches = length_sorted_batches(samples, settings.batch_tokens)
+    batches = length_sorted_batches(samples, settings.batch_tokens, len(prefix))
     for batch in progress_bar(batches, len(batches), "causal-LM batches", progress):
         ids, attention = pad_batch([np.concatenate([prefix, samples[i].input_ids]) for i in batch], pad)
         with autocast:
