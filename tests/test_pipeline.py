@@ -64,8 +64,8 @@ def calls(monkeypatch):
     """Fake scoring: records which model scored which samples (and with which labels) and returns member-like values."""
     record = []
 
-    def fake_model_signal(model_dir, sample_ids, texts, settings, cache_dir, progress=False, trust_remote_code=False,
-                          label="model", chunk_size=512, device="cpu", class_labels=None):
+    def fake_model_signal(model, sample_ids, texts, settings, cache_dir, progress=False, placement=None,
+                          label="model", chunk_size=512, class_labels=None):
         record.append({"model": label, "signal": settings.signal, "ids": list(sample_ids), "labels": class_labels})
         member = member_like(sample_ids)
         if settings.signal == "classifier":  # log-probabilities of labels a, b: members are confident and right

@@ -10,6 +10,7 @@ import click
 from lmaudit.config import AUDITED_OUTPUTS, ROLE_FILE_FIELDS
 from lmaudit.data.roles import SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
+from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES
 from lmaudit.signals.base import DEVICES, PRECISIONS
 from lmaudit.signals.registry import signal_names
 
@@ -192,30 +193,53 @@ def _signal_options(function):
         click.option("--max-length", default=None, type=click.IntRange(min=3), help="Truncate to this many tokens."),
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS),
                      help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
-        click.option("--device", default="cpu", show_default=True, type=click.Choice(DEVICES),
-                     help="Where the models run; auto = cuda when available."),
+        click.option("--batch-tokens", default=4096, show_default=True, type=click.IntRange(min=64),
+                     help="Tokens per batch (padded); halved automatically on out-of-memory errors."),
     ]
     for option in reversed(options):
         function = option(function)
     return function
 
 
+def _placement_options(default_device: str | None):
+    """How the models are loaded and where they run: device, weight dtype, device map, quantization."""
+
+    def decorate(function):
+        options = [
+            click.option("--device", default=default_device, show_default=default_device is not None,
+                         type=click.Choice(DEVICES), help="Where the models run; auto = cuda when available."),
+            click.option("--dtype", default=None, type=click.Choice(WEIGHT_DTYPES),
+                         help="Load the weights in this dtype (default fp32; bf16 halves the memory)."),
+            click.option("--device-map", default=None, type=click.Choice(["auto"]),
+                         help="auto: spread a model too large for one GPU over the GPUs and the CPU (accelerate)."),
+            click.option("--quantization", default=None, type=click.Choice(QUANTIZATIONS),
+                         help="Load the weights in 8 or 4 bits (bitsandbytes, CUDA; pip install 'lmaudit[gpu]')."),
+        ]
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
 @main.command()
 @click.option("--model", required=True, type=click.Path())
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter folder to apply to --model.")
 @click.option("--data", required=True, type=click.Path())
 @_signal_options
+@_placement_options("cpu")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help=".csv, .jsonl or .parquet")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ next to --out).")
 @click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the work.")
 @click.option("--chunk-size", default=512, show_default=True, type=click.IntRange(min=1), help="Samples per stored chunk.")
-def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
-          max_length: int | None, precision: str, device: str, out: str, cache_dir: str | None, shard: str | None,
-          chunk_size: int) -> None:
+def score(model: str, adapter: str | None, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
+          max_length: int | None, precision: str, batch_tokens: int, device: str, dtype: str | None, device_map: str | None,
+          quantization: str | None, out: str, cache_dir: str | None, shard: str | None, chunk_size: int) -> None:
     """Compute a per-sample LM signal (nats; lower = more likely under the model)."""
     import pandas as pd
 
     from lmaudit.data.corpus import load_corpus, table_kind, write_table
-    from lmaudit.models.load import resolve_device
+    from lmaudit.models.load import ModelSource, Placement, resolve_device
     from lmaudit.signals.base import SignalSettings
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.store import default_cache_dir, parse_shard, shard_positions
@@ -225,10 +249,11 @@ def score(model: str, data: str, signal: str, k: int, masks: str, normalize: str
     if shard is not None:
         corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), parse_shard(shard))]
     settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length,
-                              precision=precision)
-    values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings,
-                          cache_dir or default_cache_dir(Path(out).parent), progress=_progress(), chunk_size=chunk_size,
-                          device=resolve_device(device))
+                              precision=precision, batch_tokens=batch_tokens)
+    placement = Placement(resolve_device(device), dtype or "fp32", device_map, quantization)
+    values = model_signal(ModelSource(model, adapter), corpus["sample_id"].tolist(), corpus["text"].tolist(), settings,
+                          cache_dir or default_cache_dir(Path(out).parent), progress=_progress(), placement=placement,
+                          chunk_size=chunk_size)
     write_table(pd.DataFrame({"sample_id": values["sample_id"], signal: values["value"]}), out)
     click.echo(f"wrote {signal} of {len(values)} samples to {out} ({int(values['truncated'].sum())} truncated)")
 
@@ -249,8 +274,11 @@ def _role_file_options(function):
 @main.command()
 @click.option("--config", "config_path", default=None, type=click.Path(), help="audit.yaml with the same settings.")
 @click.option("--target", default=None, type=click.Path())
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
 @click.option("--reference", multiple=True, type=click.Path(),
               help="Reference model, never trained on the audited members; repeat for several (RMIA, LiRA).")
+@click.option("--reference-adapter", multiple=True, type=click.Path(),
+              help="A PEFT adapter applied to a reference; one per --reference, in the same order.")
 @click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
 @_role_file_options
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
@@ -260,7 +288,9 @@ def _role_file_options(function):
 @click.option("--signal", default=None, type=click.Choice(signal_names(*AUDITED_OUTPUTS)),
               help="classifier: audit a text classifier with shadow-calibrated attacks (needs --shadow).")
 @click.option("--precision", default=None, type=click.Choice(PRECISIONS))
-@click.option("--device", default=None, type=click.Choice(DEVICES), help="Where the models run.")
+@click.option("--batch-tokens", default=None, type=click.IntRange(min=64),
+              help="Tokens per batch (default 4096); halved automatically on out-of-memory errors.")
+@_placement_options(None)
 @click.option("--whitebox", is_flag=True, default=None,
               help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
 @click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
@@ -289,7 +319,8 @@ def audit(config_path: str | None, **options) -> None:
     from lmaudit.report.tables import summary_table
 
     options["reference"] = list(options["reference"]) or None
-    nested = {"signal": ("k", "signal", "precision"), "attacks": ("min_k_fraction", "rmia_offline_a")}
+    options["reference_adapter"] = list(options["reference_adapter"]) or None
+    nested = {"signal": ("k", "signal", "precision", "batch_tokens"), "attacks": ("min_k_fraction", "rmia_offline_a")}
     sections = {section: {k: options.pop(k) for k in keys} for section, keys in nested.items()}
     sections = {section: {k: v for k, v in given.items() if v is not None} for section, given in sections.items()}
     if config_path:

@@ -26,6 +26,7 @@ from lmaudit.data.roles import (
 )
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource, Placement
 from lmaudit.signals.base import DEVICES, SignalSettings
 from lmaudit.signals.registry import signal_names
 
@@ -43,8 +44,11 @@ class AuditConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     target: str
+    adapter: str | None = Field(None, description="a PEFT (LoRA) adapter folder applied to the target (the base model)")
     reference: list[str] = Field(default_factory=list, description="reference models, never trained on the audited "
                                  "members (offline); the likelihood ratio uses their mean loss, RMIA and LiRA each one")
+    reference_adapter: list[str] = Field(default_factory=list, description="PEFT adapters applied to the references, one "
+                                         "per reference in the same order (none: the references as saved)")
     shadow: str | None = Field(None, description="shadow classifier, trained like the target on shadow_members")
     members: str | None = None
     nonmembers: str | None = None
@@ -74,6 +78,12 @@ class AuditConfig(BaseModel):
     include_text: bool = False
     trust_remote_code: bool = False
     device: Literal[DEVICES] = "cpu"
+    dtype: Literal[WEIGHT_DTYPES] = Field("fp32", description="dtype the weights are loaded in (bf16 halves the memory "
+                                          "of fp32; the signal store keeps each dtype's values apart)")
+    device_map: Literal["auto"] | None = Field(None, description="auto: spread a model too large for one GPU over the "
+                                               "GPUs and the CPU (accelerate)")
+    quantization: Literal[QUANTIZATIONS] | None = Field(None, description="load the weights in 8 or 4 bits "
+                                                        "(bitsandbytes, CUDA only; the gpu extra)")
 
     @field_validator("signal")
     @classmethod
@@ -91,9 +101,9 @@ class AuditConfig(BaseModel):
             raise ValueError(f"'{name}' is not a per-token signal; use one of {', '.join(choices)}")
         return name
 
-    @field_validator("reference", mode="before")
+    @field_validator("reference", "reference_adapter", mode="before")
     @classmethod
-    def _references_as_list(cls, value):
+    def _as_list(cls, value):
         if value is None:
             return []
         return [value] if isinstance(value, str) else value
@@ -104,6 +114,28 @@ class AuditConfig(BaseModel):
             raise ValueError("give members and nonmembers files, or one data file with a role column")
         return self
 
+    @model_validator(mode="after")
+    def _one_adapter_per_reference(self) -> AuditConfig:
+        if self.reference_adapter and len(self.reference_adapter) != len(self.reference):
+            raise ValueError(f"{len(self.reference_adapter)} reference adapters for {len(self.reference)} references: "
+                             "give one --reference-adapter per --reference, in the same order, or none")
+        return self
+
+    def target_source(self) -> ModelSource:
+        """The target model: its folder and its adapter, if any."""
+        return ModelSource(self.target, self.adapter)
+
+    def reference_sources(self) -> list[ModelSource]:
+        """The reference models, each with its adapter when reference adapters are given."""
+        adapters = self.reference_adapter or [None] * len(self.reference)
+        return [ModelSource(folder, adapter) for folder, adapter in zip(self.reference, adapters, strict=True)]
+
+    def placement(self) -> Placement:
+        """How every model of the audit is loaded and where it runs (device 'auto' resolved here)."""
+        from lmaudit.models.load import resolve_device
+
+        return Placement(resolve_device(self.device), self.dtype, self.device_map, self.quantization, self.trust_remote_code)
+
     def role_files(self) -> dict[str | None, str]:
         """Files to load: role -> path (role None: the file's own role column decides)."""
         chosen: dict[str | None, str] = {role: getattr(self, name) for role, name in ROLE_FILE_FIELDS.items()
@@ -113,7 +145,7 @@ class AuditConfig(BaseModel):
         return chosen
 
 
-PATH_FIELDS = ("target", "reference", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir", "neighbour_model",
+PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir", "neighbour_model",
                "frequency_data")
 
 

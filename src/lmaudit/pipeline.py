@@ -51,6 +51,7 @@ from lmaudit.data.scores import load_scores
 from lmaudit.errors import InputError, row_location
 from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.models.load import ModelSource, Placement
 from lmaudit.report.build import (
     build_report,
     data_summary,
@@ -83,10 +84,10 @@ class ScoredSamples:
 
 @dataclass(frozen=True)
 class Scorer:
-    """A model that computes signals for some of the scored rows: its name in the report, its folder, which rows."""
+    """A model that computes signals for some of the scored rows: its name in the report, the model, which rows."""
 
     name: str
-    folder: str
+    model: str | ModelSource
     rows: np.ndarray
 
 
@@ -113,16 +114,14 @@ def load_audit_corpus(role_files: dict[str | None, str]) -> pd.DataFrame:
 
 def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     """Audit from models: compute (or reuse) the signals, run every attack they allow, write the report."""
-    from lmaudit.models.load import resolve_device
-
     corpus = load_audit_corpus(config.role_files())
-    device = resolve_device(config.device)
+    placement = config.placement()
     classifier = signal_spec(config.signal.signal).output == "log_probabilities"
-    scored = (classifier_signals if classifier else language_model_signals)(config, corpus, device, progress)
+    scored = (classifier_signals if classifier else language_model_signals)(config, corpus, placement, progress)
     attacks, not_run = run_attacks(scored.inputs)
     texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
     return finish_report(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
-                         config.evaluation, texts, device, scored.models)
+                         config.evaluation, texts, placement.device, scored.models)
 
 
 def reference_names(references: list[str]) -> list[str]:
@@ -137,7 +136,7 @@ def losses_of(values: pd.Series, output: str) -> np.ndarray:
     return values.to_numpy(dtype=float)
 
 
-def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, progress: bool) -> ScoredSamples:
+def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Placement, progress: bool) -> ScoredSamples:
     """The target's and the references' signal on every sample of the target's roles (paired), what the token-level
     attacks read from the target (from the audited signal, or from --token-signal besides it), and white-box features."""
     from lmaudit.signals.compute import model_signals
@@ -146,10 +145,10 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, device: st
     ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
     spec = signal_spec(config.signal.signal)
     names = reference_names(config.reference)
-    models = {"target": config.target, **dict(zip(names, config.reference, strict=True))}
+    models = {"target": config.target_source(), **dict(zip(names, config.reference_sources(), strict=True))}
     if spec.output == "tokens" or config.token_signal:
         neighbour_model(config)  # refuse a missing masked LM before the long passes
-    per_model = model_signals(models, ids, texts, config.signal, _cache(config), progress, config.trust_remote_code, device)
+    per_model = model_signals(models, ids, texts, config.signal, _cache(config), progress, placement)
     losses = {name: losses_of(frame["value"], spec.output) for name, frame in per_model.items()}
     samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].copy()
     for name, loss in losses.items():
@@ -161,37 +160,37 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, device: st
         values[REFERENCE_LOSSES] = np.column_stack([losses[name] for name in names])
     missing: dict[str, str] = {}
     if spec.output == "tokens":
-        token_values, missing = token_level_values(config, config.signal, rows, per_model["target"]["value"], device,
+        token_values, missing = token_level_values(config, config.signal, rows, per_model["target"]["value"], placement,
                                                    progress)
         values |= token_values
     inputs = [AttackInput(config.signal.signal, samples, values, config.evaluation.seed, settings=config.attacks,
                           missing=missing)]
     if config.token_signal and spec.output != "tokens":
-        inputs.append(token_signal_input(config, rows, samples, device, progress))
+        inputs.append(token_signal_input(config, rows, samples, placement, progress))
     if not config.whitebox:
         return ScoredSamples(samples, inputs)
-    plan = ScoringPlan(rows, [Scorer("target", config.target, np.ones(len(rows), bool))], TARGET_ROLES)
-    whitebox, skipped = whitebox_inputs(config, plan, samples, device, progress)
+    plan = ScoringPlan(rows, [Scorer("target", config.target_source(), np.ones(len(rows), bool))], TARGET_ROLES)
+    whitebox, skipped = whitebox_inputs(config, plan, samples, placement, progress)
     return ScoredSamples(samples, inputs + whitebox, skipped)
 
 
-def token_signal_input(config: AuditConfig, rows: pd.DataFrame, samples: pd.DataFrame, device: str,
+def token_signal_input(config: AuditConfig, rows: pd.DataFrame, samples: pd.DataFrame, placement: Placement,
                        progress: bool) -> AttackInput:
     """The token-level attacks' input from --token-signal, computed for the target only (the references keep the
     audited signal); its mean NLL becomes the samples table's target_<token signal> column."""
     from lmaudit.signals.compute import model_signal
 
     settings = config.signal.model_copy(update={"signal": config.token_signal, "normalize": None})
-    stored = model_signal(config.target, rows["sample_id"].tolist(), rows["text"].tolist(), settings, _cache(config),
-                          progress, config.trust_remote_code, f"target {config.token_signal}", device=device)["value"]
-    values, missing = token_level_values(config, settings, rows, stored, device, progress)
+    stored = model_signal(config.target_source(), rows["sample_id"].tolist(), rows["text"].tolist(), settings,
+                          _cache(config), progress, placement, f"target {config.token_signal}")["value"]
+    values, missing = token_level_values(config, settings, rows, stored, placement, progress)
     samples[f"target_{config.token_signal}"] = values[TARGET_LOSS] = losses_of(stored, "tokens")
     missing[REFERENCE_LOSSES] = f"the references are scored with the audited signal ({config.signal.signal}) only"
     return AttackInput(config.token_signal, samples, values, config.evaluation.seed, settings=config.attacks,
                        missing=missing)
 
 
-def neighbour_model(config: AuditConfig) -> str | None:
+def neighbour_model(config: AuditConfig) -> str | ModelSource | None:
     """The masked LM that proposes neighbours: --neighbour-model, else the first reference if it is a masked LM; None
     when no neighbours are asked for. InputError when they are and there is none."""
     from lmaudit.models.load import model_family
@@ -201,12 +200,12 @@ def neighbour_model(config: AuditConfig) -> str | None:
     if config.neighbour_model:
         return config.neighbour_model
     if config.reference and model_family(config.reference[0]) == "mlm":
-        return config.reference[0]
+        return config.reference_sources()[0]
     raise InputError(f"--neighbours {config.neighbours} needs a masked LM to propose the neighbours' words: give "
                      "--neighbour-model FOLDER (a masked LM never trained on the audited members)")
 
 
-def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.DataFrame, stored: pd.Series, device: str,
+def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.DataFrame, stored: pd.Series, placement: Placement,
                        progress: bool) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """What the token-level attacks read besides the target's loss: its per-token values, the texts' compressed
     lengths, token frequencies of non-audited text, and the target's losses of lowercased, prefixed and neighbour
@@ -231,8 +230,8 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
     loss_settings = settings.model_copy(update={"signal": spec.loss_signal, "normalize": None})
 
     def target_losses(variant_ids: list[str], variant_texts: list[str], label: str) -> np.ndarray:
-        frame = model_signal(config.target, variant_ids, variant_texts, loss_settings, _cache(config), progress,
-                             config.trust_remote_code, label, device=device)
+        frame = model_signal(config.target_source(), variant_ids, variant_texts, loss_settings, _cache(config), progress,
+                             placement, label)
         return frame["value"].to_numpy(dtype=float)
 
     tokenizer = load_tokenizer(config.target, config.trust_remote_code)
@@ -262,8 +261,8 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
     if spec.model_kind == "clm" and config.recall_prefix and len(population) > config.recall_prefix:
         in_prefix = population[prefix_samples(population.tolist(), config.recall_prefix, config.evaluation.seed)]
         prefix = prefix_text([texts[i] for i in in_prefix])
-        prefixed = model_signal(config.target, ids, texts, settings, _cache(config), progress, config.trust_remote_code,
-                                "target, after a non-member prefix", device=device, prefix=prefix)
+        prefixed = model_signal(config.target_source(), ids, texts, settings, _cache(config), progress, placement,
+                                "target, after a non-member prefix", prefix=prefix)
         log_probs = unpack_token_values(prefixed["value"].to_numpy())["log_prob"]
         log_probs[in_prefix] = np.nan  # a prefix sample scored after itself says nothing
         values[PREFIXED_LOG_PROBS] = log_probs
@@ -272,7 +271,7 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
         from lmaudit.models.load import load_masked_lm
         from lmaudit.signals.neighbours import neighbour_texts
 
-        masked_lm = load_masked_lm(proposer, device, config.trust_remote_code)
+        masked_lm = load_masked_lm(proposer, placement)
         neighbours = neighbour_texts(masked_lm.model, masked_lm.tokenizer, texts, ids, config.neighbours,
                                      config.neighbour_words, config.signal.seed, progress=progress)
         flat = [text for per_sample in neighbours for text in per_sample]
@@ -281,7 +280,7 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
     return values, {value: reason for value, reason in missing.items() if value not in values}
 
 
-def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, progress: bool) -> ScoredSamples:
+def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Placement, progress: bool) -> ScoredSamples:
     """Shejwalkar et al.'s setting: the features of the target on the audited samples and of the shadow model on its
     own samples (which calibrate every threshold), and white-box features of the same."""
     from lmaudit.models.load import classifier_labels
@@ -294,15 +293,15 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, p
     check_no_single_sample_groups(rows)
     # The target's rows first, then the shadow model's: the order of the samples table.
     rows = pd.concat([rows[rows["role"].isin(AUDITED_ROLES)], rows[rows["role"].isin(SHADOW_ROLES)]], ignore_index=True)
-    scorers = [Scorer("target", config.target, rows["role"].isin(AUDITED_ROLES).to_numpy()),
+    scorers = [Scorer("target", config.target_source(), rows["role"].isin(AUDITED_ROLES).to_numpy()),
                Scorer("shadow", config.shadow, rows["role"].isin(SHADOW_ROLES).to_numpy())]
     label_ids = np.zeros(len(rows), dtype=np.int64)
     parts = []
     for scorer in scorers:
         part = rows[scorer.rows]
-        label_ids[scorer.rows] = label_indices(part, classifier_labels(scorer.folder), scorer.folder)
-        values = model_signal(scorer.folder, part["sample_id"].tolist(), part["text"].tolist(), config.signal, _cache(config),
-                              progress, config.trust_remote_code, scorer.name, device=device)
+        label_ids[scorer.rows] = label_indices(part, classifier_labels(scorer.model), scorer.model)
+        values = model_signal(scorer.model, part["sample_id"].tolist(), part["text"].tolist(), config.signal, _cache(config),
+                              progress, placement, scorer.name)
         features = classifier_features(np.stack(values["value"].to_numpy()), label_ids[scorer.rows])
         parts.append(pd.DataFrame({
             "sample_id": part["sample_id"].to_numpy(), "role": part["role"].to_numpy(), "group_id": part["group_id"].to_numpy(),
@@ -318,11 +317,11 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, device: str, p
     if not config.whitebox:
         return ScoredSamples(samples, inputs, models=models)
     plan = ScoringPlan(rows, scorers, CLASSIFIER_ROLES, label_ids)
-    whitebox, skipped = whitebox_inputs(config, plan, samples, device, progress)
+    whitebox, skipped = whitebox_inputs(config, plan, samples, placement, progress)
     return ScoredSamples(samples, inputs + whitebox, skipped, models)
 
 
-def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFrame, device: str,
+def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFrame, placement: Placement,
                     progress: bool) -> tuple[list[AttackInput], list[Skipped]]:
     """One attack input per white-box signal: each row's features under the model that scores it. A signal the
     target cannot give (attention, for an LSTM) is skipped with the reason."""
@@ -330,9 +329,9 @@ def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFram
     from lmaudit.signals.compute import model_signal
 
     for scorer in plan.scorers[1:]:  # a regression fitted on one architecture's features means nothing on another's
-        difference = architecture_difference(config.target, scorer.folder)
+        difference = architecture_difference(config.target, scorer.model)
         if difference:
-            raise InputError(f"{scorer.folder}: the {scorer.name} model's architecture differs from the target's "
+            raise InputError(f"{scorer.model}: the {scorer.name} model's architecture differs from the target's "
                              f"({difference}); the white-box attacks need a {scorer.name} trained with the target's architecture")
     inputs, skipped = [], []
     for spec in (s for s in SIGNALS if s.output == "features"):
@@ -346,9 +345,8 @@ def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFram
         for scorer in plan.scorers:
             part = plan.rows[scorer.rows]
             labels = plan.label_ids[scorer.rows].tolist() if plan.label_ids is not None and spec.label_dependent else None
-            values = model_signal(scorer.folder, part["sample_id"].tolist(), part["text"].tolist(), settings, _cache(config),
-                                  progress, config.trust_remote_code, f"{scorer.name} {spec.name}", device=device,
-                                  class_labels=labels)
+            values = model_signal(scorer.model, part["sample_id"].tolist(), part["text"].tolist(), settings, _cache(config),
+                                  progress, placement, f"{scorer.name} {spec.name}", class_labels=labels)
             features = np.stack(values["value"].to_numpy())
             matrix = np.zeros((len(samples), features.shape[1])) if matrix is None else matrix
             matrix[scorer.rows] = features

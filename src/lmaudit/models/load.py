@@ -1,5 +1,6 @@
 """Load models (masked LM, causal LM, classifier) from a local folder or the local Hugging Face cache, safetensors only,
-offline; fingerprint them; read what their config says."""
+offline, optionally with a PEFT (LoRA) adapter on top, in a chosen weight dtype, device or accelerate device map;
+fingerprint them; read what their config says."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ FINGERPRINT_FILES = (
 )
 
 
+ADAPTER_CONFIG = "adapter_config.json"
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16")
+QUANTIZATIONS = ("8bit", "4bit")
+
+
 @dataclass
 class LoadedModel:
     """A model in eval mode with its tokenizer."""
@@ -25,16 +31,71 @@ class LoadedModel:
     tokenizer: object
 
 
-def model_fingerprint(path: str | Path) -> str:
-    """SHA-256 over the weights, config and tokenizer files of a model folder (hex)."""
-    folder = Path(path)
+@dataclass(frozen=True)
+class ModelSource:
+    """A model to load: a folder written by save_pretrained (or a hub id in the local cache), and optionally the folder
+    of a PEFT adapter (LoRA) applied on top of it. The base folder's config and tokenizer are the model's."""
+
+    folder: str
+    adapter: str | None = None
+
+    def __str__(self) -> str:
+        return self.folder if self.adapter is None else f"{self.folder} with adapter {self.adapter}"
+
+
+def as_source(model: str | Path | ModelSource) -> ModelSource:
+    """A ModelSource for a folder (or hub id), or the source itself."""
+    return model if isinstance(model, ModelSource) else ModelSource(str(model))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How weights are loaded and where they run: the device, the weights' dtype, an accelerate device map ('auto'
+    spreads a model larger than one GPU over the GPUs and the CPU), bitsandbytes quantization, and whether code shipped
+    with the model may run. dtype and quantization change the numbers, so they are part of the weights' fingerprint."""
+
+    device: str = "cpu"
+    dtype: str = "fp32"
+    device_map: str | None = None
+    quantization: str | None = None
+    trust_remote_code: bool = False
+
+
+DEFAULT_PLACEMENT = Placement()  # fp32 weights on the CPU
+
+
+def model_fingerprint(model: str | Path | ModelSource) -> str:
+    """SHA-256 over the weights, config and tokenizer files of a model folder, and over the adapter's files when there
+    is one (hex)."""
+    source = as_source(model)
+    folder = resolve_model_folder(source.folder)
     names = sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name in FINGERPRINT_FILES)
+    base = _files_digest(folder, _stat_key(folder, names))
+    if source.adapter is None:
+        return base
+    return hashlib.sha256(f"{base}:{adapter_fingerprint(source.adapter)}".encode()).hexdigest()
+
+
+def adapter_fingerprint(path: str | Path) -> str:
+    """SHA-256 over a PEFT adapter folder's config and safetensors weights (hex)."""
+    folder = Path(path)
+    check_adapter_folder(folder)
+    names = sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name == ADAPTER_CONFIG)
     return _files_digest(folder, _stat_key(folder, names))
 
 
-def tokenizer_fingerprint(path: str | Path) -> str:
+def weights_fingerprint(model: str | Path | ModelSource, placement: Placement) -> str:
+    """The fingerprint of the numbers a model computes: its files' fingerprint, and the dtype and quantization its
+    weights are loaded in when those are not the saved fp32 (a bf16 copy is another model to the signal store)."""
+    files = model_fingerprint(model)
+    if placement.dtype == "fp32" and placement.quantization is None:
+        return files
+    return hashlib.sha256(f"{files}:{placement.dtype}:{placement.quantization}".encode()).hexdigest()
+
+
+def tokenizer_fingerprint(model: str | Path | ModelSource) -> str:
     """SHA-256 over a model folder's tokenizer files: equal for two models that tokenize alike."""
-    folder = Path(path)
+    folder = resolve_model_folder(as_source(model).folder)
     names = sorted(p.name for p in folder.iterdir() if p.name in FINGERPRINT_FILES and p.name != "config.json")
     return _files_digest(folder, _stat_key(folder, names))
 
@@ -86,6 +147,10 @@ def check_model_folder(path: Path) -> None:
     """Refuse a model folder that is missing, has no config or has no safetensors weights."""
     if not path.is_dir():
         raise InputError(f"{path}: no such model folder; pass a folder written by save_pretrained or `lmaudit train`")
+    if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
+        base = _adapter_base(path)
+        raise InputError(f"{path}: a PEFT adapter, not a whole model; pass its base model as the model "
+                         f"({base or 'the folder it was trained on'}) and this folder as --adapter")
     if not (path / "config.json").is_file():
         raise InputError(f"{path}: no config.json; pass a folder written by save_pretrained")
     if not any(path.glob("*.safetensors")):
@@ -95,27 +160,56 @@ def check_model_folder(path: Path) -> None:
         )
 
 
-def load_masked_lm(path: str | Path, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+def checked_source(model: str | Path | ModelSource) -> ModelSource:
+    """The source with its folder resolved (a hub id becomes the cached folder), after checking the folder and adapter."""
+    source = as_source(model)
+    folder = resolve_model_folder(source.folder)
+    check_model_folder(folder)
+    if source.adapter is not None:
+        check_adapter_folder(Path(source.adapter))
+    return ModelSource(str(folder), source.adapter)
+
+
+def check_adapter_folder(path: Path) -> None:
+    """Refuse an adapter folder that is missing or has no adapter_config.json or no safetensors weights."""
+    if not path.is_dir() or not (path / ADAPTER_CONFIG).is_file():
+        raise InputError(f"{path}: not a PEFT adapter folder (no {ADAPTER_CONFIG}); pass a folder written by "
+                         "`lmaudit train ... --lora` or a PEFT model's save_pretrained")
+    if not any(path.glob("*.safetensors")):
+        raise InputError(f"{path}: no .safetensors adapter weights (lmaudit does not load pickled .bin weights); "
+                         "re-save the adapter with save_pretrained(..., safe_serialization=True)")
+
+
+def _adapter_base(path: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads((path / ADAPTER_CONFIG).read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError):
+        return None
+
+
+def load_masked_lm(model: str | Path | ModelSource, placement: Placement = DEFAULT_PLACEMENT) -> LoadedModel:
     """Load a masked LM and its tokenizer for scoring (eval mode), or raise InputError saying why not."""
     from transformers import AutoModelForMaskedLM
 
-    loaded = _load(path, AutoModelForMaskedLM, "masked language model",
-                   "pass a BERT-, RoBERTa- or DistilBERT-style masked LM", device, trust_remote_code)
+    loaded = _load(model, AutoModelForMaskedLM, "masked language model",
+                   "pass a BERT-, RoBERTa- or DistilBERT-style masked LM", placement)
     if loaded.tokenizer.mask_token_id is None:
-        raise InputError(f"{path}: the tokenizer has no mask token, so this is not a masked LM")
+        raise InputError(f"{model}: the tokenizer has no mask token, so this is not a masked LM")
     return loaded
 
 
-def load_causal_lm(path: str | Path, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+def load_causal_lm(model: str | Path | ModelSource, placement: Placement = DEFAULT_PLACEMENT) -> LoadedModel:
     """Load a causal (GPT-style) LM and its tokenizer for scoring, or raise InputError saying why not."""
     from transformers import AutoModelForCausalLM
 
-    loaded = _load(path, AutoModelForCausalLM, "causal language model", "pass a GPT-2-style causal LM or use an MLM signal",
-                   device, trust_remote_code)
+    loaded = _load(model, AutoModelForCausalLM, "causal language model", "pass a GPT-2-style causal LM or use an MLM signal",
+                   placement)
     # transformers would load a BERT masked LM as BertLMHeadModel and score it left to right: meaningless numbers.
     architectures = loaded.model.config.architectures or []
     if architectures and not any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
-        raise InputError(f"{path}: saved as {', '.join(architectures)}, not a causal LM; use --signal mlm_energy or mlm_pll")
+        raise InputError(f"{model}: saved as {', '.join(architectures)}, not a causal LM; use --signal mlm_energy or mlm_pll")
     return loaded
 
 
@@ -130,11 +224,11 @@ def family_of(class_names: list[str]) -> str | None:
     return None
 
 
-def model_family(path: str | Path) -> str:
+def model_family(model: str | Path | ModelSource) -> str:
     """'mlm', 'clm' or 'classifier', from the architecture saved in config.json."""
     import json
 
-    folder = resolve_model_folder(path)
+    folder = resolve_model_folder(as_source(model).folder)
     check_model_folder(folder)
     architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
     family = family_of(architectures)
@@ -144,32 +238,33 @@ def model_family(path: str | Path) -> str:
     return family
 
 
-def has_attention(path: str | Path) -> bool:
+def has_attention(model: str | Path | ModelSource) -> bool:
     """Whether the model has attention heads (transformers do; lmaudit's LSTM classifier does not), from config.json."""
     import json
 
-    config = json.loads((resolve_model_folder(path) / "config.json").read_text(encoding="utf-8"))
+    config = json.loads((resolve_model_folder(as_source(model).folder) / "config.json").read_text(encoding="utf-8"))
     return any(key in config for key in ("num_attention_heads", "n_head", "n_heads"))
 
 
 ARCHITECTURE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_layers")
 
 
-def architecture_difference(first: str | Path, second: str | Path) -> str | None:
+def architecture_difference(first: str | Path | ModelSource, second: str | Path | ModelSource) -> str | None:
     """How two models' architectures differ (model type, width, depth, heads), from config.json; None if they don't."""
     import json
 
-    configs = [json.loads((resolve_model_folder(p) / "config.json").read_text(encoding="utf-8")) for p in (first, second)]
+    configs = [json.loads((resolve_model_folder(as_source(m).folder) / "config.json").read_text(encoding="utf-8"))
+               for m in (first, second)]
     differences = [f"{key} {configs[0].get(key)} vs {configs[1].get(key)}" for key in ARCHITECTURE_KEYS
                    if configs[0].get(key) != configs[1].get(key)]
     return ", ".join(differences) or None
 
 
-def classifier_labels(path: str | Path) -> list[str]:
+def classifier_labels(model: str | Path | ModelSource) -> list[str]:
     """A classifier's label names in output order, from its config.json (id2label)."""
     import json
 
-    folder = resolve_model_folder(path)
+    folder = resolve_model_folder(as_source(model).folder)
     check_model_folder(folder)
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -185,54 +280,102 @@ def classifier_labels(path: str | Path) -> list[str]:
     return [str(id2label[key]) for key in sorted(id2label, key=int)]
 
 
-def load_classifier(path: str | Path, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+def load_classifier(model: str | Path | ModelSource, placement: Placement = DEFAULT_PLACEMENT) -> LoadedModel:
     """Load a sequence classifier (BERT-style or lmaudit's LSTM) and its tokenizer, or raise InputError saying why not."""
     from transformers import AutoModelForSequenceClassification
 
     import lmaudit.models.classifier  # noqa: F401  (registers the LSTM classifier with the Auto classes)
 
-    classifier_labels(path)  # refuses language models before transformers would bolt a random head onto one
-    return _load(path, AutoModelForSequenceClassification, "sequence classifier",
-                 "pass a model saved by `lmaudit train classifier` or a *ForSequenceClassification model", device,
-                 trust_remote_code)
+    classifier_labels(model)  # refuses language models before transformers would bolt a random head onto one
+    return _load(model, AutoModelForSequenceClassification, "sequence classifier",
+                 "pass a model saved by `lmaudit train classifier` or a *ForSequenceClassification model", placement)
 
 
-def _load(path: str | Path, auto_class, kind: str, advice: str, device: str, trust_remote_code: bool) -> LoadedModel:
+def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, placement: Placement) -> LoadedModel:
     from transformers import AutoConfig
 
     quiet_transformers()
-    folder = resolve_model_folder(path)
+    source = as_source(model)
+    folder = resolve_model_folder(source.folder)
     check_model_folder(folder)
     try:
-        config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=placement.trust_remote_code)
     except (OSError, ValueError) as err:
         raise InputError(f"{folder}/config.json: unreadable model config ({str(err).splitlines()[0]})") from None
     try:
-        model = auto_class.from_pretrained(
-            folder, config=config, local_files_only=True, use_safetensors=True, trust_remote_code=trust_remote_code
-        )
+        network = auto_class.from_pretrained(folder, config=config, local_files_only=True, use_safetensors=True,
+                                             trust_remote_code=placement.trust_remote_code, **_weight_options(placement))
     except ValueError:
         raise InputError(f"{folder}: model type '{config.model_type}' is not a {kind}; {advice}") from None
     except OSError as err:
         raise InputError(f"{folder}: the weights could not be read ({str(err).splitlines()[0]})") from None
-    tokenizer = load_tokenizer(folder, trust_remote_code)
-    model.eval().to(device)
-    return LoadedModel(model=model, tokenizer=tokenizer)
+    if source.adapter is not None:
+        network = with_adapter(network, Path(source.adapter), merge=placement.quantization is None)
+    tokenizer = load_tokenizer(folder, placement.trust_remote_code)
+    network.eval()
+    if placement.device_map is None and placement.quantization is None:
+        network.to(placement.device)
+    return LoadedModel(model=network, tokenizer=tokenizer)
 
 
-def load_tokenizer(path: str | Path, trust_remote_code: bool = False):
+def _weight_options(placement: Placement) -> dict:
+    """from_pretrained's keyword arguments for the placement's dtype, device map and quantization."""
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[placement.dtype]
+    options: dict = {"dtype": dtype}
+    if placement.device_map is not None:
+        options["device_map"] = placement.device_map
+    if placement.quantization is not None:
+        options["quantization_config"] = _quantization_config(placement)
+        options.setdefault("device_map", placement.device if placement.device != "cpu" else "auto")
+    return options
+
+
+def _quantization_config(placement: Placement):
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise InputError(f"--quantization {placement.quantization} needs bitsandbytes: pip install 'lmaudit[gpu]'")
+    if not torch.cuda.is_available():
+        raise InputError(f"--quantization {placement.quantization}: bitsandbytes quantization needs a CUDA GPU here")
+    from transformers import BitsAndBytesConfig
+
+    compute = torch.float32 if placement.dtype == "fp32" else {"bf16": torch.bfloat16, "fp16": torch.float16}[placement.dtype]
+    if placement.quantization == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute)
+
+
+def with_adapter(network, adapter: Path, merge: bool = True):
+    """The model with the PEFT adapter in `adapter` applied: merged into the weights (one model, the base's speed), or,
+    for quantized weights that cannot take a merge, kept as adapter layers inside the base model."""
+    from peft import PeftModel
+
+    check_adapter_folder(adapter)
+    try:
+        wrapped = PeftModel.from_pretrained(network, adapter, is_trainable=False)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        raise InputError(f"{adapter}: this adapter does not fit the base model ({str(err).splitlines()[0]}); pass the "
+                         f"base it was trained on ({_adapter_base(adapter) or 'see its adapter_config.json'})") from None
+    return wrapped.merge_and_unload() if merge else wrapped.get_base_model()
+
+
+def load_tokenizer(path: str | Path | ModelSource, trust_remote_code: bool = False):
     """A model folder's tokenizer, or InputError saying why not."""
     from transformers import AutoTokenizer
 
-    folder = resolve_model_folder(path)
+    folder = resolve_model_folder(as_source(path).folder)
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
         raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
 
 
-def load_model(path: str | Path, kind: str, device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+def load_model(model: str | Path | ModelSource, kind: str, placement: Placement = DEFAULT_PLACEMENT) -> LoadedModel:
     """Load a model of `kind` ('mlm', 'clm', 'classifier', or 'any': whatever family it is) for scoring."""
-    family = model_family(path) if kind == "any" else kind
+    family = model_family(model) if kind == "any" else kind
     loader = {"mlm": load_masked_lm, "clm": load_causal_lm, "classifier": load_classifier}[family]
-    return loader(path, device=device, trust_remote_code=trust_remote_code)
+    return loader(model, placement)

@@ -25,6 +25,8 @@ from lmaudit.signals.base import (
     progress_bar,
     refuse_single_token,
 )
+from lmaudit.signals.heads import checked_encoder_and_head, input_device
+from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.registry import resolved
 from lmaudit.signals.tokens import token_statistics
 
@@ -40,36 +42,43 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
                   position_chunk: int | None = None) -> list[np.ndarray]:
     """Per sample, an array (values, tokens after the first): log p of each token given the tokens before it (and the
     prefix, when given), then, with `statistics`, the predictive mean and standard deviation at its position."""
-    device = next(model.parameters()).device
-    encoder, head = model.base_model, model.get_output_embeddings()
+    device = input_device(model)
     position_chunk = position_chunk or max(1, LOGIT_CHUNK_ELEMENTS // model.config.vocab_size)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     prefix = np.asarray(prefix_ids, dtype=np.int64)
     results: list[np.ndarray] = [np.empty(0)] * len(samples)
+    if not samples:
+        return results
+    encoder, head = checked_encoder_and_head(model, torch.from_numpy(samples[0].input_ids[:16])[None])
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
-    batches = length_sorted_batches(samples, settings.batch_tokens, len(prefix))
-    for batch in progress_bar(batches, len(batches), "causal-LM batches", progress):
+
+    def run(batch: Sequence[int]) -> None:
         ids, attention = pad_batch([np.concatenate([prefix, samples[i].input_ids]) for i in batch], pad)
         with autocast:
-            hidden = encoder(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+            hidden = encoder(ids.to(device), attention.to(device))
         # Position t predicts token t + 1, wherever t + 1 is a real token of the sample (not of the prefix).
         scored = attention[:, 1:].clone()
         scored[:, : len(prefix)] = 0
         rows, cols = torch.nonzero(scored, as_tuple=True)
-        targets = ids[rows, cols + 1].to(device)
-        values = torch.empty((len(rows), 3 if statistics else 1), device=device, dtype=torch.float64)
+        targets = ids[rows, cols + 1].to(hidden.device)
+        values = torch.empty((len(rows), 3 if statistics else 1), device=hidden.device, dtype=torch.float64)
         for start in range(0, len(rows), position_chunk):
             stop = start + position_chunk
             with autocast:
-                logits = head(hidden[rows[start:stop].to(device), cols[start:stop].to(device)])
+                logits = head(hidden[rows[start:stop].to(hidden.device), cols[start:stop].to(hidden.device)])
             log_probs = torch.log_softmax(logits.float(), dim=-1)
-            chunk_targets = targets[start:stop]
+            chunk_targets = targets[start:stop].to(log_probs.device)
             values[start:stop] = (token_statistics(log_probs, chunk_targets) if statistics
-                                  else log_probs.gather(1, chunk_targets[:, None]))
+                                  else log_probs.gather(1, chunk_targets[:, None])).to(values.device)
         values = values.double().cpu().numpy()
         row_numbers = rows.numpy()
         for position, index in enumerate(batch):  # rows come out in order, each row's positions left to right
             results[index] = values[row_numbers == position].T
+        bar.update(len(batch))
+
+    batches = length_sorted_batches(samples, settings.batch_tokens, len(prefix))
+    with progress_bar(None, len(samples), "causal-LM passes", progress, unit="sample") as bar:
+        run_backing_off(batches, run, lambda i: f"sample '{samples[i].sample_id}' ({len(samples[i].input_ids)} tokens)")
     return results
 
 
@@ -77,7 +86,7 @@ def causal_lm_loss(model: torch.nn.Module, tokenizer, texts: Sequence[str], samp
                    settings: SignalSettings, progress: bool = False,
                    position_chunk: int | None = None) -> tuple[np.ndarray, list[EncodedSample]]:
     """Mean NLL (nats) of every token after the first, given the tokens before it; and the encodings."""
-    settings = resolved(settings, next(model.parameters()).device.type)
+    settings = resolved(settings, input_device(model).type)
     samples = encode_for(model, tokenizer, texts, sample_ids, settings)
     refuse_single_token(samples)
     log_probs = causal_passes(model, tokenizer, samples, settings, progress, position_chunk=position_chunk)
@@ -93,7 +102,7 @@ def causal_token_values(model: torch.nn.Module, tokenizer, texts: Sequence[str],
 
     With a `prefix` (text), every sample is scored after it: the prefix's tokens come first, at most half the length
     limit (its last tokens, those next to the sample, when it is longer), and only the sample's own tokens are scored."""
-    settings = resolved(settings, next(model.parameters()).device.type)
+    settings = resolved(settings, input_device(model).type)
     limit = settings.max_length or model_max_length(model.config, tokenizer)
     prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"][-(limit // 2):] if prefix else []
     samples = encode(tokenizer, texts, sample_ids, limit - len(prefix_ids))

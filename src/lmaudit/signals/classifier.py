@@ -15,6 +15,7 @@ from lmaudit.signals.base import (
     length_sorted_batches,
     progress_bar,
 )
+from lmaudit.signals.heads import input_device
 from lmaudit.signals.registry import resolved
 
 
@@ -28,7 +29,7 @@ def class_log_probabilities(
     progress: bool = False,
 ) -> tuple[np.ndarray, list[EncodedSample]]:
     """log p(label | text) for every label (n x labels, float64 from an fp32 log-softmax), and the encodings."""
-    device = next(model.parameters()).device
+    device = input_device(model)
     settings = resolved(settings, device.type)
     samples = encode_for(model, tokenizer, texts, sample_ids, settings)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

@@ -15,8 +15,9 @@ import torch
 from tqdm.auto import tqdm
 
 from lmaudit.signals.base import EncodedSample, SignalSettings, encode, model_max_length, pack_token_values
-from lmaudit.signals.heads import masked_position_logits
+from lmaudit.signals.heads import checked_encoder_and_head, input_device
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
+from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.registry import resolved
 from lmaudit.signals.tokens import token_statistics
 
@@ -36,6 +37,7 @@ def mask_patterns(sample: EncodedSample, settings: SignalSettings) -> np.ndarray
 @dataclass(frozen=True)
 class _Copy:
     sample_index: int
+    slot: int  # which row of its sample's result the copy fills
     positions: np.ndarray
 
 
@@ -43,7 +45,7 @@ def _batches(samples: Sequence[EncodedSample], patterns: Sequence[np.ndarray], b
     """Masked copies grouped by exact sequence length (no padding), up to `batch_tokens` tokens a batch."""
     by_length: dict[int, list[_Copy]] = defaultdict(list)
     for index, (sample, sample_patterns) in enumerate(zip(samples, patterns, strict=True)):
-        by_length[len(sample.input_ids)].extend(_Copy(index, p) for p in sample_patterns)
+        by_length[len(sample.input_ids)].extend(_Copy(index, slot, p) for slot, p in enumerate(sample_patterns))
     for length in sorted(by_length):
         copies = by_length[length]
         per_batch = max(1, batch_tokens // length)
@@ -82,39 +84,45 @@ def score_masked_copies_with_models(
     through every model (target and reference on the same batches). Result [model][sample]. With
     `statistics`, each masked token gets (log p, predictive mean, predictive sd) in place of its NLL:
     arrays (copies, l, 3)."""
-    devices = [next(m.parameters()).device for m in models]
-    logits_at = [masked_position_logits(m) for m in models]
     shape = (3,) if statistics else ()
     results = [[np.zeros(p.shape + shape, dtype=np.float64) for p in patterns] for _ in models]
-    filled = [0] * len(samples)
+    if not samples:
+        return results
+    probe = torch.from_numpy(samples[0].input_ids[:16])[None]
+    splits = [checked_encoder_and_head(m, probe) for m in models]
+    devices = [input_device(m) for m in models]
+
+    def run(batch: Sequence[_Copy]) -> None:
+        originals = torch.from_numpy(np.stack([samples[c.sample_index].input_ids for c in batch]))
+        rows = torch.from_numpy(np.concatenate([np.full(len(c.positions), b) for b, c in enumerate(batch)]))
+        cols = torch.from_numpy(np.concatenate([c.positions for c in batch]))
+        masked = originals.clone()
+        masked[rows, cols] = mask_token_id
+        targets = originals[rows, cols]
+        per_model = []  # written into the results only once every model has run the batch
+        for (encoder, head), device in zip(splits, devices, strict=True):
+            autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+            with autocast:
+                hidden = encoder(masked.to(device), torch.ones_like(masked, device=device))
+                picked = head(hidden[rows.to(hidden.device), cols.to(hidden.device)])
+            log_probs = torch.log_softmax(picked.float(), dim=-1)  # fp32 whatever the matmul precision
+            chunk_targets = targets.to(log_probs.device)
+            if statistics:
+                per_model.append(token_statistics(log_probs, chunk_targets).cpu().numpy())
+            else:
+                per_model.append(-log_probs.gather(1, chunk_targets[:, None])[:, 0].cpu().numpy())
+        for model_results, nll in zip(results, per_model, strict=True):
+            offset = 0
+            for copy in batch:
+                size = len(copy.positions)
+                model_results[copy.sample_index][copy.slot] = nll[offset : offset + size]
+                offset += size
+        bar.update(len(batch))
+
     total = sum(len(p) for p in patterns)
     with tqdm(total=total, desc="masked copies", unit="copy", disable=not progress or None, leave=False) as bar:
-        for batch in _batches(samples, patterns, batch_tokens):
-            originals = torch.from_numpy(np.stack([samples[c.sample_index].input_ids for c in batch]))
-            rows = np.concatenate([np.full(len(c.positions), b) for b, c in enumerate(batch)])
-            cols = np.concatenate([c.positions for c in batch])
-            masked = originals.clone()
-            masked[rows, cols] = mask_token_id
-            targets = originals[rows, cols]
-            slots = []  # which row of its sample's result each copy fills
-            for copy in batch:
-                slots.append(filled[copy.sample_index])
-                filled[copy.sample_index] += 1
-            for model_results, device, logits_of in zip(results, devices, logits_at, strict=True):
-                autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-                with autocast:
-                    picked = logits_of(masked.to(device), torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device))
-                log_probs = torch.log_softmax(picked.float(), dim=-1)  # fp32 whatever the matmul precision
-                if statistics:
-                    nll = token_statistics(log_probs, targets.to(device)).cpu().numpy()
-                else:
-                    nll = -log_probs.gather(1, targets.to(device)[:, None])[:, 0].cpu().numpy()
-                offset = 0
-                for copy, slot in zip(batch, slots, strict=True):
-                    size = len(copy.positions)
-                    model_results[copy.sample_index][slot] = nll[offset : offset + size]
-                    offset += size
-            bar.update(len(batch))
+        run_backing_off(list(_batches(samples, patterns, batch_tokens)), run,
+                        lambda copy: f"a masked copy of sample '{samples[copy.sample_index].sample_id}'")
     return results
 
 
@@ -146,7 +154,7 @@ def mlm_signals(
     progress: bool = False,
 ) -> tuple[list[np.ndarray], list[EncodedSample]]:
     """The signal of each text under each of several models that share `tokenizer`, on the same batches."""
-    settings = resolved(settings, next(models[0].parameters()).device.type)
+    settings = resolved(settings, input_device(models[0]).type)
     max_length = settings.max_length or min(model_max_length(m.config, tokenizer) for m in models)
     samples = encode(tokenizer, texts, sample_ids, max_length)
     patterns = [mask_patterns(s, settings) for s in samples]
@@ -170,7 +178,7 @@ def mlm_token_values(
 ) -> tuple[list[np.ndarray], list[EncodedSample]]:
     """The per-position terms of the pseudo-log-likelihood, packed for the store (`pack_token_values`): each content
     token masked once, its log p, the predictive mean and sd at its position (nats), and its id; and the encodings."""
-    settings = resolved(settings, next(model.parameters()).device.type)
+    settings = resolved(settings, input_device(model).type)
     samples = encode(tokenizer, texts, sample_ids, settings.max_length or model_max_length(model.config, tokenizer))
     patterns = [mask_patterns(s, settings) for s in samples]
     per_copy = score_masked_copies_with_models([model], tokenizer.mask_token_id, samples, patterns, settings.batch_tokens,

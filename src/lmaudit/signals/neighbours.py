@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from lmaudit.signals.base import progress_bar
+from lmaudit.signals.heads import input_device
 from lmaudit.signals.masks import sample_key
 
 # A word: letters (with inner apostrophes or hyphens) and whatever punctuation clings to either side.
@@ -52,7 +53,7 @@ def _proposal(logits: torch.Tensor, tokenizer, original: str) -> str | None:
 def neighbour_texts(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str], neighbours: int,
                     words: int, seed: int, batch_size: int = 64, progress: bool = False) -> list[list[str]]:
     """`neighbours` neighbour texts of each text (a text without replaceable words is its own neighbour)."""
-    device = next(model.parameters()).device
+    device = input_device(model)
     jobs = []  # (sample, neighbour, split words, replaced positions)
     for index, (text, sample_id) in enumerate(zip(texts, sample_ids, strict=True)):
         split = text.split(" ")

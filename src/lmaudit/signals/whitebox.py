@@ -26,6 +26,7 @@ from lmaudit.signals.base import (
     refuse_single_token,
 )
 from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
+from lmaudit.signals.heads import input_device
 from lmaudit.signals.masks import random_masks
 
 Family = Literal["mlm", "clm", "classifier"]
@@ -61,7 +62,7 @@ def attention_features_of(model: torch.nn.Module, samples: Sequence[EncodedSampl
                           progress: bool = False) -> np.ndarray:
     """attention_features for encoded samples: (samples, layers * heads * 4)."""
     model = _eager(model).eval()
-    device = next(model.parameters()).device
+    device = input_device(model)
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     features = np.zeros((len(samples), layers * heads * len(CONCENTRATION_STATISTICS)))
     groups = exact_length_groups(samples)
@@ -166,7 +167,7 @@ def gradient_features_of(model: torch.nn.Module, samples: Sequence[EncodedSample
         raise InputError(f"{type(model).__name__} is not a masked LM, causal LM or sequence classifier; "
                          "gradient features need one of those")
     model = model.eval()
-    device = next(model.parameters()).device
+    device = input_device(model)
     names = gradient_feature_names(model)
     # Per-sample float64 intermediates (a formed weight gradient, output-layer gradients) stay within about
     # the size of the largest tensor: bound how many samples share a backward pass.
