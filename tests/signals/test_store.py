@@ -6,7 +6,12 @@ import pytest
 
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.compute import model_signal
-from lmaudit.signals.store import SignalStore, stored_signal
+from lmaudit.signals.store import SignalStore, stored_signals
+
+
+def stored_signal(store, ids, texts, compute, chunk_size=512):
+    """One store's values, computed by a one-frame `compute`."""
+    return stored_signals([store], ids, texts, lambda i, t: [compute(i, t)], chunk_size)[0]
 
 
 def fake_compute(calls):

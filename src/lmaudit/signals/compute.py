@@ -5,6 +5,7 @@ Which model class to load and which scorer to run come from the signal's registr
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,40 @@ from lmaudit.models.load import (
 )
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.registry import resolved, signal_spec
-from lmaudit.signals.store import SignalStore, stored_signal, stored_signals
+from lmaudit.signals.store import Backend, SignalStore, stored_signals
+
+
+@dataclass
+class ScoringJob:
+    """What turns a chunk of samples into stored values: the models (several are scored on the same batches), the
+    signal's settings, where the models run, and a prefix or per-sample labels. Picklable, so that a backend can run it
+    in another process or on another machine; each process loads the models once, on its first chunk."""
+
+    sources: tuple[ModelSource, ...]
+    settings: SignalSettings
+    placement: Placement = DEFAULT_PLACEMENT
+    prefix: str | None = None
+    label_of: dict[str, int] | None = None
+    progress: bool = False
+    _loaded: list[LoadedModel] = field(default_factory=list, repr=False)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_loaded": []}  # the models travel as sources, never as weights
+
+    def __call__(self, ids: list[str], texts: list[str]) -> list[pd.DataFrame]:
+        """One frame per model: columns value, n_tokens, truncated."""
+        spec = signal_spec(self.settings.signal)
+        if not self._loaded:
+            self._loaded.extend(load_model(source, spec.model_kind, self.placement) for source in self.sources)
+        if len(self._loaded) > 1:
+            values, encoded = spec.scoring_function(joint=True)([m.model for m in self._loaded], self._loaded[0].tokenizer,
+                                                                texts, ids, self.settings, self.progress)
+            return [_frame(v, encoded) for v in values]
+        extra = {"labels": np.array([self.label_of[i] for i in ids])} if self.label_of is not None else {}
+        extra |= {"prefix": self.prefix} if self.prefix is not None else {}
+        values, encoded = spec.scoring_function()(self._loaded[0].model, self._loaded[0].tokenizer, texts, ids,
+                                                  self.settings, self.progress, **extra)
+        return [_frame(values, encoded)]
 
 
 def model_signal(
@@ -37,35 +71,26 @@ def model_signal(
     chunk_size: int = 512,
     class_labels: list[int] | None = None,
     prefix: str | None = None,
+    backend: Backend | None = None,
 ) -> pd.DataFrame:
     """Columns sample_id, value, n_tokens (content tokens before truncation), truncated.
 
     value: a number for the loss signals (nats); an array for the others (label log-probabilities,
     a feature vector). `class_labels` (label indices) are for a classifier's gradient features, whose
     loss depends on the label: such values are stored under the text and the label. A `prefix` (text) is put before
-    every sample (ReCaLL; per-token signals only): values are stored under the text and the prefix."""
+    every sample (ReCaLL; per-token signals only): values are stored under the text and the prefix. `backend` runs
+    the missing chunks (default: in this process)."""
     source = checked_source(model)
-    spec = signal_spec(settings.signal)
     settings = resolved(settings, placement.device)
     store = SignalStore(cache_dir, weights_fingerprint(source, placement), settings)
-    loaded: list[LoadedModel] = []
     label_of = dict(zip(sample_ids, class_labels, strict=True)) if class_labels is not None else None
-
-    def compute(ids: list[str], chunk_texts: list[str]) -> pd.DataFrame:
-        if not loaded:
-            loaded.append(load_model(source, spec.model_kind, placement))
-        extra = {"labels": np.array([label_of[i] for i in ids])} if label_of is not None else {}
-        extra |= {"prefix": prefix} if prefix is not None else {}
-        values, encoded = spec.scoring_function()(loaded[0].model, loaded[0].tokenizer, chunk_texts, ids, settings,
-                                                  progress, **extra)
-        return _frame(values, encoded)
-
+    job = ScoringJob((source,), settings, placement, prefix, label_of, progress)
     keys = None
     if label_of is not None or prefix is not None:
         keys = [text + (f"\x00label={label_of[i]}" if label_of is not None else "")
                 + (f"\x00prefix={prefix}" if prefix is not None else "") for i, text in zip(sample_ids, texts, strict=True)]
-    return stored_signal(store, sample_ids, texts, compute, chunk_size, description=f"scoring {label}", progress=progress,
-                         keys=keys)
+    return stored_signals([store], sample_ids, texts, job, chunk_size, description=f"scoring {label}", progress=progress,
+                          keys=keys, backend=backend)[0]
 
 
 def _frame(values, encoded) -> pd.DataFrame:
@@ -80,6 +105,7 @@ def model_signals(
     cache_dir: str | Path,
     progress: bool = False,
     placement: Placement = DEFAULT_PLACEMENT,
+    backend: Backend | None = None,
 ) -> dict[str, pd.DataFrame]:
     """model_signal for several models; when they share a tokenizer and the signal has a joint scorer, samples that
     none of them has stored are scored on the same batches (each batch built once, run through each model)."""
@@ -89,15 +115,8 @@ def model_signals(
     shared_tokenizer = len({tokenizer_fingerprint(s) for s in sources.values()}) == 1
     if len(sources) > 1 and shared_tokenizer and spec.joint_scorer:
         stores = [SignalStore(cache_dir, weights_fingerprint(s, placement), settings) for s in sources.values()]
-        loaded: list[LoadedModel] = []
-
-        def compute(ids: list[str], chunk_texts: list[str]) -> list[pd.DataFrame]:
-            if not loaded:
-                loaded.extend(load_model(s, spec.model_kind, placement) for s in sources.values())
-            values, encoded = spec.scoring_function(joint=True)([m.model for m in loaded], loaded[0].tokenizer, chunk_texts,
-                                                                ids, settings, progress)
-            return [_frame(v, encoded) for v in values]
-
-        stored_signals(stores, sample_ids, texts, compute, description=f"scoring {' and '.join(sources)}", progress=progress)
-    return {name: model_signal(source, sample_ids, texts, settings, cache_dir, progress, placement, name)
+        job = ScoringJob(tuple(sources.values()), settings, placement, progress=progress)
+        stored_signals(stores, sample_ids, texts, job, description=f"scoring {' and '.join(sources)}", progress=progress,
+                       backend=backend)
+    return {name: model_signal(source, sample_ids, texts, settings, cache_dir, progress, placement, name, backend=backend)
             for name, source in sources.items()}

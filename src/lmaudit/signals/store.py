@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -82,6 +83,23 @@ def shard_positions(texts: list[str], sample_ids: list[str], shard: tuple[int, i
     return np.sort(np.asarray(order[index::count], dtype=np.int64))
 
 
+class Backend(Protocol):
+    """Runs a scoring job on chunks of samples, somewhere: `map_chunks` yields (chunk position, one frame per store)
+    in whatever order chunks finish."""
+
+    def map_chunks(self, job: Callable[[list[str], list[str]], list[pd.DataFrame]],
+                   chunks: list[tuple[list[str], list[str]]]) -> Iterator[tuple[int, list[pd.DataFrame]]]: ...
+
+
+class InProcess:
+    """The default backend: chunks one after another, in this process."""
+
+    def map_chunks(self, job, chunks):
+        """Each chunk's frames, in order."""
+        for position, (ids, texts) in enumerate(chunks):
+            yield position, job(ids, texts)
+
+
 def stored_signals(
     stores: Sequence[SignalStore],
     sample_ids: list[str],
@@ -91,12 +109,14 @@ def stored_signals(
     description: str = "scoring",
     progress: bool = False,
     keys: list[str] | None = None,
+    backend: Backend | None = None,
 ) -> list[pd.DataFrame]:
-    """Values for every sample from each store, computing in chunks (each stored at once) the samples
+    """Values for every sample from each store, computing in chunks (each stored as soon as it is done) the samples
     missing from all of them; samples missing from only some stay missing (NaN) for the caller.
 
-    `compute(ids, texts)` returns one frame per store, columns value, n_tokens, truncated. A value is
-    stored under its sample id and the hash of its text, or of `keys` (what else it depends on) when given.
+    `compute(ids, texts)` returns one frame per store, columns value, n_tokens, truncated; `backend` runs it (default:
+    in this process). A value is stored under its sample id and the hash of its text, or of `keys` (what else it
+    depends on) when given.
     """
     hashes = [text_hash(k) for k in (keys if keys is not None else texts)]
     wanted = pd.DataFrame({"sample_id": sample_ids, "text_sha256": hashes, "text": texts})
@@ -105,24 +125,11 @@ def stored_signals(
     for store in stores:
         missing_everywhere &= wanted.merge(store.load(), on=keys, how="left")["value"].isna()
     missing = wanted[missing_everywhere.to_numpy()]
-    for start in tqdm(range(0, len(missing), chunk_size), desc=description, unit="chunk", disable=not progress or None):
-        part = missing.iloc[start : start + chunk_size]
-        for store, computed in zip(stores, compute(part["sample_id"].tolist(), part["text"].tolist()), strict=True):
-            store.append(pd.concat([part[keys].reset_index(drop=True), computed.reset_index(drop=True)], axis=1))
+    parts = [missing.iloc[start : start + chunk_size] for start in range(0, len(missing), chunk_size)]
+    chunks = [(part["sample_id"].tolist(), part["text"].tolist()) for part in parts]
+    finished = (backend or InProcess()).map_chunks(compute, chunks)
+    for position, frames in tqdm(finished, total=len(chunks), desc=description, unit="chunk", disable=not progress or None):
+        for store, computed in zip(stores, frames, strict=True):
+            store.append(pd.concat([parts[position][keys].reset_index(drop=True), computed.reset_index(drop=True)], axis=1))
     return [wanted.merge(store.load(), on=keys, how="left")[["sample_id", "value", "n_tokens", "truncated"]]
             for store in stores]
-
-
-def stored_signal(
-    store: SignalStore,
-    sample_ids: list[str],
-    texts: list[str],
-    compute: Callable[[list[str], list[str]], pd.DataFrame],
-    chunk_size: int = 512,
-    description: str = "scoring",
-    progress: bool = False,
-    keys: list[str] | None = None,
-) -> pd.DataFrame:
-    """Values for every sample, computing (in chunks, each stored) only those not yet stored."""
-    return stored_signals([store], sample_ids, texts, lambda ids, chunk: [compute(ids, chunk)], chunk_size,
-                          description, progress, keys)[0]
