@@ -51,24 +51,3 @@ def audited_auc(frame: pd.DataFrame) -> float:
 def scores_of(attacks: list, name: str, level: str = "sample"):
     """The scores of one attack at one level."""
     return next(a for a in attacks if a.attack == name and a.level == level)
-
-
-def tiny_masked_lm(kind: str, tokenizer):
-    """A tiny random RoBERTa or DistilBERT masked LM (eval mode) for `tokenizer`."""
-    import torch
-    from transformers import (
-        DistilBertConfig,
-        DistilBertForMaskedLM,
-        RobertaConfig,
-        RobertaForMaskedLM,
-    )
-
-    torch.manual_seed(5)
-    if kind == "roberta":
-        config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, max_position_embeddings=64 + tokenizer.pad_token_id + 1,
-                               pad_token_id=tokenizer.pad_token_id)
-        return RobertaForMaskedLM(config).eval()
-    config = DistilBertConfig(vocab_size=len(tokenizer), dim=32, n_layers=2, n_heads=2, hidden_dim=64,
-                              max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
-    return DistilBertForMaskedLM(config).eval()

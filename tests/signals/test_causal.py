@@ -1,10 +1,12 @@
 """Causal-LM loss: equal to the model's own per-sequence loss, whatever the batching and padding."""
 
+import numpy as np
 import pytest
 import torch
 
-from lmaudit.signals.base import SignalSettings
-from lmaudit.signals.causal import causal_lm_loss
+from lmaudit.signals.base import SignalSettings, unpack_token_values
+from lmaudit.signals.causal import causal_lm_loss, causal_token_values
+from tests.families import CAUSAL_FAMILIES, tiny_family_model
 
 
 @pytest.fixture(scope="module")
@@ -28,3 +30,21 @@ def test_causal_loss_equals_the_models_own_loss(tiny_gpt2, tiny_tokenizer, notes
             expected = tiny_gpt2(input_ids=input_ids, labels=input_ids).loss.item()
         assert value == pytest.approx(expected, rel=1e-5)
     assert all(not e.truncated for e in encoded)
+
+
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(tiny_tokenizer, notes, family):
+    """The chunked head (base model, then output embedding on chunks of positions) of every causal family gives what
+    the model's own forward pass gives: its loss, and each token's log-probability."""
+    model = tiny_family_model(family, "clm", tiny_tokenizer)
+    texts, ids = notes["text"].tolist()[:6], notes["sample_id"].tolist()[:6]
+    settings = SignalSettings(signal="clm_tokens", max_length=64, batch_tokens=128)
+    packed, _ = causal_token_values(model, tiny_tokenizer, texts, ids, settings, position_chunk=5)
+    for text, values in zip(texts, packed, strict=True):
+        input_ids = tiny_tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            output = model(input_ids=input_ids, labels=input_ids)
+        expected = torch.log_softmax(output.logits[0, :-1].double(), -1).gather(1, input_ids[0, 1:, None])[:, 0]
+        log_probs = unpack_token_values([values])["log_prob"][0]
+        np.testing.assert_allclose(log_probs, expected.numpy(), rtol=1e-5, atol=1e-5)
+        assert -log_probs.mean() == pytest.approx(output.loss.item(), rel=1e-5)

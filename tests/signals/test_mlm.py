@@ -9,7 +9,7 @@ import torch
 from lmaudit.signals.base import SignalSettings, encode, unpack_token_values
 from lmaudit.signals.masks import mask_size, random_masks
 from lmaudit.signals.mlm import mlm_signal, mlm_token_values
-from tests.helpers import tiny_masked_lm
+from tests.families import MASKED_FAMILIES, tiny_family_model
 
 
 def slow_masked_nll(model, tokenizer, text, positions_list):
@@ -99,10 +99,10 @@ def test_truncation_is_recorded(tiny_bert, tiny_tokenizer):
     assert len(encoded[0].input_ids) == 32 and encoded[0].n_tokens >= 200
 
 
-@pytest.mark.parametrize("kind", ["roberta", "distilbert"])
-def test_roberta_and_distilbert_energy_equals_slow_reference(tiny_tokenizer, texts, kind):
-    """The head-on-masked-positions path of each family gives the full model's numbers."""
-    model = tiny_masked_lm(kind, tiny_tokenizer)
+@pytest.mark.parametrize("family", MASKED_FAMILIES)
+def test_every_masked_lm_family_gives_the_slow_references_energy(tiny_tokenizer, texts, family):
+    """The head-on-masked-positions path of every masked-LM family gives the full model's numbers."""
+    model = tiny_family_model(family, "mlm", tiny_tokenizer)
     batch_texts, ids = texts
     fast, _ = mlm_signal(model, tiny_tokenizer, batch_texts[:6], ids[:6], SignalSettings(k=3, seed=1, max_length=64))
     for text, sample_id, value in zip(batch_texts[:6], ids[:6], fast, strict=True):

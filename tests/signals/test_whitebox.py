@@ -157,9 +157,9 @@ def test_batch_shared_layer_outputs_are_refused(models, tiny_tokenizer):
 @pytest.mark.parametrize("kind", ["roberta", "distilbert"])
 def test_gradient_norms_of_other_mlm_families(tiny_tokenizer, texts, kind):
     """RoBERTa (positions offset by the padding index) and DistilBERT give the reference numbers too."""
-    from tests.helpers import tiny_masked_lm
+    from tests.families import tiny_family_model
 
-    model = tiny_masked_lm(kind, tiny_tokenizer)
+    model = tiny_family_model(kind, "mlm", tiny_tokenizer)
     batched, _ = gradient_features(model, tiny_tokenizer, texts[0][:6], texts[1][:6], SETTINGS)
     for row, (text, sample_id) in enumerate(zip(texts[0][:6], texts[1][:6], strict=True)):
         expected = reference_gradient_norms(model, tiny_tokenizer, text, sample_id, "mlm")
