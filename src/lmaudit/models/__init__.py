@@ -1,6 +1,8 @@
 """Loading and training of the models an audit needs."""
 
 import os
+import warnings
+from contextlib import contextmanager
 
 # Never reach a model hub at run time: an audit must not leak what it audits, nor depend on the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -13,3 +15,11 @@ def quiet_transformers() -> None:
 
     logging.disable_progress_bar()
     logging.set_verbosity_error()
+
+
+@contextmanager
+def quiet_peft():
+    """Silence peft's question to transformers about a deprecated attribute: nothing for the user to act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield

@@ -36,12 +36,14 @@ from lmaudit.models.dp import (
     training_step,
 )
 from lmaudit.models.inputs import pad_batch, per_sample_position_inputs
+from lmaudit.models.pretrained import LoraSettings
 from lmaudit.models.train import (
     SIZES,
+    default_learning_rate,
     length_bucketed_batches,
     mlm_config,
     save_model_folder,
-    train_tokenizer,
+    starting_model,
 )
 
 
@@ -144,7 +146,7 @@ class ClassifierTrainingSummary:
     batch_size: int
     learning_rate: float
     max_length: int
-    dropout: float
+    dropout: float | None
     train_accuracy: float
     validation_accuracy: float
     test_accuracy: float | None
@@ -153,6 +155,9 @@ class ClassifierTrainingSummary:
     epoch_losses: list[float]
     validation_accuracies: list[float]
     dp: dict | None = None
+    init_from: str | None = None
+    init_fingerprint: str | None = None
+    lora: dict | None = None
 
 
 @torch.inference_mode()
@@ -224,7 +229,7 @@ def train_classifier(
     patience: int = 5,
     seed: int = 0,
     batch_size: int = 32,
-    learning_rate: float = 2e-3,
+    learning_rate: float | None = None,
     max_length: int = 128,
     vocab_size: int = 4000,
     dropout: float = 0.1,
@@ -233,12 +238,14 @@ def train_classifier(
     label: str = "classifier",
     dp: DPSettings | None = None,
     groups: Sequence[str | None] | None = None,
+    init_from: str | Path | None = None,
+    lora: LoraSettings | None = None,
 ) -> ClassifierTrainingSummary:
     """Train a classifier, keep the epoch with the best validation accuracy (early stopping after
-    `patience` epochs without improvement), and save it with its tokenizer and a summary. With `dp`,
-    DP-SGD with Poisson batches; the epsilon recorded covers every epoch run, not only the one kept."""
-    from transformers import AutoTokenizer
-
+    `patience` epochs without improvement), and save it with its tokenizer and a summary. From scratch (`architecture`,
+    `size`), or fine-tuned from the checkpoint `init_from` with a new head, fully or with `lora` adapters (then the
+    adapter, with the head, is saved). With `dp`, DP-SGD with Poisson batches; the epsilon recorded covers every epoch
+    run, not only the one kept."""
     if architecture not in ARCHITECTURES:
         raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
     quiet_transformers()
@@ -249,9 +256,12 @@ def train_classifier(
     names = sorted({str(v) for v in labels})
     label2id = {name: index for index, name in enumerate(names)}
     train_ids, validation_ids = _label_ids(labels, label2id, "training data"), _label_ids(validation[1], label2id, "validation data")
-    tokenizer = (AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True) if tokenizer_dir is not None
-                 else train_tokenizer(texts, vocab_size, max_length))
-    model = classifier_model(architecture, size, tokenizer, names, max_length, dropout)
+    model, tokenizer, max_length, start = starting_model(
+        "classifier", texts, tokenizer_dir, init_from, lora, max_length, vocab_size,
+        lambda tokenizer: classifier_model(architecture, size, tokenizer, names, max_length, dropout), names)
+    if init_from is not None:
+        architecture = model.config.model_type
+    learning_rate = learning_rate or default_learning_rate(init_from, lora)
 
     def encode(values: Sequence[str]) -> list[list[int]]:
         return tokenizer(list(values), truncation=True, max_length=max_length)["input_ids"]
@@ -260,7 +270,7 @@ def train_classifier(
     pad, lengths, order_rng = tokenizer.pad_token_id, np.array([len(e) for e in encoded]), np.random.default_rng(seed)
     if dp is not None:
         swap_lstm(model, private=True)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01)
     private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
     steps, epoch_losses, validation_accuracies = 0, [], []
     stopping = EarlyStopping(patience)
@@ -279,10 +289,11 @@ def train_classifier(
     test_accuracy = None if test is None else accuracy(model, encode(test[0]), _label_ids(test[1], label2id, "test data"), pad)
     held_out = test_accuracy if test_accuracy is not None else stopping.best_accuracy
     summary = ClassifierTrainingSummary(
-        kind="classifier", architecture=architecture, size=size, n_samples=len(encoded), n_validation=len(validation_encoded),
+        **{"size": size, "dropout": dropout, **start},
+        kind="classifier", architecture=architecture, n_samples=len(encoded), n_validation=len(validation_encoded),
         n_test=0 if test is None else len(test[0]), labels=names, max_epochs=max_epochs, patience=patience,
         epochs_run=len(epoch_losses), best_epoch=stopping.best_epoch, seed=seed, batch_size=batch_size,
-        learning_rate=learning_rate, max_length=max_length, dropout=dropout, train_accuracy=train_accuracy,
+        learning_rate=learning_rate, max_length=max_length, train_accuracy=train_accuracy,
         validation_accuracy=stopping.best_accuracy, test_accuracy=test_accuracy, generalization_gap=train_accuracy - held_out,
         gap_measured_on="test" if test_accuracy is not None else "validation",
         epoch_losses=epoch_losses, validation_accuracies=validation_accuracies,

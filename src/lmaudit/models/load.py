@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmaudit.errors import InputError
-from lmaudit.models import quiet_transformers
+from lmaudit.models import quiet_peft, quiet_transformers
 
 FINGERPRINT_FILES = (
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -19,6 +19,7 @@ FINGERPRINT_FILES = (
 
 
 ADAPTER_CONFIG = "adapter_config.json"
+SUMMARY_FILE = "lmaudit_training.json"  # what `lmaudit train` writes next to a model or adapter
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16")
 QUANTIZATIONS = ("8bit", "4bit")
 
@@ -261,10 +262,17 @@ def architecture_difference(first: str | Path | ModelSource, second: str | Path 
 
 
 def classifier_labels(model: str | Path | ModelSource) -> list[str]:
-    """A classifier's label names in output order, from its config.json (id2label)."""
+    """A classifier's label names in output order: from its config.json (id2label), or, for a classifier adapter trained
+    by lmaudit on a base model without a classification head, from the adapter's training summary."""
     import json
 
-    folder = resolve_model_folder(as_source(model).folder)
+    source = as_source(model)
+    if source.adapter is not None:
+        summary = Path(source.adapter) / SUMMARY_FILE
+        labels = json.loads(summary.read_text(encoding="utf-8")).get("labels") if summary.is_file() else None
+        if labels:
+            return [str(label) for label in labels]
+    folder = resolve_model_folder(source.folder)
     check_model_folder(folder)
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -286,12 +294,16 @@ def load_classifier(model: str | Path | ModelSource, placement: Placement = DEFA
 
     import lmaudit.models.classifier  # noqa: F401  (registers the LSTM classifier with the Auto classes)
 
-    classifier_labels(model)  # refuses language models before transformers would bolt a random head onto one
+    labels = classifier_labels(model)  # refuses language models before transformers would bolt a random head onto one
+    # An adapter's head (saved with it) replaces whatever head the base has: the base is built with the adapter's labels.
+    head = ({"num_labels": len(labels), "id2label": dict(enumerate(labels)),
+             "label2id": {name: index for index, name in enumerate(labels)}} if as_source(model).adapter else {})
     return _load(model, AutoModelForSequenceClassification, "sequence classifier",
-                 "pass a model saved by `lmaudit train classifier` or a *ForSequenceClassification model", placement)
+                 "pass a model saved by `lmaudit train classifier` or a *ForSequenceClassification model", placement, head)
 
 
-def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, placement: Placement) -> LoadedModel:
+def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, placement: Placement,
+          config_updates: dict | None = None) -> LoadedModel:
     from transformers import AutoConfig
 
     quiet_transformers()
@@ -302,6 +314,7 @@ def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, p
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=placement.trust_remote_code)
     except (OSError, ValueError) as err:
         raise InputError(f"{folder}/config.json: unreadable model config ({str(err).splitlines()[0]})") from None
+    config.update(config_updates or {})
     try:
         network = auto_class.from_pretrained(folder, config=config, local_files_only=True, use_safetensors=True,
                                              trust_remote_code=placement.trust_remote_code, **_weight_options(placement))
@@ -356,7 +369,8 @@ def with_adapter(network, adapter: Path, merge: bool = True):
 
     check_adapter_folder(adapter)
     try:
-        wrapped = PeftModel.from_pretrained(network, adapter, is_trainable=False)
+        with quiet_peft():
+            wrapped = PeftModel.from_pretrained(network, adapter, is_trainable=False)
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise InputError(f"{adapter}: this adapter does not fit the base model ({str(err).splitlines()[0]}); pass the "
                          f"base it was trained on ({_adapter_base(adapter) or 'see its adapter_config.json'})") from None

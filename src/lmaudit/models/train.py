@@ -26,8 +26,9 @@ from lmaudit.models.dp import (
     training_step,
 )
 from lmaudit.models.inputs import per_sample_position_inputs
-
-SUMMARY_FILE = "lmaudit_training.json"
+from lmaudit.models.load import SUMMARY_FILE, load_tokenizer
+from lmaudit.models.pretrained import LoraSettings, load_checkpoint, with_lora
+from lmaudit.signals.base import model_max_length
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SIZES = {
@@ -120,10 +121,13 @@ class TrainingSummary:
     batch_size: int
     learning_rate: float
     max_length: int
-    dropout: float
+    dropout: float | None
     final_train_loss: float
     epoch_losses: list[float]
     dp: dict | None = None
+    init_from: str | None = None
+    init_fingerprint: str | None = None
+    lora: dict | None = None
 
 
 def clm_config(size: str, vocab_size: int, max_length: int, tokenizer, dropout: float = 0.1):
@@ -146,6 +150,35 @@ def _build_model(kind: str, size: str, tokenizer, max_length: int, dropout: floa
     return GPT2LMHeadModel(clm_config(size, len(tokenizer), max_length, tokenizer, dropout))
 
 
+def default_learning_rate(init_from: str | Path | None, lora: LoraSettings | None) -> float:
+    """AdamW's peak learning rate unless one is given: 2e-3 from scratch (tiny models), 5e-5 to fine-tune a checkpoint
+    fully (BERT's and GPT-2's fine-tuning range), 2e-4 for LoRA adapters (the LoRA paper's range)."""
+    if init_from is None:
+        return 2e-3
+    return 2e-4 if lora is not None else 5e-5
+
+
+def starting_model(kind: str, texts: Sequence[str], tokenizer_dir: str | Path | None, init_from: str | Path | None,
+                   lora: LoraSettings | None, max_length: int, vocab_size: int, build: Callable[[object], torch.nn.Module],
+                   labels: list[str] | None = None) -> tuple[torch.nn.Module, object, int, dict]:
+    """(model, tokenizer, max_length, what the summary records): a checkpoint's model and tokenizer (with LoRA adapters
+    when asked; a classifier gets a new head for `labels`), or `build(tokenizer)` with the tokenizer of `tokenizer_dir` or
+    one trained on `texts`."""
+    if lora is not None and init_from is None:
+        raise InputError("--lora needs --init-from: LoRA adapters fine-tune a pretrained model")
+    if init_from is None:
+        tokenizer = (load_tokenizer(tokenizer_dir) if tokenizer_dir is not None else train_tokenizer(texts, vocab_size, max_length))
+        return build(tokenizer), tokenizer, max_length, {}
+    if tokenizer_dir is not None:
+        raise InputError("--tokenizer with --init-from: a checkpoint brings its own tokenizer; give one of them")
+    checkpoint = load_checkpoint(init_from, kind, labels)
+    model = with_lora(checkpoint, kind, lora) if lora is not None else checkpoint.model
+    max_length = min(max_length, model_max_length(checkpoint.model.config, checkpoint.tokenizer))
+    record = {**checkpoint.record, "size": "pretrained", "dropout": None,
+              "lora": None if lora is None else {**asdict(lora), "alpha": lora.alpha or 2 * lora.rank}}
+    return model, checkpoint.tokenizer, max_length, record
+
+
 def train_language_model(
     kind: Literal["mlm", "clm"],
     texts: Sequence[str],
@@ -155,7 +188,7 @@ def train_language_model(
     epochs: int = 30,
     seed: int = 0,
     batch_size: int = 32,
-    learning_rate: float = 2e-3,
+    learning_rate: float | None = None,
     max_length: int = 128,
     vocab_size: int = 4000,
     dropout: float = 0.1,
@@ -163,32 +196,30 @@ def train_language_model(
     label: str = "model",
     dp: DPSettings | None = None,
     groups: Sequence[str | None] | None = None,
+    init_from: str | Path | None = None,
+    lora: LoraSettings | None = None,
 ) -> TrainingSummary:
-    """Train a small LM of `kind` on `texts` and save it with its tokenizer (trained here unless
-    `tokenizer_dir`): AdamW, linear warm-up and decay, length-bucketed batches; or, with `dp`, DP-SGD
-    with Poisson batches (`groups` give each text's patient or user for the per-group cap)."""
-    from transformers import (
-        AutoTokenizer,
-        DataCollatorForLanguageModeling,
-        get_linear_schedule_with_warmup,
-    )
+    """Train an LM of `kind` on `texts` and save it with its tokenizer: from scratch (a small model; the tokenizer
+    trained here unless `tokenizer_dir`), or fine-tuned from the checkpoint `init_from`, fully or with `lora` adapters
+    (then the adapter is saved). AdamW, linear warm-up and decay, length-bucketed batches; or, with `dp`, DP-SGD with
+    Poisson batches (`groups` give each text's patient or user for the per-group cap)."""
+    from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
     quiet_transformers()
     torch.manual_seed(seed)
     if dp is not None:
         kept = cap_samples_per_group(list(groups) if groups is not None else [None] * len(texts), dp.max_samples_per_group, seed)
         texts = [texts[i] for i in kept]
-    if tokenizer_dir is not None:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-    else:
-        tokenizer = train_tokenizer(texts, vocab_size, max_length)
-    model = _build_model(kind, size, tokenizer, max_length, dropout)
+    model, tokenizer, max_length, start = starting_model(
+        kind, texts, tokenizer_dir, init_from, lora, max_length, vocab_size,
+        lambda tokenizer: _build_model(kind, size, tokenizer, max_length, dropout))
+    learning_rate = learning_rate or default_learning_rate(init_from, lora)
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=kind == "mlm", mlm_probability=0.15, seed=seed)
     order_rng = np.random.default_rng(seed)
     lengths = np.array([len(ids) for ids in encoded])
     steps_per_epoch = math.ceil(len(encoded) / batch_size)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimizer, steps_per_epoch, steps_per_epoch * epochs)
     epoch_losses = []
     private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
@@ -209,11 +240,11 @@ def train_language_model(
             losses.append(loss.item())
             steps += 1
         epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))
-    summary = TrainingSummary(
-        kind=kind, size=size, n_samples=len(encoded), epochs=epochs, seed=seed, batch_size=batch_size,
-        learning_rate=learning_rate, max_length=max_length, dropout=dropout, final_train_loss=epoch_losses[-1],
-        epoch_losses=epoch_losses, dp=dp_record(private, steps) if private else None,
-    )
+    summary = TrainingSummary(**{
+        "kind": kind, "size": size, "n_samples": len(encoded), "epochs": epochs, "seed": seed, "batch_size": batch_size,
+        "learning_rate": learning_rate, "max_length": max_length, "final_train_loss": epoch_losses[-1],
+        "epoch_losses": epoch_losses, "dp": dp_record(private, steps) if private else None, "dropout": dropout, **start,
+    })
     save_model_folder((private.finished_model() if private else model).eval(), tokenizer, summary, Path(out_dir))
     return summary
 

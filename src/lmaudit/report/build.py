@@ -61,9 +61,9 @@ def json_ready(value):
 
 
 def build_report(config: dict, data: dict, results: list[AttackResult], skipped: list[Skipped], environment: dict,
-                 warnings: list[str], models: dict | None = None) -> dict:
+                 warnings: list[str], models: dict | None = None, model_files: dict | None = None) -> dict:
     """The report.json document (DESIGN.md schema, version 1), with the attacks ranked at each level; `models`: training
-    summaries by role, when known."""
+    summaries by role, when known; `model_files`: each audited model's folder, adapter and fingerprints."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -75,6 +75,7 @@ def build_report(config: dict, data: dict, results: list[AttackResult], skipped:
         "skipped": skipped,
         "warnings": warnings,
         **({"models": models} if models else {}),
+        **({"model_files": model_files} if model_files else {}),
     })
     document["ranking"] = ranking(document["results"])
     return document
