@@ -1,0 +1,53 @@
+"""Where and how weights load: the dtype is the weights' own (and a different model to the store), an accelerate
+device map scores as the plain model does, and quantization without its requirements is a one-line error."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lmaudit.models.load import Placement, load_model, model_fingerprint, weights_fingerprint
+from lmaudit.signals.base import SignalSettings
+from lmaudit.signals.compute import model_signal
+from tests.families import save_family_model
+from tests.helpers import assert_one_line_error, invoke, run_cli
+
+
+@pytest.fixture(scope="module")
+def qwen(tiny_tokenizer, tmp_path_factory):
+    return save_family_model("qwen2", "clm", tiny_tokenizer, tmp_path_factory.mktemp("qwen") / "model")
+
+
+def test_weights_load_in_the_dtype_asked_and_are_stored_apart(qwen, notes, tmp_path):
+    for dtype, torch_dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        loaded = load_model(qwen, "clm", Placement(dtype=dtype))
+        assert {p.dtype for p in loaded.model.parameters()} == {torch_dtype}
+    fingerprints = {weights_fingerprint(qwen, Placement(dtype=d)) for d in ("fp32", "bf16", "fp16")}
+    assert len(fingerprints) == 3 and weights_fingerprint(qwen, Placement()) == model_fingerprint(qwen)
+    ids, texts = notes["sample_id"].tolist()[:8], notes["text"].tolist()[:8]
+    settings = SignalSettings(signal="clm_loss", max_length=64)
+    full = model_signal(qwen, ids, texts, settings, tmp_path)["value"].to_numpy(dtype=float)
+    half = model_signal(qwen, ids, texts, settings, tmp_path, placement=Placement(dtype="bf16"))["value"].to_numpy(dtype=float)
+    assert not np.array_equal(full, half)  # computed anew, not read from the fp32 store
+    np.testing.assert_allclose(half, full, rtol=2e-2)  # bf16 keeps 8 bits of mantissa; log-softmax stays fp32
+
+
+def test_device_map_auto_scores_as_the_model_placed_whole(qwen, notes, tmp_path):
+    loaded = load_model(qwen, "clm", Placement(device_map="auto"))  # no GPU here: accelerate places it all on the CPU
+    assert {p.device.type for p in loaded.model.parameters()} == {"cpu"}
+    data = tmp_path / "data.csv"
+    notes.head(6).to_csv(data, index=False)
+    for name, extra in (("whole", []), ("mapped", ["--device-map", "auto"])):
+        invoke("score", "--model", qwen, "--data", data, "--signal", "clm_loss", "--out", tmp_path / f"{name}.csv",
+               "--cache-dir", tmp_path / name, *extra)
+    whole, mapped = (pd.read_csv(tmp_path / f"{name}.csv")["clm_loss"] for name in ("whole", "mapped"))
+    np.testing.assert_allclose(mapped, whole, rtol=1e-6)
+
+
+def test_quantization_needs_bitsandbytes_and_a_gpu(qwen, notes, tmp_path):
+    data = tmp_path / "data.csv"
+    notes.head(2).to_csv(data, index=False)
+    code, output = run_cli("score", "--model", qwen, "--data", data, "--signal", "clm_loss", "--quantization", "4bit",
+                           "--out", tmp_path / "q.csv")
+    assert_one_line_error(code, output, "--quantization 4bit")
+    assert not (tmp_path / "q.csv").exists()
