@@ -46,14 +46,17 @@ class Case:
     sequences: int
 
 
-def matmul_peak(dtype: torch.dtype, size: int = 2048, seconds: float = 3.0) -> float:
-    """Measured FLOP/s of a square matrix multiply on this machine (the best of repeated runs)."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+def matmul_peak(dtype: torch.dtype, size: int = 2048, seconds: float = 3.0, device: str = "cpu") -> float:
+    """Measured FLOP/s of a square matrix multiply on this machine's `device` (the best of repeated runs)."""
+    a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
     torch.matmul(a, b)
+    synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     best, start = 0.0, time.perf_counter()
     while time.perf_counter() - start < seconds:
+        synchronize()
         tick = time.perf_counter()
         torch.matmul(a, b)
+        synchronize()
         best = max(best, 2 * size**3 / (time.perf_counter() - tick))
     return best
 

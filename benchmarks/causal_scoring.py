@@ -1,0 +1,158 @@
+"""Benchmark `lmaudit score --signal clm_loss` against the way the public LLM membership-inference toolkits score a
+causal LM (a plain transformers forward per text, `model(input_ids, labels=input_ids).loss`), in one run, on the same
+texts and the same random-weight models: a GPT-2-small-sized model (12 x 768, vocabulary 50,257) and a
+Pythia-410M-sized one (GPT-NeoX, 24 x 1024, vocabulary 50,304).
+
+Both ways run as whole processes (import, load, score, write), on 160 and on 480 texts, so that the line through the
+two times gives each way's fixed cost (its intercept) and its cost per text (its slope). The fraction of peak divides
+the forward FLOPs of a text (weights and attention, LM head at every position) by the seconds per text and by the fp32
+matrix-multiply peak measured in the same run. The losses of the two ways are compared text by text.
+
+    python benchmarks/causal_scoring.py [--out docs/performance.md] [--quick] [--device cuda --dtype bf16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from markdown_section import replace_section
+from scoring import matmul_peak
+
+PLAIN_SCRIPT = """
+import sys, time
+import pandas as pd, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder, data, out, device, dtype = sys.argv[1:6]
+tokenizer = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).to(device).eval()
+texts = pd.read_csv(data)["text"].tolist()
+losses = []
+with torch.no_grad():
+    for text in texts:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"].to(device)
+        losses.append(model(input_ids=ids, labels=ids).loss.item())
+pd.DataFrame({"loss": losses}).to_csv(out, index=False)
+"""
+SIZES = {
+    # name: (family, layers, hidden, heads, vocabulary)
+    "GPT-2-small-sized": ("gpt2", 12, 768, 12, 50257),
+    "Pythia-410M-sized": ("gpt_neox", 24, 1024, 16, 50304),
+}
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+def build_model(folder: Path, family: str, layers: int, hidden: int, heads: int, vocabulary: int, tokenizer) -> None:
+    """Save a random-weight causal LM of the given shape with `tokenizer` (whose ids are a subset of the vocabulary)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    if family == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=vocabulary, n_positions=1024, n_embd=hidden, n_layer=layers,
+                                           n_head=heads, pad_token_id=tokenizer.pad_token_id))
+    else:
+        model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=vocabulary, hidden_size=hidden, num_hidden_layers=layers,
+                                                 num_attention_heads=heads, intermediate_size=4 * hidden,
+                                                 max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def forward_flops(token_counts: np.ndarray, layers: int, hidden: int, vocabulary: int) -> np.ndarray:
+    """Multiply-add FLOPs of one forward pass per text: 24 d^2 per token and layer (attention projections and a 4d MLP),
+    4 T d per token and layer for the attention scores and mixing, and 2 d V per token for the LM head."""
+    per_token = layers * (24 * hidden * hidden) + 2 * hidden * vocabulary
+    return token_counts * per_token + layers * 4 * token_counts**2 * hidden
+
+
+def timed_process(command: list[str]) -> float:
+    """Wall seconds of a whole process (it must succeed)."""
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return time.perf_counter() - start
+
+
+def line(counts: tuple[int, int], seconds: tuple[float, float]) -> tuple[float, float]:
+    """(fixed seconds, seconds per text) of the line through two (texts, seconds) points."""
+    per_text = (seconds[1] - seconds[0]) / (counts[1] - counts[0])
+    return seconds[0] - per_text * counts[0], per_text
+
+
+def run_size(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, counts: tuple[int, int], work: Path,
+             device: str, dtype: str, peak: float) -> dict:
+    family, layers, hidden, heads, vocabulary = shape
+    folder = work / family
+    build_model(folder, family, layers, hidden, heads, vocabulary, tokenizer)
+    lmaudit = str(Path(sys.executable).with_name("lmaudit"))
+    times: dict[str, list[float]] = {"lmaudit": [], "plain": []}
+    for count in counts:
+        data = work / f"texts-{count}.csv"
+        texts.head(count).to_csv(data, index=False)
+        times["lmaudit"].append(timed_process([
+            lmaudit, "score", "--model", str(folder), "--data", str(data), "--signal", "clm_loss", "--device", device,
+            "--dtype", dtype, "--out", str(work / f"lmaudit-{count}.csv"), "--cache-dir", str(work / f"cache-{family}-{count}")]))
+        times["plain"].append(timed_process([sys.executable, "-c", PLAIN_SCRIPT, str(folder), str(data),
+                                             str(work / f"plain-{count}.csv"), device, TORCH_DTYPES[dtype]]))
+    ours = pd.read_csv(work / f"lmaudit-{counts[1]}.csv")["clm_loss"].to_numpy()
+    plain = pd.read_csv(work / f"plain-{counts[1]}.csv")["loss"].to_numpy()
+    tokens = np.array([len(ids) for ids in tokenizer(texts["text"].head(counts[1]).tolist())["input_ids"]])
+    flops_per_text = forward_flops(tokens, layers, hidden, vocabulary).mean()
+    fixed, per_text = zip(*(line(counts, times[way]) for way in ("lmaudit", "plain")), strict=True)
+    return {
+        "model": name, "texts": f"{counts[0]} / {counts[1]}", "tokens per text": f"{tokens.mean():.0f}",
+        "lmaudit s": " / ".join(f"{t:.1f}" for t in times["lmaudit"]),
+        "plain s": " / ".join(f"{t:.1f}" for t in times["plain"]),
+        "lmaudit fixed s": f"{fixed[0]:.1f}", "plain fixed s": f"{fixed[1]:.1f}",
+        "lmaudit ms/text": f"{1000 * per_text[0]:.0f}", "plain ms/text": f"{1000 * per_text[1]:.0f}",
+        "speed-up per text": f"{per_text[1] / per_text[0]:.2f}x",
+        "lmaudit fraction of peak": f"{flops_per_text / per_text[0] / peak:.0%}",
+        "plain fraction of peak": f"{flops_per_text / per_text[1] / peak:.0%}",
+        "max abs loss diff": f"{np.abs(ours - plain).max():.1e}",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="GPT-2-small-sized only, 16 and 48 texts")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
+    args = parser.parse_args()
+    from lmaudit.data.synth import generate_notes
+    from lmaudit.models.train import train_tokenizer
+
+    notes = generate_notes(n_patients=120, seed=1)
+    words = notes["text"].str.split().str.len()
+    texts = notes[(words >= 20) & (words <= 60)].sample(frac=1.0, random_state=0).reset_index(drop=True)
+    tokenizer = train_tokenizer(notes["text"].tolist(), vocab_size=4000, max_length=1024)
+    counts = (16, 48) if args.quick else (160, 480)
+    sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES
+    peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
+                       device=args.device)
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for name, shape in sizes.items():
+            rows.append(run_size(name, shape, tokenizer, texts, counts, Path(work), args.device, args.dtype, peak))
+            print(rows[-1], flush=True)
+    table = pd.DataFrame(rows)
+    header = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
+    body = "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in table.itertuples(index=False))
+    text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
+            f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
+            f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + header + body)
+    print(text)
+    if args.out:
+        replace_section(args.out, f"causal-scoring-{args.device}-{args.dtype}", text)
+
+
+if __name__ == "__main__":
+    main()
