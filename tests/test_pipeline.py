@@ -44,7 +44,7 @@ def fake_frame(sample_ids, values) -> pd.DataFrame:
     return pd.DataFrame({"sample_id": sample_ids, "value": list(values), "n_tokens": lengths, "truncated": False})
 
 
-def fake_model_signals(models, sample_ids, texts, settings, cache, progress=False, trust_remote_code=False, device="cpu"):
+def fake_model_signals(models, sample_ids, texts, settings, cache, progress=False, placement=None, backend=None):
     """Target 1 nat below the reference on members; both carry the same sample difficulty."""
     return {name: fake_frame(sample_ids, difficulty(sample_ids) - (name == "target") * member_like(sample_ids))
             for name in models}
@@ -65,7 +65,7 @@ def calls(monkeypatch):
     record = []
 
     def fake_model_signal(model, sample_ids, texts, settings, cache_dir, progress=False, placement=None,
-                          label="model", chunk_size=512, class_labels=None):
+                          label="model", chunk_size=512, class_labels=None, prefix=None, backend=None):
         record.append({"model": label, "signal": settings.signal, "ids": list(sample_ids), "labels": class_labels})
         member = member_like(sample_ids)
         if settings.signal == "classifier":  # log-probabilities of labels a, b: members are confident and right

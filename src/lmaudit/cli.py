@@ -57,7 +57,30 @@ def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
 
 @main.group()
 def train() -> None:
-    """Train small models from scratch on a corpus."""
+    """Train small models from scratch, or fine-tune a pretrained checkpoint (fully or with LoRA), on a corpus."""
+
+
+def _start_options(function):
+    """Where training starts: from scratch, or from a checkpoint, fully or with LoRA adapters."""
+    options = [
+        click.option("--init-from", default=None, type=click.Path(),
+                     help="Fine-tune this checkpoint (a folder, or a hub id in the local Hugging Face cache) and its "
+                          "tokenizer instead of training from scratch (--size and --tokenizer do not apply)."),
+        click.option("--lora", is_flag=True, help="Train LoRA adapters (peft) on --init-from instead of every weight; "
+                                                  "the adapter is saved, audit it with --target BASE --adapter OUT."),
+        click.option("--lora-rank", default=8, show_default=True, type=click.IntRange(min=1), help="LoRA rank (with --lora)."),
+        click.option("--learning-rate", default=None, type=click.FloatRange(min=0, min_open=True),
+                     help="AdamW peak learning rate (default 2e-3 from scratch, 5e-5 fine-tuning, 2e-4 LoRA)."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _lora_settings(lora: bool, lora_rank: int):
+    from lmaudit.models.pretrained import LoraSettings
+
+    return LoraSettings(rank=lora_rank) if lora else None
 
 
 def _train_options(function):
@@ -111,32 +134,39 @@ def _dp_line(record: dict | None) -> str:
             f"epsilon {prv} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
 
 
-def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **dp_options) -> None:
+def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, init_from: str | None,
+           lora: bool, lora_rank: int, learning_rate: float | None, **dp_options) -> None:
     from lmaudit.data.corpus import load_corpus
     from lmaudit.models.train import train_language_model
 
     corpus = load_corpus(data)
     summary = train_language_model(kind, corpus["text"].tolist(), out, tokenizer_dir=tokenizer, size=size, epochs=epochs,
                                    seed=seed, progress=_progress(), dp=_dp_settings(**dp_options),
-                                   groups=corpus["group_id"].tolist())
+                                   groups=corpus["group_id"].tolist(), init_from=init_from,
+                                   lora=_lora_settings(lora, lora_rank), learning_rate=learning_rate)
+    saved = f"the adapter saved to {out} (audit with --target {init_from} --adapter {out})" if lora else f"saved to {out}"
     click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}"
-               f"{_dp_line(summary.dp)}; saved to {out}")
+               f"{_dp_line(summary.dp)}; {saved}")
 
 
 @train.command("mlm")
 @_train_options
+@_start_options
 @_dp_options
-def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **dp_options) -> None:
-    """Train a WordPiece tokenizer (unless --tokenizer) and a BERT-style masked LM; save as safetensors."""
-    _train("mlm", data, out, epochs, size, tokenizer, seed, **dp_options)
+def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **options) -> None:
+    """Train a BERT-style masked LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from);
+    save as safetensors."""
+    _train("mlm", data, out, epochs, size, tokenizer, seed, **options)
 
 
 @train.command("clm")
 @_train_options
+@_start_options
 @_dp_options
-def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **dp_options) -> None:
-    """Train a WordPiece tokenizer (unless --tokenizer) and a GPT-2-style causal LM; save as safetensors."""
-    _train("clm", data, out, epochs, size, tokenizer, seed, **dp_options)
+def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **options) -> None:
+    """Train a GPT-2-style causal LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from), e.g.
+    with LoRA; save as safetensors."""
+    _train("clm", data, out, epochs, size, tokenizer, seed, **options)
 
 
 @train.command("classifier")
@@ -149,14 +179,15 @@ def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: st
 @click.option("--max-epochs", default=30, show_default=True, type=click.IntRange(min=1))
 @click.option("--patience", default=5, show_default=True, type=click.IntRange(min=1),
               help="Stop after this many epochs without a better validation accuracy.")
-@click.option("--learning-rate", default=2e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder.")
 @click.option("--seed", default=0, show_default=True)
+@_start_options
 @_dp_options
 def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, architecture: str, size: str,
-                             max_epochs: int, patience: int, learning_rate: float, tokenizer: str | None, seed: int,
-                             **dp_options) -> None:
-    """Train a BERT-style or 2-layer LSTM text classifier with early stopping; save as safetensors."""
+                             max_epochs: int, patience: int, tokenizer: str | None, seed: int, init_from: str | None,
+                             lora: bool, lora_rank: int, learning_rate: float | None, **dp_options) -> None:
+    """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
+    head (--init-from, fully or with LoRA); save as safetensors."""
     from lmaudit.data.corpus import check_labels, load_corpus
     from lmaudit.models.classifier import train_classifier
 
@@ -175,6 +206,7 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
         texts, labels, out, texts_and_labels(labelled(validation)), texts_and_labels(labelled(test_data)) if test_data else None,
         architecture=architecture, size=size, max_epochs=max_epochs, patience=patience, learning_rate=learning_rate,
         tokenizer_dir=tokenizer, seed=seed, progress=_progress(), dp=_dp_settings(**dp_options), groups=groups,
+        init_from=init_from, lora=_lora_settings(lora, lora_rank),
     )
     held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
@@ -232,30 +264,30 @@ def _placement_options(default_device: str | None):
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ next to --out).")
 @click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the work.")
 @click.option("--chunk-size", default=512, show_default=True, type=click.IntRange(min=1), help="Samples per stored chunk.")
+@click.option("--backend", default="local", show_default=True, type=click.Choice(["local", "ray"]),
+              help="Where the chunks are scored: in this process, or on the workers of a Ray cluster (pip install 'lmaudit[ray]').")
+@click.option("--ray-address", default=None, help="Ray cluster to join (auto, ray://HEAD:10001); default RAY_ADDRESS, else a local one.")
+@click.option("--ray-workers", default=None, type=click.IntRange(min=1),
+              help="Ray workers, one copy of the model each (default: one per GPU with --device cuda, else one per CPU).")
 def score(model: str, adapter: str | None, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
           max_length: int | None, precision: str, batch_tokens: int, device: str, dtype: str | None, device_map: str | None,
-          quantization: str | None, out: str, cache_dir: str | None, shard: str | None, chunk_size: int) -> None:
-    """Compute a per-sample LM signal (nats; lower = more likely under the model)."""
-    import pandas as pd
-
-    from lmaudit.data.corpus import load_corpus, table_kind, write_table
+          quantization: str | None, out: str, cache_dir: str | None, shard: str | None, chunk_size: int, backend: str,
+          ray_address: str | None, ray_workers: int | None) -> None:
+    """Compute a per-sample LM signal (nats; lower = more likely under the model), reading --data in chunks."""
+    from lmaudit.config import signal_backend
     from lmaudit.models.load import ModelSource, Placement, resolve_device
+    from lmaudit.pipeline import score_file
     from lmaudit.signals.base import SignalSettings
-    from lmaudit.signals.compute import model_signal
-    from lmaudit.signals.store import default_cache_dir, parse_shard, shard_positions
+    from lmaudit.signals.store import default_cache_dir, parse_shard
 
-    table_kind(out)  # refuse an unknown output type before the work, not after
-    corpus = load_corpus(data)
-    if shard is not None:
-        corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), parse_shard(shard))]
     settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length,
                               precision=precision, batch_tokens=batch_tokens)
     placement = Placement(resolve_device(device), dtype or "fp32", device_map, quantization)
-    values = model_signal(ModelSource(model, adapter), corpus["sample_id"].tolist(), corpus["text"].tolist(), settings,
-                          cache_dir or default_cache_dir(Path(out).parent), progress=_progress(), placement=placement,
-                          chunk_size=chunk_size)
-    write_table(pd.DataFrame({"sample_id": values["sample_id"], signal: values["value"]}), out)
-    click.echo(f"wrote {signal} of {len(values)} samples to {out} ({int(values['truncated'].sum())} truncated)")
+    written, truncated = score_file(
+        ModelSource(model, adapter), data, out, settings, cache_dir or default_cache_dir(Path(out).parent), placement,
+        parse_shard(shard) if shard is not None else None, chunk_size,
+        signal_backend(backend, ray_address, ray_workers, placement.device), _progress())
+    click.echo(f"wrote {signal} of {written} samples to {out} ({truncated} truncated)")
 
 
 ROLE_FILE_HELP = {
@@ -312,6 +344,11 @@ def _role_file_options(function):
               help="Share of least likely tokens Min-K% and Min-K%++ average (default 0.2).")
 @click.option("--rmia-offline-a", default=None, type=click.FloatRange(min=0, max=1, min_open=True),
               help="RMIA's offline scaling a (default 1: the references' mean; see docs/attacks.md).")
+@click.option("--backend", default=None, type=click.Choice(["local", "ray"]),
+              help="Where the signals are computed: in this process (default), or on a Ray cluster (pip install 'lmaudit[ray]').")
+@click.option("--ray-address", default=None, help="Ray cluster to join (auto, ray://HEAD:10001); default RAY_ADDRESS, else a local one.")
+@click.option("--ray-workers", default=None, type=click.IntRange(min=1),
+              help="Ray workers, one copy of the models each (default: one per GPU with --device cuda, else one per CPU).")
 def audit(config_path: str | None, **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.config import load_config, validated

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import (
@@ -29,6 +29,9 @@ from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource, Placement
 from lmaudit.signals.base import DEVICES, SignalSettings
 from lmaudit.signals.registry import signal_names
+
+if TYPE_CHECKING:
+    from lmaudit.signals.store import Backend
 
 # The field (and command-line option, with - for _) that names each role's file.
 ROLE_FILE_FIELDS = {
@@ -84,6 +87,12 @@ class AuditConfig(BaseModel):
                                                "GPUs and the CPU (accelerate)")
     quantization: Literal[QUANTIZATIONS] | None = Field(None, description="load the weights in 8 or 4 bits "
                                                         "(bitsandbytes, CUDA only; the gpu extra)")
+    backend: Literal["local", "ray"] = Field("local", description="where the signals are computed: local = in this "
+                                             "process; ray = on the workers of a Ray cluster (the ray extra)")
+    ray_address: str | None = Field(None, description="backend ray: the cluster to join ('auto': the one this machine "
+                                    "belongs to; ray://HEAD:10001); default RAY_ADDRESS, else a new local cluster")
+    ray_workers: int | None = Field(None, ge=1, description="backend ray: workers, each holding one copy of the models "
+                                    "(default: one per GPU of the cluster with device cuda, else one per CPU)")
 
     @field_validator("signal")
     @classmethod
@@ -136,6 +145,10 @@ class AuditConfig(BaseModel):
 
         return Placement(resolve_device(self.device), self.dtype, self.device_map, self.quantization, self.trust_remote_code)
 
+    def signal_backend(self) -> Backend | None:
+        """Where the signals are computed: None (in this process) or a Ray backend."""
+        return signal_backend(self.backend, self.ray_address, self.ray_workers, self.placement().device)
+
     def role_files(self) -> dict[str | None, str]:
         """Files to load: role -> path (role None: the file's own role column decides)."""
         chosen: dict[str | None, str] = {role: getattr(self, name) for role, name in ROLE_FILE_FIELDS.items()
@@ -143,6 +156,18 @@ class AuditConfig(BaseModel):
         if self.data:
             chosen[None] = self.data
         return chosen
+
+
+def signal_backend(backend: str, address: str | None, workers: int | None, device: str) -> Backend | None:
+    """None for backend local (in this process); for ray, a RayBackend whose workers take one GPU each when the
+    models run on cuda."""
+    if backend == "local":
+        if address is not None or workers is not None:
+            raise InputError("--ray-address and --ray-workers apply to --backend ray")
+        return None
+    from lmaudit.backends.ray_cluster import RayBackend
+
+    return RayBackend(address, workers, gpus_per_worker=1 if device == "cuda" else 0)
 
 
 PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir", "neighbour_model",

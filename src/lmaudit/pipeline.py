@@ -60,7 +60,7 @@ from lmaudit.report.build import (
 )
 from lmaudit.signals.base import SignalSettings, unpack_token_values
 from lmaudit.signals.registry import SIGNALS, signal_spec
-from lmaudit.signals.store import default_cache_dir
+from lmaudit.signals.store import Backend, default_cache_dir
 
 # The roles a classifier audit scores: the target's audited samples and the shadow model's own.
 CLASSIFIER_ROLES = AUDITED_ROLES + SHADOW_ROLES
@@ -116,12 +116,26 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     """Audit from models: compute (or reuse) the signals, run every attack they allow, write the report."""
     corpus = load_audit_corpus(config.role_files())
     placement = config.placement()
+    backend = config.signal_backend()
     classifier = signal_spec(config.signal.signal).output == "log_probabilities"
-    scored = (classifier_signals if classifier else language_model_signals)(config, corpus, placement, progress)
+    scored = (classifier_signals if classifier else language_model_signals)(config, corpus, placement, backend, progress)
     attacks, not_run = run_attacks(scored.inputs)
     texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
     return finish_report(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
-                         config.evaluation, texts, placement.device, scored.models)
+                         config.evaluation, texts, placement.device, scored.models, model_files(config))
+
+
+def model_files(config: AuditConfig) -> dict[str, dict]:
+    """Each audited model by role: its folder and fingerprint, and its adapter's folder and fingerprint when it has one."""
+    from lmaudit.models.load import adapter_fingerprint, model_fingerprint
+
+    sources = {"target": config.target_source(), **dict(zip(reference_names(config.reference), config.reference_sources(),
+                                                            strict=True))}
+    if config.shadow:
+        sources["shadow"] = ModelSource(config.shadow)
+    return {name: {"folder": source.folder, "fingerprint": model_fingerprint(source.folder), "adapter": source.adapter,
+                   "adapter_fingerprint": adapter_fingerprint(source.adapter) if source.adapter else None}
+            for name, source in sources.items()}
 
 
 def reference_names(references: list[str]) -> list[str]:
@@ -136,7 +150,8 @@ def losses_of(values: pd.Series, output: str) -> np.ndarray:
     return values.to_numpy(dtype=float)
 
 
-def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Placement, progress: bool) -> ScoredSamples:
+def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Placement, backend: Backend | None,
+                           progress: bool) -> ScoredSamples:
     """The target's and the references' signal on every sample of the target's roles (paired), what the token-level
     attacks read from the target (from the audited signal, or from --token-signal besides it), and white-box features."""
     from lmaudit.signals.compute import model_signals
@@ -148,7 +163,7 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement:
     models = {"target": config.target_source(), **dict(zip(names, config.reference_sources(), strict=True))}
     if spec.output == "tokens" or config.token_signal:
         neighbour_model(config)  # refuse a missing masked LM before the long passes
-    per_model = model_signals(models, ids, texts, config.signal, _cache(config), progress, placement)
+    per_model = model_signals(models, ids, texts, config.signal, _cache(config), progress, placement, backend)
     losses = {name: losses_of(frame["value"], spec.output) for name, frame in per_model.items()}
     samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].copy()
     for name, loss in losses.items():
@@ -161,29 +176,29 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement:
     missing: dict[str, str] = {}
     if spec.output == "tokens":
         token_values, missing = token_level_values(config, config.signal, rows, per_model["target"]["value"], placement,
-                                                   progress)
+                                                   backend, progress)
         values |= token_values
     inputs = [AttackInput(config.signal.signal, samples, values, config.evaluation.seed, settings=config.attacks,
                           missing=missing)]
     if config.token_signal and spec.output != "tokens":
-        inputs.append(token_signal_input(config, rows, samples, placement, progress))
+        inputs.append(token_signal_input(config, rows, samples, placement, backend, progress))
     if not config.whitebox:
         return ScoredSamples(samples, inputs)
     plan = ScoringPlan(rows, [Scorer("target", config.target_source(), np.ones(len(rows), bool))], TARGET_ROLES)
-    whitebox, skipped = whitebox_inputs(config, plan, samples, placement, progress)
+    whitebox, skipped = whitebox_inputs(config, plan, samples, placement, backend, progress)
     return ScoredSamples(samples, inputs + whitebox, skipped)
 
 
 def token_signal_input(config: AuditConfig, rows: pd.DataFrame, samples: pd.DataFrame, placement: Placement,
-                       progress: bool) -> AttackInput:
+                       backend: Backend | None, progress: bool) -> AttackInput:
     """The token-level attacks' input from --token-signal, computed for the target only (the references keep the
     audited signal); its mean NLL becomes the samples table's target_<token signal> column."""
     from lmaudit.signals.compute import model_signal
 
     settings = config.signal.model_copy(update={"signal": config.token_signal, "normalize": None})
     stored = model_signal(config.target_source(), rows["sample_id"].tolist(), rows["text"].tolist(), settings,
-                          _cache(config), progress, placement, f"target {config.token_signal}")["value"]
-    values, missing = token_level_values(config, settings, rows, stored, placement, progress)
+                          _cache(config), progress, placement, f"target {config.token_signal}", backend=backend)["value"]
+    values, missing = token_level_values(config, settings, rows, stored, placement, backend, progress)
     samples[f"target_{config.token_signal}"] = values[TARGET_LOSS] = losses_of(stored, "tokens")
     missing[REFERENCE_LOSSES] = f"the references are scored with the audited signal ({config.signal.signal}) only"
     return AttackInput(config.token_signal, samples, values, config.evaluation.seed, settings=config.attacks,
@@ -206,7 +221,7 @@ def neighbour_model(config: AuditConfig) -> str | ModelSource | None:
 
 
 def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.DataFrame, stored: pd.Series, placement: Placement,
-                       progress: bool) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+                       backend: Backend | None, progress: bool) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """What the token-level attacks read besides the target's loss: its per-token values, the texts' compressed
     lengths, token frequencies of non-audited text, and the target's losses of lowercased, prefixed and neighbour
     texts (each an extra pass, as configured); and why any of these is missing."""
@@ -231,7 +246,7 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
 
     def target_losses(variant_ids: list[str], variant_texts: list[str], label: str) -> np.ndarray:
         frame = model_signal(config.target_source(), variant_ids, variant_texts, loss_settings, _cache(config), progress,
-                             placement, label)
+                             placement, label, backend=backend)
         return frame["value"].to_numpy(dtype=float)
 
     tokenizer = load_tokenizer(config.target, config.trust_remote_code)
@@ -262,7 +277,7 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
         in_prefix = population[prefix_samples(population.tolist(), config.recall_prefix, config.evaluation.seed)]
         prefix = prefix_text([texts[i] for i in in_prefix])
         prefixed = model_signal(config.target_source(), ids, texts, settings, _cache(config), progress, placement,
-                                "target, after a non-member prefix", prefix=prefix)
+                                "target, after a non-member prefix", prefix=prefix, backend=backend)
         log_probs = unpack_token_values(prefixed["value"].to_numpy())["log_prob"]
         log_probs[in_prefix] = np.nan  # a prefix sample scored after itself says nothing
         values[PREFIXED_LOG_PROBS] = log_probs
@@ -280,7 +295,8 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
     return values, {value: reason for value, reason in missing.items() if value not in values}
 
 
-def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Placement, progress: bool) -> ScoredSamples:
+def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Placement, backend: Backend | None,
+                       progress: bool) -> ScoredSamples:
     """Shejwalkar et al.'s setting: the features of the target on the audited samples and of the shadow model on its
     own samples (which calibrate every threshold), and white-box features of the same."""
     from lmaudit.models.load import classifier_labels
@@ -301,7 +317,7 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Pla
         part = rows[scorer.rows]
         label_ids[scorer.rows] = label_indices(part, classifier_labels(scorer.model), scorer.model)
         values = model_signal(scorer.model, part["sample_id"].tolist(), part["text"].tolist(), config.signal, _cache(config),
-                              progress, placement, scorer.name)
+                              progress, placement, scorer.name, backend=backend)
         features = classifier_features(np.stack(values["value"].to_numpy()), label_ids[scorer.rows])
         parts.append(pd.DataFrame({
             "sample_id": part["sample_id"].to_numpy(), "role": part["role"].to_numpy(), "group_id": part["group_id"].to_numpy(),
@@ -317,12 +333,12 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Pla
     if not config.whitebox:
         return ScoredSamples(samples, inputs, models=models)
     plan = ScoringPlan(rows, scorers, CLASSIFIER_ROLES, label_ids)
-    whitebox, skipped = whitebox_inputs(config, plan, samples, placement, progress)
+    whitebox, skipped = whitebox_inputs(config, plan, samples, placement, backend, progress)
     return ScoredSamples(samples, inputs + whitebox, skipped, models)
 
 
 def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFrame, placement: Placement,
-                    progress: bool) -> tuple[list[AttackInput], list[Skipped]]:
+                    backend: Backend | None, progress: bool) -> tuple[list[AttackInput], list[Skipped]]:
     """One attack input per white-box signal: each row's features under the model that scores it. A signal the
     target cannot give (attention, for an LSTM) is skipped with the reason."""
     from lmaudit.models.load import architecture_difference, has_attention
@@ -346,7 +362,7 @@ def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFram
             part = plan.rows[scorer.rows]
             labels = plan.label_ids[scorer.rows].tolist() if plan.label_ids is not None and spec.label_dependent else None
             values = model_signal(scorer.model, part["sample_id"].tolist(), part["text"].tolist(), settings, _cache(config),
-                                  progress, placement, f"{scorer.name} {spec.name}", class_labels=labels)
+                                  progress, placement, f"{scorer.name} {spec.name}", class_labels=labels, backend=backend)
             features = np.stack(values["value"].to_numpy())
             matrix = np.zeros((len(samples), features.shape[1])) if matrix is None else matrix
             matrix[scorer.rows] = features
@@ -412,14 +428,16 @@ def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
 
 
 def finish_report(out: str | Path, config: dict, samples: pd.DataFrame, attacks: list[AttackScores], skipped: list[Skipped],
-                  evaluation: EvaluationSettings, texts: pd.Series | None, device: str = "cpu", models: dict | None = None) -> dict:
-    """Evaluate the attacks and write the output folder (report.json, scores.parquet, report.html)."""
+                  evaluation: EvaluationSettings, texts: pd.Series | None, device: str = "cpu", models: dict | None = None,
+                  files: dict | None = None) -> dict:
+    """Evaluate the attacks and write the output folder (report.json, scores.parquet, report.html); `files`: the audited
+    models' folders and fingerprints (`model_files`)."""
     results, not_evaluated = evaluate_attacks(attacks, evaluation)
     skipped = skipped + not_evaluated
     if not results:
         raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))
     report = build_report(config, data_summary(samples), results, skipped, environment_info(device),
-                          population_mismatch_warnings(results), models)
+                          population_mismatch_warnings(results), models, files)
     write_report(out, report, scores_table(samples, attacks, texts), attacks)
     return report
 
@@ -435,3 +453,27 @@ def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationS
     attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
     samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
     return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None)
+
+
+def score_file(model: ModelSource, data: str | Path, out: str | Path, settings: SignalSettings, cache_dir: str | Path,
+               placement: Placement, shard: tuple[int, int] | None = None, chunk_size: int = 512,
+               backend: Backend | None = None, progress: bool = False) -> tuple[int, int]:
+    """Score every sample of a corpus file (or shard i of N of each chunk read) into `out`: columns sample_id and the
+    signal. The file is read, scored and written a chunk at a time, so memory does not grow with its length; `out`
+    appears whole at the end. Returns (samples written, samples truncated)."""
+    from lmaudit.data.corpus import load_corpus_chunks, table_kind, table_writer
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.store import shard_positions
+
+    table_kind(out)  # refuse an unknown output type before the work, not after
+    written = truncated = 0
+    with table_writer(out) as write:
+        for corpus in load_corpus_chunks(data):
+            if shard is not None:
+                corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), shard)]
+            values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache_dir, progress,
+                                  placement, chunk_size=chunk_size, backend=backend)
+            write(pd.DataFrame({"sample_id": values["sample_id"], settings.signal: values["value"]}))
+            written += len(values)
+            truncated += int(values["truncated"].sum())
+    return written, truncated

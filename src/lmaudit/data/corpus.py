@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import io
+import codecs
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -16,51 +18,84 @@ ID_COLUMNS = ("sample_id", "group_id", "subgroup_id")
 SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
 
-def _decode_utf8(path: Path) -> str:
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise InputError(
-            f"{path}, line {line}: not valid UTF-8 (byte 0x{raw[err.start]:02x}); "
-            "re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`"
-        ) from None
+# Rows read and validated at a time: memory stays bounded by a chunk (plus an id per sample), whatever the file's size.
+ROWS_PER_READ = 65536
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
+def _utf8_error(path: Path, error: UnicodeDecodeError | None = None) -> InputError:
+    """The one-line error for a file that is not UTF-8, naming the first bad line (found by reading the file in blocks)."""
+    line = 1
+    with open(path, "rb") as handle:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as err:
+                line += block[: err.start].count(b"\n")
+                return InputError(f"{path}, line {line}: not valid UTF-8 (byte 0x{block[err.start]:02x}); "
+                                  "re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`")
+            line += block.count(b"\n")
+    return InputError(f"{path}: not valid UTF-8 ({error}); re-encode the file as UTF-8")
+
+
+def _jsonl_chunks(path: Path, rows: int) -> Iterator[pd.DataFrame]:
     records = []
-    for line_number, line in enumerate(_decode_utf8(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{path}, line {line_number}: not valid JSON ({err.msg}); write one JSON object per line") from None
-        if not isinstance(record, dict):
-            raise InputError(f"{path}, line {line_number}: expected a JSON object with a 'text' field")
-        records.append(record)
-    return pd.DataFrame.from_records(records)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise InputError(f"{path}, line {line_number}: not valid JSON ({err.msg}); write one JSON object per line") from None
+                if not isinstance(record, dict):
+                    raise InputError(f"{path}, line {line_number}: expected a JSON object with a 'text' field")
+                records.append(record)
+                if len(records) == rows:
+                    yield pd.DataFrame.from_records(records)
+                    records = []
+    except UnicodeDecodeError as err:
+        raise _utf8_error(path, err) from None
+    if records:
+        yield pd.DataFrame.from_records(records)
+
+
+def _csv_chunks(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+    try:
+        yield from pd.read_csv(path, dtype=str, keep_default_na=False, chunksize=rows, encoding="utf-8",
+                               encoding_errors="strict")
+    except UnicodeDecodeError as err:
+        raise _utf8_error(path, err) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise InputError(f"{path}: not a readable CSV file ({str(err).strip()})") from None
+
+
+def _parquet_chunks(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+    import pyarrow.parquet as pq
+
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
+            yield batch.to_pandas()
+    except Exception as err:  # pyarrow raises several unrelated types for a bad file
+        raise InputError(f"{path}: not a readable Parquet file ({type(err).__name__})") from None
+
+
+def read_table_chunks(path: str | Path, rows: int | None = None) -> Iterator[pd.DataFrame]:
+    """A CSV, JSONL or Parquet file as DataFrames of at most `rows` rows (default ROWS_PER_READ), with errors that name
+    the file (and line)."""
+    path = Path(path)
+    rows = rows or ROWS_PER_READ
+    kind = table_kind(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    yield from {"jsonl": _jsonl_chunks, "csv": _csv_chunks, "parquet": _parquet_chunks}[kind](path, rows)
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV, JSONL or Parquet file into a DataFrame, with errors that name the file."""
-    path = Path(path)
-    kind = table_kind(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    if kind == "jsonl":
-        return _read_jsonl(path)
-    if kind == "csv":
-        text = _decode_utf8(path)
-        try:
-            return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-            raise InputError(f"{path}: not a readable CSV file ({str(err).strip()})") from None
-    try:
-        return pd.read_parquet(path)
-    except Exception as err:  # pyarrow raises several unrelated types for a bad file
-        raise InputError(f"{path}: not a readable Parquet file ({type(err).__name__})") from None
+    chunks = list(read_table_chunks(path))
+    return pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame()
 
 
 def table_kind(path: str | Path) -> str:
@@ -74,14 +109,41 @@ def table_kind(path: str | Path) -> str:
 
 def write_table(table: pd.DataFrame, path: str | Path) -> None:
     """Write a table as CSV, JSONL or Parquet (by extension), all or nothing."""
+    with table_writer(path) as write:
+        write(table)
+
+
+@contextmanager
+def table_writer(path: str | Path) -> Iterator[Callable[[pd.DataFrame], None]]:
+    """A function that appends a chunk of rows to a CSV, JSONL or Parquet file (by extension); the file appears, whole,
+    only when the block ends without an error."""
     kind = table_kind(path)
     with staged(path) as (temporary,):
-        if kind == "csv":
-            table.to_csv(temporary, index=False)
-        elif kind == "jsonl":
-            table.to_json(temporary, orient="records", lines=True, force_ascii=False)
-        else:
-            table.to_parquet(temporary, index=False)
+        parquet = None
+        first = True
+
+        def write(chunk: pd.DataFrame) -> None:
+            nonlocal parquet, first
+            if kind == "csv":
+                chunk.to_csv(temporary, index=False, mode="w" if first else "a", header=first)
+            elif kind == "jsonl":
+                lines = chunk.to_json(orient="records", lines=True, force_ascii=False) if len(chunk) else ""
+                with open(temporary, "w" if first else "a", encoding="utf-8") as handle:
+                    handle.write(lines if not lines or lines.endswith("\n") else lines + "\n")
+            else:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                batch = pa.Table.from_pandas(chunk, preserve_index=False)
+                parquet = parquet or pq.ParquetWriter(temporary, batch.schema)
+                parquet.write_table(batch)
+            first = False
+
+        try:
+            yield write
+        finally:
+            if parquet is not None:
+                parquet.close()
 
 
 def _as_text(value: object) -> str:
@@ -97,14 +159,39 @@ def load_corpus(path: str | Path, role: str | None = None) -> pd.DataFrame:
     (row counts data rows from 1, header excluded). Missing ids are None; missing
     sample ids are generated as '<file stem>-<row>'.
     """
+    return pd.concat(list(load_corpus_chunks(path, role)), ignore_index=True)
+
+
+def load_corpus_chunks(path: str | Path, role: str | None = None, rows: int | None = None) -> Iterator[pd.DataFrame]:
+    """load_corpus one chunk of at most `rows` rows at a time, each validated as it is read; sample ids are checked for
+    duplicates across the whole file."""
     path = Path(path)
-    table = read_table(path)
+    first_row: dict[str, int] = {}  # sample id -> the row that used it first
+    generated: bool | None = None
+    offset = 0
+    for table in read_table_chunks(path, rows):
+        corpus = _corpus_chunk(table, path, role, offset)
+        generated = corpus["sample_id"].isna().all() if generated is None else generated
+        if generated:
+            corpus["sample_id"] = [f"{path.stem}-{r}" for r in corpus["row"]]
+        check_unique_sample_ids(corpus)
+        for sample_id, row in zip(corpus["sample_id"], corpus["row"], strict=True):
+            if sample_id in first_row:
+                raise InputError(f"{path}, row {row}: duplicate sample_id '{sample_id}' (first used at {path}, row "
+                                 f"{first_row[sample_id]}); sample ids must be unique")
+            first_row[sample_id] = row
+        offset += len(table)
+        yield corpus
+    if offset == 0:
+        raise InputError(f"{path}: the file has no rows")
+
+
+def _corpus_chunk(table: pd.DataFrame, path: Path, role: str | None, offset: int) -> pd.DataFrame:
+    """One validated chunk of a corpus file whose first row is data row `offset` + 1."""
     if "text" not in table.columns:
         found = ", ".join(map(str, table.columns)) or "none"
         raise InputError(f"{path}: no 'text' column (columns found: {found}); add a 'text' column with one sample per row")
-    if table.empty:
-        raise InputError(f"{path}: the file has no rows")
-    rows = pd.RangeIndex(1, len(table) + 1)
+    rows = pd.RangeIndex(offset + 1, offset + len(table) + 1)
     corpus = pd.DataFrame({"text": [_as_text(v) for v in table["text"]]})
     for position, text in enumerate(corpus["text"]):
         if not text.strip():
@@ -119,13 +206,10 @@ def load_corpus(path: str | Path, role: str | None = None) -> pd.DataFrame:
             corpus[column] = [v or None for v in values]
         else:
             corpus[column] = None
-    if corpus["sample_id"].isna().all():
-        corpus["sample_id"] = [f"{path.stem}-{r}" for r in rows]
     corpus["label"] = table["label"].to_numpy() if "label" in table.columns else None
     corpus["role"] = _roles(table, path, role, rows)
     corpus["source"] = str(path)
     corpus["row"] = rows.to_numpy()
-    check_unique_sample_ids(corpus)
     return corpus
 
 

@@ -1,9 +1,5 @@
-"""Text classifiers trained from scratch: a small BERT or a 2-layer LSTM, with early stopping.
-
-The LSTM is a transformers model class of our own (registered with the Auto classes), so both
-kinds save as safetensors with save_pretrained and load through the same code, with no
-`trust_remote_code`.
-"""
+"""Text classifiers trained from scratch (a small BERT or the 2-layer LSTM of `lstm.py`) or fine-tuned from a checkpoint,
+with early stopping."""
 
 from __future__ import annotations
 
@@ -16,13 +12,6 @@ from typing import Literal
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    PretrainedConfig,
-    PreTrainedModel,
-)
-from transformers.modeling_outputs import SequenceClassifierOutput
 
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
@@ -36,6 +25,7 @@ from lmaudit.models.dp import (
     training_step,
 )
 from lmaudit.models.inputs import pad_batch, per_sample_position_inputs
+from lmaudit.models.lstm import LSTMClassifierConfig, LSTMForSequenceClassification
 from lmaudit.models.pretrained import LoraSettings
 from lmaudit.models.train import (
     SIZES,
@@ -45,48 +35,6 @@ from lmaudit.models.train import (
     save_model_folder,
     starting_model,
 )
-
-
-class LSTMClassifierConfig(PretrainedConfig):
-    """Embedding, stacked LSTM, mean over real tokens, linear layer to the labels."""
-
-    model_type = "lmaudit-lstm"
-
-    def __init__(self, vocab_size: int = 4000, hidden_size: int = 64, num_layers: int = 2, dropout: float = 0.1,
-                 pad_token_id: int = 0, **kwargs):
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
-        self.dropout = dropout
-
-
-class LSTMForSequenceClassification(PreTrainedModel):
-    """The 2-layer LSTM text classifier of Shejwalkar et al. (Section 3), at our tiny sizes."""
-
-    config_class = LSTMClassifierConfig
-    base_model_prefix = "lstm"
-
-    def __init__(self, config: LSTMClassifierConfig):
-        super().__init__(config)
-        self.embeddings = torch.nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.lstm = torch.nn.LSTM(config.hidden_size, config.hidden_size, num_layers=config.num_layers,
-                                  batch_first=True, dropout=config.dropout if config.num_layers > 1 else 0.0)
-        self.dropout = torch.nn.Dropout(config.dropout)
-        self.classifier = torch.nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None, **_) -> SequenceClassifierOutput:
-        """Logits (batch x labels) and, with labels, the mean cross-entropy."""
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        hidden, _ = self.lstm(self.embeddings(input_ids))
-        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
-        logits = self.classifier(self.dropout(pooled))
-        loss = torch.nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
 def swap_lstm(model: torch.nn.Module, private: bool) -> None:
@@ -103,9 +51,6 @@ def swap_lstm(model: torch.nn.Module, private: bool) -> None:
     replacement.load_state_dict(model.lstm.state_dict())
     model.lstm = replacement
 
-
-AutoConfig.register(LSTMClassifierConfig.model_type, LSTMClassifierConfig)
-AutoModelForSequenceClassification.register(LSTMClassifierConfig, LSTMForSequenceClassification)
 
 ARCHITECTURES = ("bert", "lstm")
 

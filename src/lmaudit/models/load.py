@@ -292,7 +292,7 @@ def load_classifier(model: str | Path | ModelSource, placement: Placement = DEFA
     """Load a sequence classifier (BERT-style or lmaudit's LSTM) and its tokenizer, or raise InputError saying why not."""
     from transformers import AutoModelForSequenceClassification
 
-    import lmaudit.models.classifier  # noqa: F401  (registers the LSTM classifier with the Auto classes)
+    import lmaudit.models.lstm  # noqa: F401  (registers the LSTM classifier with the Auto classes)
 
     labels = classifier_labels(model)  # refuses language models before transformers would bolt a random head onto one
     # An adapter's head (saved with it) replaces whatever head the base has: the base is built with the adapter's labels.

@@ -5,7 +5,7 @@ Which model class to load and which scorer to run come from the signal's registr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +23,29 @@ from lmaudit.models.load import (
 )
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.registry import resolved, signal_spec
-from lmaudit.signals.store import Backend, SignalStore, stored_signals
+from lmaudit.signals.store import Backend, open_store, stored_signals
+
+# The models the last scoring job used, kept loaded for the next: an audit's passes (the signal, lowercase, prefix, the
+# chunks of a large file) reuse the target instead of loading it again. Models no job needs any more are let go.
+_LOADED: dict[tuple, LoadedModel] = {}
 
 
-@dataclass
+def loaded_models(sources: tuple[ModelSource, ...], kind: str, placement: Placement) -> list[LoadedModel]:
+    """The models of `sources`, loaded once per process and kept while consecutive jobs use them."""
+    keys = [(source, kind, placement) for source in sources]
+    for key in [key for key in _LOADED if key not in keys]:
+        del _LOADED[key]
+    for key in keys:
+        if key not in _LOADED:
+            _LOADED[key] = load_model(*key)
+    return [_LOADED[key] for key in keys]
+
+
+@dataclass(frozen=True)
 class ScoringJob:
     """What turns a chunk of samples into stored values: the models (several are scored on the same batches), the
-    signal's settings, where the models run, and a prefix or per-sample labels. Picklable, so that a backend can run it
-    in another process or on another machine; each process loads the models once, on its first chunk."""
+    signal's settings, where the models run, and a prefix or per-sample labels. Picklable (the models travel as
+    sources, never as weights), so that a backend can run it in another process or on another machine."""
 
     sources: tuple[ModelSource, ...]
     settings: SignalSettings
@@ -38,24 +53,19 @@ class ScoringJob:
     prefix: str | None = None
     label_of: dict[str, int] | None = None
     progress: bool = False
-    _loaded: list[LoadedModel] = field(default_factory=list, repr=False)
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_loaded": []}  # the models travel as sources, never as weights
 
     def __call__(self, ids: list[str], texts: list[str]) -> list[pd.DataFrame]:
         """One frame per model: columns value, n_tokens, truncated."""
         spec = signal_spec(self.settings.signal)
-        if not self._loaded:
-            self._loaded.extend(load_model(source, spec.model_kind, self.placement) for source in self.sources)
-        if len(self._loaded) > 1:
-            values, encoded = spec.scoring_function(joint=True)([m.model for m in self._loaded], self._loaded[0].tokenizer,
-                                                                texts, ids, self.settings, self.progress)
+        models = loaded_models(self.sources, spec.model_kind, self.placement)
+        if len(models) > 1:
+            values, encoded = spec.scoring_function(joint=True)([m.model for m in models], models[0].tokenizer, texts, ids,
+                                                                self.settings, self.progress)
             return [_frame(v, encoded) for v in values]
         extra = {"labels": np.array([self.label_of[i] for i in ids])} if self.label_of is not None else {}
         extra |= {"prefix": self.prefix} if self.prefix is not None else {}
-        values, encoded = spec.scoring_function()(self._loaded[0].model, self._loaded[0].tokenizer, texts, ids,
-                                                  self.settings, self.progress, **extra)
+        values, encoded = spec.scoring_function()(models[0].model, models[0].tokenizer, texts, ids, self.settings,
+                                                  self.progress, **extra)
         return [_frame(values, encoded)]
 
 
@@ -82,7 +92,7 @@ def model_signal(
     the missing chunks (default: in this process)."""
     source = checked_source(model)
     settings = resolved(settings, placement.device)
-    store = SignalStore(cache_dir, weights_fingerprint(source, placement), settings)
+    store = open_store(cache_dir, weights_fingerprint(source, placement), settings)
     label_of = dict(zip(sample_ids, class_labels, strict=True)) if class_labels is not None else None
     job = ScoringJob((source,), settings, placement, prefix, label_of, progress)
     keys = None
@@ -106,6 +116,7 @@ def model_signals(
     progress: bool = False,
     placement: Placement = DEFAULT_PLACEMENT,
     backend: Backend | None = None,
+    chunk_size: int = 512,
 ) -> dict[str, pd.DataFrame]:
     """model_signal for several models; when they share a tokenizer and the signal has a joint scorer, samples that
     none of them has stored are scored on the same batches (each batch built once, run through each model)."""
@@ -114,9 +125,10 @@ def model_signals(
     settings = resolved(settings, placement.device)
     shared_tokenizer = len({tokenizer_fingerprint(s) for s in sources.values()}) == 1
     if len(sources) > 1 and shared_tokenizer and spec.joint_scorer:
-        stores = [SignalStore(cache_dir, weights_fingerprint(s, placement), settings) for s in sources.values()]
+        stores = [open_store(cache_dir, weights_fingerprint(s, placement), settings) for s in sources.values()]
         job = ScoringJob(tuple(sources.values()), settings, placement, progress=progress)
-        stored_signals(stores, sample_ids, texts, job, description=f"scoring {' and '.join(sources)}", progress=progress,
-                       backend=backend)
-    return {name: model_signal(source, sample_ids, texts, settings, cache_dir, progress, placement, name, backend=backend)
+        stored_signals(stores, sample_ids, texts, job, chunk_size, description=f"scoring {' and '.join(sources)}",
+                       progress=progress, backend=backend)
+    return {name: model_signal(source, sample_ids, texts, settings, cache_dir, progress, placement, name, chunk_size,
+                               backend=backend)
             for name, source in sources.items()}

@@ -7,9 +7,11 @@ uninterrupted run's. The store holds sample ids and text hashes, never text.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -47,21 +49,44 @@ class SignalStore:
         info = self.folder / "settings.json"
         if not info.exists():
             write_text(info, json.dumps({"model_fingerprint": fingerprint, **key}, indent=2))
+        self._table: pd.DataFrame | None = None  # the rows read or written so far by this process
+        self._read: set[str] = set()
+        self._written: list[pd.DataFrame] = []
+        self._next_part = len(list(self.folder.glob("part-*.parquet")))
 
     def load(self) -> pd.DataFrame:
-        """All stored rows (one per sample id and text hash)."""
-        parts = sorted(self.folder.glob("part-*.parquet"))
-        if not parts:
+        """All stored rows (one per sample id and text hash). Parts are read once per process: a later call reads only
+        the parts written since (by other processes sharing the store)."""
+        new = [part for part in sorted(self.folder.glob("part-*.parquet")) if part.name not in self._read]
+        frames = [*([] if self._table is None else [self._table]), *self._written, *(pd.read_parquet(p) for p in new)]
+        self._read |= {part.name for part in new}
+        self._written = []
+        if not frames:
             return pd.DataFrame(columns=STORE_COLUMNS)
-        return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True).drop_duplicates(
-            ["sample_id", "text_sha256"], keep="last"
-        )
+        if len(frames) > 1 or self._table is None:
+            self._table = pd.concat(frames, ignore_index=True).drop_duplicates(["sample_id", "text_sha256"], keep="last")
+        return self._table
 
     def append(self, rows: pd.DataFrame) -> None:
         """Write one chunk atomically (temporary name, then rename)."""
-        number = len(list(self.folder.glob("part-*.parquet")))
-        with staged(self.folder / f"part-{number:06d}-{os.getpid()}.parquet") as (temporary,):
+        # The host and process make the name unique among shards on several machines writing one shared store.
+        while (self.folder / (name := f"part-{self._next_part:06d}-{socket.gethostname()}-{os.getpid()}.parquet")).exists():
+            self._next_part += 1  # another store object of this process wrote it
+        self._next_part += 1
+        with staged(self.folder / name) as (temporary,):
             rows[STORE_COLUMNS].to_parquet(temporary, index=False)
+        self._read.add(name)
+        self._written.append(rows[STORE_COLUMNS].reset_index(drop=True))
+
+
+def open_store(root: str | Path, fingerprint: str, settings: SignalSettings) -> SignalStore:
+    """The store of (root, model, settings), one object per process: what it has read stays read across calls."""
+    return _open_store(str(Path(root).resolve()), fingerprint, settings)
+
+
+@functools.lru_cache(maxsize=64)
+def _open_store(root: str, fingerprint: str, settings: SignalSettings) -> SignalStore:
+    return SignalStore(root, fingerprint, settings)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
