@@ -276,8 +276,8 @@ def score(model: str, adapter: str | None, data: str, signal: str, k: int, masks
     """Compute a per-sample LM signal (nats; lower = more likely under the model), reading --data in chunks."""
     from lmaudit.config import signal_backend
     from lmaudit.models.load import ModelSource, Placement, resolve_device
-    from lmaudit.pipeline import score_file
     from lmaudit.signals.base import SignalSettings
+    from lmaudit.signals.compute import score_file
     from lmaudit.signals.store import default_cache_dir, parse_shard
 
     settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length,

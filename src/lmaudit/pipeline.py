@@ -454,26 +454,3 @@ def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationS
     samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
     return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None)
 
-
-def score_file(model: ModelSource, data: str | Path, out: str | Path, settings: SignalSettings, cache_dir: str | Path,
-               placement: Placement, shard: tuple[int, int] | None = None, chunk_size: int = 512,
-               backend: Backend | None = None, progress: bool = False) -> tuple[int, int]:
-    """Score every sample of a corpus file (or shard i of N of each chunk read) into `out`: columns sample_id and the
-    signal. The file is read, scored and written a chunk at a time, so memory does not grow with its length; `out`
-    appears whole at the end. Returns (samples written, samples truncated)."""
-    from lmaudit.data.corpus import load_corpus_chunks, table_kind, table_writer
-    from lmaudit.signals.compute import model_signal
-    from lmaudit.signals.store import shard_positions
-
-    table_kind(out)  # refuse an unknown output type before the work, not after
-    written = truncated = 0
-    with table_writer(out) as write:
-        for corpus in load_corpus_chunks(data):
-            if shard is not None:
-                corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), shard)]
-            values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache_dir, progress,
-                                  placement, chunk_size=chunk_size, backend=backend)
-            write(pd.DataFrame({"sample_id": values["sample_id"], settings.signal: values["value"]}))
-            written += len(values)
-            truncated += int(values["truncated"].sum())
-    return written, truncated

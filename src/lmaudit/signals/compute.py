@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lmaudit.data.corpus import load_corpus_chunks, table_kind, table_writer
 from lmaudit.models.load import (
     DEFAULT_PLACEMENT,
     LoadedModel,
@@ -23,7 +24,7 @@ from lmaudit.models.load import (
 )
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.registry import resolved, signal_spec
-from lmaudit.signals.store import Backend, open_store, stored_signals
+from lmaudit.signals.store import Backend, open_store, shard_positions, stored_signals
 
 # The models the last scoring job used, kept loaded for the next: an audit's passes (the signal, lowercase, prefix, the
 # chunks of a large file) reuse the target instead of loading it again. Models no job needs any more are let go.
@@ -132,3 +133,23 @@ def model_signals(
     return {name: model_signal(source, sample_ids, texts, settings, cache_dir, progress, placement, name, chunk_size,
                                backend=backend)
             for name, source in sources.items()}
+
+
+def score_file(model: ModelSource, data: str | Path, out: str | Path, settings: SignalSettings, cache_dir: str | Path,
+               placement: Placement, shard: tuple[int, int] | None = None, chunk_size: int = 512,
+               backend: Backend | None = None, progress: bool = False) -> tuple[int, int]:
+    """Score every sample of a corpus file (or shard i of N of each chunk read) into `out`: columns sample_id and the
+    signal. The file is read, scored and written a chunk at a time, so memory does not grow with its length; `out`
+    appears whole at the end. Returns (samples written, samples truncated)."""
+    table_kind(out)  # refuse an unknown output type before the work, not after
+    written = truncated = 0
+    with table_writer(out) as write:
+        for corpus in load_corpus_chunks(data):
+            if shard is not None:
+                corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), shard)]
+            values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache_dir, progress,
+                                  placement, chunk_size=chunk_size, backend=backend)
+            write(pd.DataFrame({"sample_id": values["sample_id"], settings.signal: values["value"]}))
+            written += len(values)
+            truncated += int(values["truncated"].sum())
+    return written, truncated
