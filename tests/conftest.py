@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 import torch
 
 from lmaudit.data.synth import generate_notes
 from lmaudit.models.train import mlm_config, train_tokenizer
+
+# Fingerprints remembered by the tests stay out of the user's ~/.cache.
+os.environ["LMAUDIT_CACHE_HOME"] = tempfile.mkdtemp(prefix="lmaudit-test-cache-")
 
 
 @pytest.fixture(scope="session")

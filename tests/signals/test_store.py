@@ -120,3 +120,28 @@ def model_fingerprint_prefix(folder):
     from lmaudit.models.load import model_fingerprint
 
     return model_fingerprint(folder)[:16]
+
+
+def test_fingerprints_are_remembered_across_runs_until_a_file_changes(tmp_path, monkeypatch):
+    """A second process reads the fingerprint from the disk cache (no hashing of the weights); any change of a file's
+    size or modification time makes it hash again."""
+    import hashlib
+    import os
+
+    from lmaudit.models import load
+
+    monkeypatch.setenv("LMAUDIT_CACHE_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    expected = hashlib.sha256(b"config.json{}model.safetensorsweights").hexdigest()
+    assert load.model_fingerprint(folder) == expected
+    load._files_digest.cache_clear()  # as a new process would start
+    remembered = next((tmp_path / "home" / "fingerprints").iterdir())
+    remembered.write_text("f" * 64)  # stands for a value computed in an earlier run
+    assert load.model_fingerprint(folder) == "f" * 64
+    (folder / "model.safetensors").write_bytes(b"retrained")
+    os.utime(folder / "model.safetensors", ns=(1, 1))
+    load._files_digest.cache_clear()
+    assert load.model_fingerprint(folder) == hashlib.sha256(b"config.json{}model.safetensorsretrained").hexdigest()
