@@ -2,8 +2,8 @@
 memory of the whole process, to show that the time grows linearly and the memory stays bounded (the file is read,
 scored, stored and written in chunks).
 
-Each size runs as a fresh process on a fresh store, and the peak resident memory is the process's own (getrusage of
-the finished child). Texts are 8-16 random words from a 2,000-word vocabulary.
+Each size runs as a fresh process on a fresh store, and the peak resident memory is that process's own (getrusage of
+its finished child). Texts are 8-16 random words from a 2,000-word vocabulary.
 
     python benchmarks/large_files.py [--out docs/performance.md] [--sizes 10000,100000,1000000]
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -48,16 +47,16 @@ def build_model(folder: Path, texts_path: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
+# Runs a command and prints its peak resident memory (KiB): a fresh process whose only child is the command.
+PEAK_OF_CHILD = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+                 "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
 def run(command: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak resident MiB) of a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(wall seconds, peak resident MiB) of a command run as a process of its own."""
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if peak <= before:  # ru_maxrss is the largest child so far: only a new maximum is this child's
-        raise RuntimeError("run the sizes in increasing order so that each child's peak is its own")
-    return seconds, peak / 1024
+    peak = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, *command], check=True, capture_output=True, text=True)
+    return time.perf_counter() - start, int(peak.stdout.strip()) / 1024
 
 
 def main() -> None:
