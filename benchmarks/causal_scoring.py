@@ -48,6 +48,7 @@ SIZES = {
     "GPT-2-small-sized": ("gpt2", 12, 768, 12, 50257),
     "Pythia-410M-sized": ("gpt_neox", 24, 1024, 16, 50304),
 }
+GPU_SIZES = {"Pythia-1B-sized": ("gpt_neox", 16, 2048, 8, 50304)}  # also timed on a GPU
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
@@ -135,7 +136,7 @@ def main() -> None:
     texts = notes[(words >= 20) & (words <= 60)].sample(frac=1.0, random_state=0).reset_index(drop=True)
     tokenizer = train_tokenizer(notes["text"].tolist(), vocab_size=4000, max_length=1024)
     counts = (16, 48) if args.quick else (160, 480)
-    sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES
+    sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES | (GPU_SIZES if args.device != "cpu" else {})
     peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
                        device=args.device)
     rows = []
