@@ -35,3 +35,22 @@ def test_neighbours_without_a_masked_lm_is_refused_in_one_line(tmp_path):
     code, output = run_cli("audit", "--target", tmp_path / "t", "--members", tmp_path / "m.csv", "--nonmembers",
                            tmp_path / "n.csv", "--out", tmp_path / "o", "--signal", "clm_tokens", "--neighbours", "4")
     assert_one_line_error(code, output, "--neighbours 4 needs a masked LM", "--neighbour-model")
+
+
+def test_reference_adapters_pair_with_references_in_order(tmp_path):
+    """`--reference-adapter` applies to the `--reference` at the same position; the target's adapter to the target; a
+    count that does not match the references is refused in one line."""
+    from lmaudit.models.load import ModelSource
+
+    config = validated({**BASE, "adapter": "target-lora", "reference": ["base", "base"],
+                        "reference_adapter": ["ref-lora-1", "ref-lora-2"]}, "test")
+    assert config.target_source() == ModelSource("t", "target-lora")
+    assert config.reference_sources() == [ModelSource("base", "ref-lora-1"), ModelSource("base", "ref-lora-2")]
+    assert validated({**BASE, "reference": ["r"]}, "test").reference_sources() == [ModelSource("r", None)]
+    with pytest.raises(InputError, match="1 reference adapters for 2 references"):
+        validated({**BASE, "reference": ["a", "b"], "reference_adapter": "only-one"}, "test")
+    (tmp_path / "audit.yaml").write_text("target: base\nadapter: lora\nreference: [base]\nreference_adapter: [ref-lora]\n"
+                                         "members: m.csv\nnonmembers: n.csv\nout: out\n")
+    from_yaml = load_config(tmp_path / "audit.yaml")
+    assert from_yaml.target_source() == ModelSource(str(tmp_path / "base"), str(tmp_path / "lora"))
+    assert from_yaml.reference_sources() == [ModelSource(str(tmp_path / "base"), str(tmp_path / "ref-lora"))]
