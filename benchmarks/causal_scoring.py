@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from markdown_section import replace_section
+from markdown_section import markdown_table, replace_section
 from scoring import matmul_peak
 
 PLAIN_SCRIPT = """
@@ -147,12 +147,9 @@ def main() -> None:
         for name, shape in sizes.items():
             rows.append(run_size(name, shape, tokenizer, texts, counts, Path(work), args.device, args.dtype, peak))
             print(rows[-1], flush=True)
-    table = pd.DataFrame(rows)
-    header = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
-    body = "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in table.itertuples(index=False))
     text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
             f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
-            f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + header + body)
+            f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + markdown_table(rows))
     print(text)
     if args.out:
         replace_section(args.out, f"causal-scoring-{args.device}-{args.dtype}", text)

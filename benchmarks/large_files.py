@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from markdown_section import replace_section
+from markdown_section import markdown_table, replace_section
 
 
 def write_texts(path: Path, count: int, seed: int = 0) -> None:
@@ -82,12 +82,9 @@ def main() -> None:
             rows.append({"samples": f"{size:,}", "seconds": f"{seconds:.1f}", "ms per sample": f"{1000 * seconds / size:.3f}",
                          "peak memory MiB": f"{peak:.0f}", "input MiB": f"{data.stat().st_size / 2**20:.1f}"})
             print(rows[-1], flush=True)
-    table = pd.DataFrame(rows)
-    header = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
-    body = "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in table.itertuples(index=False))
     text = (f"Machine: {platform.machine()}, {os.cpu_count()} threads; Python {platform.python_version()}, torch "
             f"{torch.__version__}. Whole `lmaudit score --signal clm_loss` processes (tiny GPT-2, 2 x 64), fresh store.\n\n"
-            + header + body)
+            + markdown_table(rows))
     print(text)
     if args.out:
         replace_section(args.out, "large-files", text)

@@ -15,3 +15,11 @@ def replace_section(path: Path, name: str, text: str) -> None:
     else:
         before, after = content.rstrip("\n") + "\n\n", "\n"
     path.write_text(f"{before}{start}\n{text.rstrip()}\n{end}{after}")
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """A markdown table of rows that share their keys (the keys are the header)."""
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(row[column]) for column in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

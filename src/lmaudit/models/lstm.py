@@ -38,6 +38,10 @@ class LSTMForSequenceClassification(PreTrainedModel):
         self.classifier = torch.nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    def get_input_embeddings(self) -> torch.nn.Embedding:
+        """The token embedding (transformers' accessor, through which lmaudit finds where inputs go)."""
+        return self.embeddings
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, **_) -> SequenceClassifierOutput:
         """Logits (batch x labels) and, with labels, the mean cross-entropy."""

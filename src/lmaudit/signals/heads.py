@@ -100,7 +100,4 @@ def checked_encoder_and_head(model: torch.nn.Module, probe_ids: torch.Tensor) ->
 
 def input_device(model: torch.nn.Module) -> torch.device:
     """Where a model takes its token ids: its input embedding's device (the first of several under a device map)."""
-    try:
-        return model.get_input_embeddings().weight.device
-    except (AttributeError, NotImplementedError):  # a model of our own without the accessor (the LSTM classifier)
-        return next(model.parameters()).device
+    return model.get_input_embeddings().weight.device
