@@ -36,22 +36,29 @@ def record_of(with_population: bool) -> dict:
 
 def test_result_records_have_the_documented_keys_and_strict_json_values():
     record = record_of(with_population=True)
-    assert list(record) == [*RESULT_KEYS, "calibration"]
+    assert list(record) == [*RESULT_KEYS, "calibration", "unavailable"]
     assert record["calibration"] == {"fitted": [1, 2]}
     assert record["auc_ci"] == list(record["auc_ci"]) and len(record["auc_ci"]) == 2
-    rules = [t["rule"] for t in record["thresholds"]]
-    assert rules == ["mean_member_loss", "never", "population", "population"]
-    for threshold in record["thresholds"]:
-        assert list(threshold) == [*THRESHOLD_KEYS, "population_fpr", *(["population_match_p"] * (threshold["rule"] == "population"))]
+    rules = [(t["rule"], t["alpha"]) for t in record["thresholds"]]
+    # 40 population samples calibrate a 10% threshold (4 may be above it) but not a 1% one, and the report says why.
+    assert rules == [("mean_member_loss", None), ("never", None), ("population", 0.1)]
+    assert record["unavailable"] == {"population_threshold_0.01": "the population has 40 samples; a 1% threshold needs "
+                                                                  "at least 100"}
     called_no_one = record["thresholds"][0]
     assert called_no_one["precision"] is None and called_no_one["recall"] == 0.0
+    assert called_no_one["unavailable"] == {"precision": "no audited unit scores at or above the threshold, so precision "
+                                                         "(TP / called) is undefined"}
+    for threshold in record["thresholds"]:
+        blank = ["unavailable"] if threshold["precision"] is None else []
+        assert list(threshold) == [*THRESHOLD_KEYS, "population_fpr",
+                                   *(["population_match_p"] * (threshold["rule"] == "population")), *blank]
     assert record["thresholds"][1]["value"] is None  # +inf
     json.dumps(record, allow_nan=False)
 
 
 def test_fields_that_do_not_apply_are_left_out():
     record = record_of(with_population=False)
-    assert [list(t) for t in record["thresholds"]] == [THRESHOLD_KEYS, THRESHOLD_KEYS]
+    assert [list(t) for t in record["thresholds"]] == [[*THRESHOLD_KEYS, "unavailable"], [*THRESHOLD_KEYS, "unavailable"]]
     plain = AttackScores(scores(False).frame, attack="loss", signal="x", level="sample")
     results, _ = evaluate_attack(plain, EvaluationSettings(bootstrap=20))
     assert "calibration" not in build.json_ready(results[0])

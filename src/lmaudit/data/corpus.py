@@ -152,17 +152,18 @@ def _as_text(value: object) -> str:
     return str(value)
 
 
-def load_corpus(path: str | Path, role: str | None = None) -> pd.DataFrame:
+def load_corpus(path: str | Path, role: str | None = None, columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Load one corpus file; `role` assigns a role to every row (else a `role` column may).
 
     Returns columns text, sample_id, group_id, subgroup_id, label, role, source, row
-    (row counts data rows from 1, header excluded). Missing ids are None; missing
-    sample ids are generated as '<file stem>-<row>'.
+    (row counts data rows from 1, header excluded), and the extra `columns` asked for (e.g. to slice by; an
+    InputError if the file lacks one). Missing ids are None; missing sample ids are generated as '<file stem>-<row>'.
     """
-    return pd.concat(list(load_corpus_chunks(path, role)), ignore_index=True)
+    return pd.concat(list(load_corpus_chunks(path, role, columns=columns)), ignore_index=True)
 
 
-def load_corpus_chunks(path: str | Path, role: str | None = None, rows: int | None = None) -> Iterator[pd.DataFrame]:
+def load_corpus_chunks(path: str | Path, role: str | None = None, rows: int | None = None,
+                       columns: tuple[str, ...] = ()) -> Iterator[pd.DataFrame]:
     """load_corpus one chunk of at most `rows` rows at a time, each validated as it is read; sample ids are checked for
     duplicates across the whole file."""
     path = Path(path)
@@ -171,6 +172,12 @@ def load_corpus_chunks(path: str | Path, role: str | None = None, rows: int | No
     offset = 0
     for table in read_table_chunks(path, rows):
         corpus = _corpus_chunk(table, path, role, offset)
+        for column in columns:
+            if column not in table.columns:
+                found = ", ".join(map(str, table.columns))
+                raise InputError(f"{path}: no column '{column}' to slice by (columns found: {found}); add it to every "
+                                 "corpus file or drop --slice-by " + column)
+            corpus[column] = [_as_text(v).strip() or None for v in table[column]]
         generated = corpus["sample_id"].isna().all() if generated is None else generated
         if generated:
             corpus["sample_id"] = [f"{path.stem}-{r}" for r in corpus["row"]]

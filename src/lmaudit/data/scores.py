@@ -28,9 +28,10 @@ def loss_columns(columns: list[str]) -> dict[str, str]:
     return models | {column: column.replace("_loss", "") for column in columns if REFERENCE_COLUMN.match(column)}
 
 
-def load_scores(path: str | Path) -> pd.DataFrame:
+def load_scores(path: str | Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Columns sample_id, role, target[, reference or reference_1, reference_2, ...] (losses: lower = more likely under
-    that model), group_id, subgroup_id, length; every id and role checked as for a corpus."""
+    that model), group_id, subgroup_id, length, and the extra `columns` asked for (to slice by); every id and role
+    checked as for a corpus."""
     table = read_table(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
@@ -46,6 +47,11 @@ def load_scores(path: str | Path) -> pd.DataFrame:
     for column in ("group_id", "subgroup_id", "length"):
         signals[column] = table[column].to_numpy() if column in table.columns else None
     signals["length"] = pd.to_numeric(signals["length"], errors="coerce")
+    for column in columns:
+        if column not in table.columns:
+            raise InputError(f"{path}: no column '{column}' to slice by (columns found: {', '.join(map(str, table.columns))}); "
+                             f"add it or drop --slice-by {column}")
+        signals[column] = table[column].to_numpy()
     corpus_like = signals.assign(source=str(path), row=np.arange(1, len(signals) + 1))
     unknown = corpus_like[~corpus_like["role"].isin(ROLES)]
     if not unknown.empty:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict
 
 import numpy as np
@@ -20,6 +22,7 @@ from lmaudit.metrics.results import (
 )
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.metrics.slices import slice_order
 from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
     balanced_subsets,
@@ -28,13 +31,17 @@ from lmaudit.metrics.uncertainty import (
     population_fit_p_value,
 )
 
-# Length slices of the paper's Table 3, in content tokens of the target's tokenizer: [low, high).
-LENGTH_SLICES = {"length:short": (10, 20), "length:long": (20, 61)}
+# How messages name the units of each level when the caller does not say (an audit says patients, users, admissions).
+LEVEL_UNITS = {"sample": "samples", "subgroup": "subgroups", "group": "groups"}
 
 
 def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, population: np.ndarray,
                       groups: tuple[np.ndarray | None, np.ndarray | None], delta: float) -> ThresholdResult:
     metrics = threshold_metrics(labels, scores, threshold.value)
+    unavailable = None
+    if metrics.tp + metrics.fp == 0:
+        unavailable = {"precision": "no audited unit scores at or above the threshold, so precision (TP / called) is "
+                                    "undefined"}
     population_fpr = population_match_p = None
     if len(population):
         population_fpr = float((population >= threshold.value).mean())
@@ -44,7 +51,7 @@ def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
         rule=threshold.rule, alpha=threshold.alpha, value=threshold.value, **asdict(metrics),
         recall_ci=clopper_pearson(metrics.tp, metrics.tp + metrics.fn), fpr_ci=clopper_pearson(metrics.fp, metrics.fp + metrics.tn),
         epsilon_lower_bound=empirical_epsilon(metrics.tp, metrics.fn, metrics.fp, metrics.tn, delta),
-        population_fpr=population_fpr, population_match_p=population_match_p,
+        population_fpr=population_fpr, population_match_p=population_match_p, unavailable=unavailable,
     )
 
 
@@ -104,17 +111,43 @@ def _tpr_record(labels: np.ndarray, scores: np.ndarray, alpha: float) -> TprReco
                      tpr_ci=clopper_pearson(point.tp, int(labels.sum())), resolution_limited=point.resolution_limited)
 
 
+def population_thresholds(population_scores: np.ndarray, alphas: tuple[float, ...], units: str
+                           ) -> tuple[list[Threshold], dict[str, str]]:
+    """The population threshold at each FPR `alpha` that the population can calibrate, and why each other one cannot
+    (keyed population_threshold_<alpha>); `units` names the population's units in the reasons (e.g. 'patients')."""
+    thresholds, unavailable = [], {}
+    n = len(population_scores)
+    for alpha in alphas:
+        key, needed = f"population_threshold_{alpha:g}", math.ceil(1 / alpha - 1e-9)
+        value = population_threshold(population_scores, alpha) if n else math.inf
+        if math.isfinite(value):
+            thresholds.append(Threshold("population", value, alpha))
+        elif n == 0:
+            unavailable[key] = f"no population {units}: give population data (never trained on) to calibrate thresholds"
+        elif n < needed:
+            unavailable[key] = f"the population has {n} {units}; a {alpha:.0%} threshold needs at least {needed}"
+        else:
+            unavailable[key] = (f"the highest population scores tie, so no threshold calls at most {alpha:.0%} of the "
+                                f"{n} population {units} members")
+    return thresholds, unavailable
+
+
 def evaluate_slice(
-    attack: AttackScores, slice_name: str, audited: pd.DataFrame, population: pd.DataFrame, settings: EvaluationSettings
+    attack: AttackScores, slice_name: str, audited: pd.DataFrame, population: pd.DataFrame, settings: EvaluationSettings,
+    units: str | None = None,
 ) -> AttackResult:
     """One result: AUC with interval, TPR at each FPR, metrics at each threshold; population thresholds calibrated on
-    the population units given."""
+    the population units given; why anything is left out (`units` names the level's units, e.g. 'patients')."""
     labels = (audited["role"] == MEMBER).to_numpy()
     scores = audited["score"].to_numpy(dtype=float)
     population_scores = population["score"].to_numpy(dtype=float)
-    thresholds = list(attack.fixed_thresholds)
-    if len(population_scores):
-        thresholds += [Threshold("population", population_threshold(population_scores, a), a) for a in settings.threshold_alphas]
+    calibrated, unavailable = population_thresholds(population_scores, settings.threshold_alphas,
+                                                    units or LEVEL_UNITS.get(attack.level, "units"))
+    thresholds = list(attack.fixed_thresholds) + calibrated
+    balanced = _balanced_result(labels, scores, thresholds, settings)
+    if balanced is None:
+        unavailable["balanced"] = (f"members and non-members are equal in number ({int(labels.sum())} each), so the full "
+                                   "data is already balanced")
     groups = _groups(audited, population, labels)
     return AttackResult(
         attack=attack.attack, signal=attack.signal, level=attack.level, slice=slice_name,
@@ -122,28 +155,34 @@ def evaluate_slice(
         auc_ci=bootstrap_auc_interval(labels, scores, settings.bootstrap, seed=settings.seed),
         tpr_at_fpr={str(alpha): _tpr_record(labels, scores, alpha) for alpha in settings.alphas},
         thresholds=[_threshold_result(t, labels, scores, population_scores, groups, settings.delta) for t in thresholds],
-        balanced=_balanced_result(labels, scores, thresholds, settings),
+        balanced=balanced,
         n_members=int(labels.sum()), n_nonmembers=int((~labels).sum()), n_population=int(len(population_scores)),
-        calibration=attack.calibration or None,
+        calibration=attack.calibration or None, unavailable=unavailable or None,
     )
 
 
-def _slices(attack: AttackScores) -> dict[str, pd.Series]:
+def _slices(attack: AttackScores, slices: pd.DataFrame | None) -> dict[str, pd.Series]:
+    """Row masks of the attack's frame: 'all', and at sample level one per slice of each slicing in `slices` (index
+    sample_id, one column of slice names per slicing)."""
     frame = attack.frame
-    slices = {"all": pd.Series(True, index=frame.index)}
-    if attack.level == "sample" and "length" in frame.columns and frame["length"].notna().all():
-        for name, (low, high) in LENGTH_SLICES.items():
-            slices[name] = (frame["length"] >= low) & (frame["length"] < high)
-    return slices
+    masks = {"all": pd.Series(True, index=frame.index)}
+    if attack.level != "sample" or slices is None:
+        return masks
+    for column in slices.columns:
+        names = frame["id"].map(slices[column])
+        for name in slice_order(names):
+            masks[name] = names == name
+    return masks
 
 
-def evaluate_attack(attack: AttackScores, settings: EvaluationSettings) -> tuple[list[AttackResult], list[Skipped]]:
+def evaluate_attack(attack: AttackScores, settings: EvaluationSettings, slices: pd.DataFrame | None = None,
+                    units: str | None = None) -> tuple[list[AttackResult], list[Skipped]]:
     """Results for every slice with at least 2 members and 2 non-members; and the slices skipped.
 
-    Population thresholds are calibrated on the population units of the same slice.
+    Population thresholds are calibrated on the population units of the same slice; `slices`: see `_slices`.
     """
     results, skipped = [], []
-    for name, selected in _slices(attack).items():
+    for name, selected in _slices(attack, slices).items():
         part = attack.frame[selected]
         audited = part[part["role"].isin(AUDITED_ROLES)]
         counts = audited["role"].value_counts()
@@ -152,15 +191,17 @@ def evaluate_attack(attack: AttackScores, settings: EvaluationSettings) -> tuple
             skipped.append(Skipped(attack.attack, attack.level, f"{members} members and {nonmembers} non-members; need 2 of each",
                                    attack.signal, name))
             continue
-        results.append(evaluate_slice(attack, name, audited, part[part["role"] == POPULATION], settings))
+        results.append(evaluate_slice(attack, name, audited, part[part["role"] == POPULATION], settings, units))
     return results, skipped
 
 
-def evaluate_attacks(attacks: list[AttackScores], settings: EvaluationSettings) -> tuple[list[AttackResult], list[Skipped]]:
-    """Every attack evaluated, in order: the results, and the slices that could not be."""
+def evaluate_attacks(attacks: list[AttackScores], settings: EvaluationSettings, slices: pd.DataFrame | None = None,
+                     units: Mapping[str, str] | None = None) -> tuple[list[AttackResult], list[Skipped]]:
+    """Every attack evaluated, in order: the results, and the slices that could not be (`units`: each level's unit
+    word for the reasons, e.g. {'group': 'patients'})."""
     results, skipped = [], []
     for attack in attacks:
-        attack_results, attack_skipped = evaluate_attack(attack, settings)
+        attack_results, attack_skipped = evaluate_attack(attack, settings, slices, (units or {}).get(attack.level))
         results += attack_results
         skipped += attack_skipped
     return results, skipped

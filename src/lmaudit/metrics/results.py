@@ -1,7 +1,8 @@
 """The typed records of an evaluated attack: what report.json's `results` hold (DESIGN.md: Report).
 
 Rates are fractions, counts are numbers of samples (or groups at group level), intervals are 95%.
-A field marked OPTIONAL is left out of report.json when it does not apply (None).
+A field marked OPTIONAL is left out of report.json when it does not apply (None). `unavailable` says, per quantity
+that could not be computed (a population threshold, precision, the balanced evaluation), why: no blank goes unexplained.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class ThresholdResult:
     epsilon_lower_bound: float
     population_fpr: float | None = field(default=None, metadata=OPTIONAL)
     population_match_p: float | None = field(default=None, metadata=OPTIONAL)
+    unavailable: dict[str, str] | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -95,3 +97,4 @@ class AttackResult:
     n_nonmembers: int
     n_population: int
     calibration: dict | None = field(default=None, metadata=OPTIONAL)
+    unavailable: dict[str, str] | None = field(default=None, metadata=OPTIONAL)

@@ -16,3 +16,8 @@ class EvaluationSettings(BaseModel):
     balanced_repeats: int = Field(10, ge=1)
     seed: int = 0
     delta: float = Field(1e-5, gt=0, lt=1, description="delta of the empirical epsilon lower bounds")
+    length_slices: int = Field(3, ge=0, description="sample-level slices by token length: this many quantile bins of "
+                                                    "the audited samples' lengths (0 = none)")
+    length_bounds: tuple[int, ...] = Field((), description="token-length bounds of the length slices instead of "
+                                                          "quantiles, e.g. (20, 60): [min, 20), [20, 60), [60, max]")
+    slice_by: tuple[str, ...] = Field((), description="corpus columns whose values each make a sample-level slice")

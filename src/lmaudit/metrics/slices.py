@@ -1,0 +1,68 @@
+"""Sample-level slices from the data: token-length bins (quantiles of the audited samples, or given bounds) and the
+values of any corpus column, so every sample is in exactly one slice of each slicing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.data.roles import AUDITED_ROLES
+from lmaudit.metrics.settings import EvaluationSettings
+
+MISSING_VALUE = "(none)"  # the slice of samples that have no value in a slice_by column
+
+
+def length_edges(audited_lengths: np.ndarray, bins: int, bounds: tuple[int, ...] = ()) -> list[int]:
+    """Inner bin edges in tokens: the given bounds, else the 1/bins, 2/bins, ... quantiles of the audited lengths
+    (rounded up to whole tokens); a bin is [edge_i, edge_i+1), the first open below and the last above."""
+    if bounds:
+        return sorted(set(int(b) for b in bounds))
+    lengths = np.asarray(audited_lengths, dtype=float)
+    lengths = lengths[np.isfinite(lengths)]
+    if bins < 2 or len(lengths) == 0:
+        return []
+    quantiles = np.quantile(lengths, np.arange(1, bins) / bins)
+    return sorted({math.ceil(q) for q in quantiles if lengths.min() < math.ceil(q) <= lengths.max()})
+
+
+def length_slice_names(lengths: np.ndarray, edges: list[int]) -> np.ndarray:
+    """Each sample's length slice, named by the token range its bin covers in the data, e.g. 'length:12-23'."""
+    lengths = np.asarray(lengths, dtype=float)
+    bin_of = np.searchsorted(np.asarray(edges, dtype=float), lengths, side="right")
+    names = np.empty(len(lengths), dtype=object)
+    for index in np.unique(bin_of):
+        inside = bin_of == index
+        low, high = int(lengths[inside].min()), int(lengths[inside].max())
+        names[inside] = f"length:{low}-{high}" if low != high else f"length:{low}"
+    return names
+
+
+def sample_slices(samples: pd.DataFrame, settings: EvaluationSettings, columns: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Slice names per sample (index: sample_id; one column per slicing: 'length', then each slice_by column), from
+    `samples` (sample_id, role, length) and `columns` (index sample_id: the slice_by columns' values)."""
+    slices = pd.DataFrame(index=pd.Index(samples["sample_id"], name="sample_id"))
+    lengths = samples["length"].to_numpy(dtype=float) if "length" in samples else np.array([])
+    wanted = settings.length_bounds or settings.length_slices >= 2
+    if wanted and len(lengths) and np.isfinite(lengths).all():
+        audited = samples["role"].isin(AUDITED_ROLES).to_numpy()
+        edges = length_edges(lengths[audited], settings.length_slices, settings.length_bounds)
+        if edges:
+            slices["length"] = length_slice_names(lengths, edges)
+    for column in settings.slice_by:
+        values = columns.loc[slices.index, column] if columns is not None else pd.Series(index=slices.index, dtype=object)
+        text = values.map(lambda v: MISSING_VALUE if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
+                          else str(v).strip())
+        slices[column] = (column + ":" + text).to_numpy()
+    return slices
+
+
+def slice_order(names: pd.Series) -> list[str]:
+    """A slicing's slice names in reading order: length bins by their lower bound, other values alphabetically."""
+    def key(name: str):
+        value = name.split(":", 1)[1]
+        low = value.split("-", 1)[0]
+        return (0, int(low), name) if name.startswith("length:") and low.isdigit() else (1, 0, name)
+
+    return sorted(names.dropna().unique(), key=key)
