@@ -51,6 +51,7 @@ from lmaudit.data.scores import load_scores
 from lmaudit.errors import InputError, row_location
 from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.metrics.slices import sample_slices
 from lmaudit.models.load import ModelSource, Placement
 from lmaudit.report.build import (
     build_report,
@@ -66,6 +67,11 @@ from lmaudit.signals.store import Backend, default_cache_dir
 CLASSIFIER_ROLES = AUDITED_ROLES + SHADOW_ROLES
 # The attack input a per-token signal's fields become (signals.base.TOKEN_FIELDS).
 TOKEN_VALUES = {"log_prob": TOKEN_LOG_PROBS, "mean": TOKEN_MEANS, "std": TOKEN_STDS, "token_id": TOKEN_IDS}
+# What each level's unit is called in the report: a language-model audit of clinical notes has admissions and
+# patients, a classifier audit users; precomputed scores say no more than subgroup and group.
+LANGUAGE_MODEL_LEVEL_NAMES = {"sample": "sample", "subgroup": "admission", "group": "patient"}
+CLASSIFIER_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "user"}
+GENERIC_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "group"}
 # What a classifier audit reports about each model, from its training summary.
 TRAINING_FIELDS = ("architecture", "size", "n_samples", "epochs_run", "best_epoch", "train_accuracy", "validation_accuracy",
                    "test_accuracy", "generalization_gap", "gap_measured_on")
@@ -102,9 +108,9 @@ class ScoringPlan:
     label_ids: np.ndarray | None = None
 
 
-def load_audit_corpus(role_files: dict[str | None, str]) -> pd.DataFrame:
-    """Load every role file into one validated corpus (unique ids, roles disjoint by group)."""
-    corpus = combine_corpora([load_corpus(path, role) for role, path in role_files.items()])
+def load_audit_corpus(role_files: dict[str | None, str], columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Load every role file into one validated corpus (unique ids, roles disjoint by group), with the extra `columns`."""
+    corpus = combine_corpora([load_corpus(path, role, columns) for role, path in role_files.items()])
     check_role_sizes(corpus, AUDITED_ROLES)
     present = set(corpus["role"])
     check_role_sizes(corpus, [r for r in ROLES if r in present and r not in AUDITED_ROLES])
@@ -114,7 +120,7 @@ def load_audit_corpus(role_files: dict[str | None, str]) -> pd.DataFrame:
 
 def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     """Audit from models: compute (or reuse) the signals, run every attack they allow, write the report."""
-    corpus = load_audit_corpus(config.role_files())
+    corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by)
     placement = config.placement()
     backend = config.signal_backend()
     classifier = signal_spec(config.signal.signal).output == "log_probabilities"
@@ -122,7 +128,9 @@ def run_audit(config: AuditConfig, progress: bool = False) -> dict:
     attacks, not_run = run_attacks(scored.inputs)
     texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
     return finish_report(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
-                         config.evaluation, texts, placement.device, scored.models, model_files(config))
+                         config.evaluation, texts, placement.device, scored.models, model_files(config),
+                         corpus.set_index("sample_id")[list(config.evaluation.slice_by)],
+                         CLASSIFIER_LEVEL_NAMES if classifier else LANGUAGE_MODEL_LEVEL_NAMES)
 
 
 def model_files(config: AuditConfig) -> dict[str, dict]:
@@ -429,22 +437,26 @@ def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
 
 def finish_report(out: str | Path, config: dict, samples: pd.DataFrame, attacks: list[AttackScores], skipped: list[Skipped],
                   evaluation: EvaluationSettings, texts: pd.Series | None, device: str = "cpu", models: dict | None = None,
-                  files: dict | None = None) -> dict:
-    """Evaluate the attacks and write the output folder (report.json, scores.parquet, report.html); `files`: the audited
-    models' folders and fingerprints (`model_files`)."""
-    results, not_evaluated = evaluate_attacks(attacks, evaluation)
+                  files: dict | None = None, slice_columns: pd.DataFrame | None = None,
+                  level_names: dict[str, str] = GENERIC_LEVEL_NAMES) -> dict:
+    """Evaluate the attacks on all data and on each slice and write the output folder (report.json, scores.parquet,
+    report.html); `files`: the audited models' folders and fingerprints (`model_files`); `slice_columns`: the values of
+    the slice_by columns (index sample_id); `level_names`: what each level's unit is called."""
+    slices = sample_slices(samples, evaluation, slice_columns)
+    units = {level: f"{name}s" for level, name in level_names.items()}
+    results, not_evaluated = evaluate_attacks(attacks, evaluation, slices, units)
     skipped = skipped + not_evaluated
     if not results:
         raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))
     report = build_report(config, data_summary(samples), results, skipped, environment_info(device),
-                          population_mismatch_warnings(results), models, files)
+                          population_mismatch_warnings(results), models, files, level_names)
     write_report(out, report, scores_table(samples, attacks, texts), attacks)
     return report
 
 
 def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss") -> dict:
     """Audit from precomputed losses: the same attacks, metrics and report, without any model."""
-    signals = load_scores(scores_path)
+    signals = load_scores(scores_path, evaluation.slice_by)
     config = {"scores": str(scores_path), "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
     values = {TARGET_LOSS: signals["target"].to_numpy(dtype=float)}
     references = [column for column in signals.columns if column.startswith("reference")]
@@ -452,5 +464,6 @@ def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationS
         values[REFERENCE_LOSSES] = signals[references].to_numpy(dtype=float)
     attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
     samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
-    return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None)
+    return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None,
+                         slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])
 

@@ -28,7 +28,10 @@ def test_report_json_follows_the_design_schema(demo_run):
     report = json.loads((demo_run[0] / "report.json").read_text())
     assert report["schema_version"] == 1
     assert {"lmaudit_version", "created", "config", "environment", "data", "results", "skipped", "warnings"} <= set(report)
-    assert report["warnings"] == []  # population and non-members are patients of one generator
+    # Population and non-members are patients of one generator: no mismatch warning; but a smoke-size population is
+    # too small for some thresholds, and the only warnings say so.
+    assert report["warnings"] and all("give more population data" in w for w in report["warnings"])
+    assert report["summary"]["risk"] in ("high", "moderate") and set(report["summary"]["levels"]) == {"sample", "subgroup", "group"}
     assert {"member", "nonmember", "population", "calibration_member"} <= set(report["data"]["counts"])
     assert report["data"]["truncated"] == 0
     levels = {(r["attack"], r["signal"], r["level"]) for r in report["results"]}
@@ -39,13 +42,22 @@ def test_report_json_follows_the_design_schema(demo_run):
         (attack, signal) for attack in ("logistic_split", "logistic_calibration")
         for signal in ("attention_concentration", "gradient_norms")] + [("gradnorm", "gradient_norms")]
     assert levels == {(attack, signal, level) for attack, signal in attacks for level in ("sample", "subgroup", "group")}
-    slices = {r["slice"] for r in report["results"] if r["level"] == "sample"}
-    assert slices == {"all", "length:short", "length:long"}
+    # Three length slices (tertiles of the audited lengths) that split every attack's samples between them.
+    for attack, signal in attacks:
+        sample = [r for r in report["results"] if (r["attack"], r["signal"], r["level"]) == (attack, signal, "sample")]
+        assert [r["slice"] for r in sample][0] == "all" and len(sample) == 4
+        assert all(r["slice"].startswith("length:") for r in sample[1:])
+        assert sum(r["n_members"] for r in sample[1:]) == sample[0]["n_members"]
+        assert sum(r["n_nonmembers"] for r in sample[1:]) == sample[0]["n_nonmembers"]
     for result in report["results"]:
         assert 0 <= result["auc_ci"][0] <= result["auc"] <= result["auc_ci"][1] <= 1
         assert set(result["tpr_at_fpr"]) == {"0.1", "0.01", "0.001"}
         rules = {(t["rule"], t["alpha"]) for t in result["thresholds"]}
-        assert ("population", 0.1) in rules
+        # A population too small for the threshold leaves it out and says why.
+        assert (("population", 0.1) in rules) != ("population_threshold_0.1" in result.get("unavailable", {}))
+        if result["slice"] == "all" and result["level"] == "sample" and ("population", 0.1) not in rules:
+            # 97 population samples calibrate a 10% threshold unless an attack's top population scores tie
+            assert result["unavailable"]["population_threshold_0.1"].startswith("the highest population scores tie")
         assert (("mean_member_loss", None) in rules) == (result["attack"] == "loss")
         assert (("probability_0.5", None) in rules) == result["attack"].startswith("logistic")
 

@@ -39,7 +39,7 @@ def test_sweep_files_are_written_and_strict_json(sweep):
     saved = json.loads((out / "sweep.json").read_text())
     assert saved["rows"][1]["epsilon_prv"] is None  # infinity is written as null
     html = (out / "sweep.html").read_text()
-    assert "data:image/png;base64," in html and "eps PRV" in html
+    assert "data:image/png;base64," in html and "accountant's epsilon" in html and "&infin;" in html
 
 
 def test_sweep_rejects_bad_noise_levels(tmp_path):

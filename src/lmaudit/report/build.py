@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import subprocess
 from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,19 +14,36 @@ import pandas as pd
 
 from lmaudit import __version__
 from lmaudit.atomic import staged
-from lmaudit.attacks.base import AttackScores, Skipped
+from lmaudit.attacks.base import LEVELS, AttackScores, Skipped
 from lmaudit.metrics.results import AttackResult
+from lmaudit.report.checks import audit_warnings
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
+from lmaudit.report.verdict import verdict
 
 SCHEMA_VERSION = 1
 
 
+def source_revision() -> str | None:
+    """The git commit of the lmaudit source that runs (with '-dirty' if it has uncommitted changes), when it runs from
+    a git checkout of the project (src/lmaudit beside pyproject.toml); None for an installed release or without git."""
+    source = Path(__file__).resolve().parents[1]
+    if source.parent.name != "src" or not (source.parents[1] / "pyproject.toml").is_file():
+        return None  # installed into site-packages: a surrounding repository's commit would not be lmaudit's
+    try:
+        described = subprocess.run(["git", "-C", str(source), "describe", "--always", "--dirty", "--abbrev=12"],
+                                   capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (described.stdout.strip() or None) if described.returncode == 0 else None
+
+
 def environment_info(device: str = "cpu") -> dict:
-    """Versions of what produced the numbers."""
+    """Versions of what produced the numbers: lmaudit (and its git commit), Python, the libraries, the device."""
     from importlib.metadata import PackageNotFoundError, version
 
-    info = {"python": platform.python_version(), "platform": platform.platform(), "device": device}
+    info = {"lmaudit": __version__, "lmaudit_git": source_revision(), "python": platform.python_version(),
+            "platform": platform.platform(), "device": device}
     for package in ("torch", "transformers", "numpy", "scikit-learn"):
         try:
             info[package] = version(package)
@@ -61,9 +79,11 @@ def json_ready(value):
 
 
 def build_report(config: dict, data: dict, results: list[AttackResult], skipped: list[Skipped], environment: dict,
-                 warnings: list[str], models: dict | None = None, model_files: dict | None = None) -> dict:
-    """The report.json document (DESIGN.md schema, version 1), with the attacks ranked at each level; `models`: training
-    summaries by role, when known; `model_files`: each audited model's folder, adapter and fingerprints."""
+                 warnings: list[str], models: dict | None = None, model_files: dict | None = None,
+                 level_names: dict[str, str] | None = None) -> dict:
+    """The report.json document (DESIGN.md schema, version 1): the verdict (`summary`) first, the attacks ranked at each
+    level, and the checks' warnings after the given ones; `models`: training summaries by role, when known;
+    `model_files`: each audited model's folder, adapter and fingerprints; `level_names`: each level's unit."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -76,9 +96,12 @@ def build_report(config: dict, data: dict, results: list[AttackResult], skipped:
         "warnings": warnings,
         **({"models": models} if models else {}),
         **({"model_files": model_files} if model_files else {}),
+        "level_names": level_names or {level: level for level in LEVELS},
     })
+    document["warnings"] += audit_warnings(document)
     document["ranking"] = ranking(document["results"])
-    return document
+    summary = verdict(document["results"], document["ranking"], document["level_names"])
+    return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
 
 
 def json_text(document: dict) -> str:

@@ -1,4 +1,9 @@
-"""The self-contained HTML pages (plots inlined as PNG): the audit report, and the DP sweep."""
+"""The self-contained HTML pages (plots inlined as PNG): the audit report, verdict first, and the DP sweep.
+
+The audit page reads report.json's document only (plus the attacks' scores for the figures), in this order: the
+verdict and warnings; one results table per level, its ROC curves beside it; then folded evidence (slices, every
+threshold, histograms, the attacks run, what was not run); the glossary; provenance (models, versions, configuration).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,36 @@ from lmaudit.report.tables import (
     result_of,
 )
 
+# Terms the page uses, explained once (attacks are explained from the registry).
+GLOSSARY = {
+    "member / non-member": "A sample (or patient, user) that was / was not in the target model's training data. The "
+                           "audit knows which is which and measures how well each attack tells them apart.",
+    "population": "Data like the non-members, never trained on, and kept apart from them. It is the only data "
+                  "thresholds are calibrated on, so they never see the audited samples' membership.",
+    "calibration member": "Known training samples, not among the audited members, used only for the mean-training-loss "
+                          "(mu) threshold.",
+    "membership score": "What an attack computes per sample: higher means more likely a member, for every attack.",
+    "AUC": "Area under the ROC curve: the chance that a random member scores above a random non-member (0.5 = "
+           "guessing, 1 = perfect). The interval is a 95% stratified bootstrap.",
+    "TPR at x% FPR": "The share of members exposed (true-positive rate) by the best threshold that wrongly accuses at "
+                     "most x% of non-members. TP and FP are the counts behind it; with fewer than 1/x non-members the "
+                     "rate cannot be resolved (marked *).",
+    "population threshold": "The threshold that calls at most 10% (or 1%) of the population members; precision, recall "
+                            "and advantage are measured at it on the audited data.",
+    "mu threshold": "Jagannatha et al.'s threshold: a sample is called a member when its loss is at most the mean loss "
+                    "of the calibration members.",
+    "advantage": "TPR - FPR at a threshold (Jagannatha et al.'s privacy leakage): 0 = no better than guessing.",
+    "epsilon lower bound": "The smallest epsilon that a differentially private training (at the report's delta) could "
+                           "have and still allow the attack's counts at a threshold chosen without the audited labels, "
+                           "with 95% confidence. 0 = the counts rule out no epsilon.",
+    "balanced AUC": "The AUC on subsets with as many members as non-members (mean and spread over 10 draws), when "
+                    "the two sides differ in size.",
+    "slice": "A part of the audited samples: a token-length bin (quantiles of the audited lengths) or a value of a "
+             "column given with --slice-by. Population thresholds are recalibrated within each slice.",
+    "level": "What a unit is: a sample; an admission (subgroup_id) or a patient or user (group_id), scored by the mean "
+             "of its samples' scores.",
+}
+
 
 def render_template(name: str, **context) -> str:
     """Render one of the package's templates (report/templates/NAME)."""
@@ -26,14 +61,106 @@ def render_template(name: str, **context) -> str:
     return environment.get_template(name).render(**context)
 
 
+class Footnotes:
+    """Numbered reasons for the cells of one table that cannot be computed; the same reason gets the same number."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def mark(self, reason: str) -> int:
+        """The footnote number of `reason`."""
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        return self.reasons.index(reason) + 1
+
+
+def _tpr_cell(result: dict, alpha: str) -> dict | None:
+    point = result["tpr_at_fpr"].get(alpha)
+    return None if point is None else {"tpr": point["tpr"], "tp": point["tp"], "fp": point["fp"],
+                                       "limited": point["resolution_limited"]}
+
+
+def _threshold_cells(result: dict, notes: Footnotes) -> dict:
+    """Precision, recall and advantage at the population 10% threshold, or the footnote saying why not."""
+    threshold = population_threshold_at(result)
+    if threshold is None:
+        reason = (result.get("unavailable") or {}).get("population_threshold_0.1", "no population threshold")
+        return {"missing": notes.mark(reason)}
+    why = (threshold.get("unavailable") or {}).get("precision")
+    return {"precision": threshold["precision"], "precision_note": notes.mark(why) if why else None,
+            "recall": threshold["recall"], "advantage": threshold["advantage"]}
+
+
+def _epsilon_cell(result: dict, notes: Footnotes) -> dict:
+    bounds = [t["epsilon_lower_bound"] for t in result["thresholds"] if t.get("epsilon_lower_bound") is not None]
+    if not bounds:
+        return {"missing": notes.mark("no threshold was calibrated without the audited labels (give population data or "
+                                      "calibration members)")}
+    return {"value": max(bounds)}
+
+
+def results_tables(report: dict) -> list[dict]:
+    """Per level present, in LEVELS order: its rows (all data, strongest first as ranked) and its footnotes."""
+    tables = []
+    for level in LEVELS:
+        ranked = report["ranking"].get(level)
+        if not ranked:
+            continue
+        notes = Footnotes()
+        rows = []
+        for rank in ranked:
+            result = result_of(report, rank["attack"], level, rank["signal"])
+            rows.append({
+                "attack": result["attack"], "signal": result["signal"], "auc": result["auc"], "auc_ci": result["auc_ci"],
+                "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
+                "tpr1": _tpr_cell(result, "0.01"), "tpr01": _tpr_cell(result, "0.001"),
+                "population": _threshold_cells(result, notes), "epsilon": _epsilon_cell(result, notes),
+                "balanced": result["balanced"],
+            })
+        tables.append({"level": level, "name": report["level_names"].get(level, level), "rows": rows,
+                       "notes": notes.reasons})
+    return tables
+
+
+def slice_tables(report: dict) -> list[dict]:
+    """Per level, the results on each slice (sample level only, today), with the population-threshold footnotes."""
+    tables = []
+    for level in LEVELS:
+        results = [r for r in report["results"] if r["level"] == level and r["slice"] != "all"]
+        if not results:
+            continue
+        notes = Footnotes()
+        rows = [{"slice": r["slice"], "attack": r["attack"], "signal": r["signal"], "auc": r["auc"], "auc_ci": r["auc_ci"],
+                 "n_members": r["n_members"], "n_nonmembers": r["n_nonmembers"], "tpr1": _tpr_cell(r, "0.01"),
+                 "population": _threshold_cells(r, notes)} for r in results]
+        tables.append({"level": level, "name": report["level_names"].get(level, level), "rows": rows,
+                       "notes": notes.reasons})
+    return tables
+
+
 def _figure_groups(attacks: list[AttackScores]) -> dict[str, list[AttackScores]]:
     """Attacks per ROC figure: one per level, or per level and signal when there are several signals."""
     several_signals = len({a.signal for a in attacks}) > 1
     groups: dict[str, list[AttackScores]] = {}
     for attack in sorted(attacks, key=lambda a: LEVELS.index(a.level)):
-        title = f"{attack.level} level" + (f", {attack.signal}" if several_signals else "")
-        groups.setdefault(title, []).append(attack)
+        groups.setdefault(attack.level, {}).setdefault(attack.signal if several_signals else "", []).append(attack)
     return groups
+
+
+def roc_images(report: dict, attacks: list[AttackScores]) -> dict[str, list[str]]:
+    """Per level, its ROC figures (one per signal when there are several), with each attack's AUC in the legend."""
+    images: dict[str, list[str]] = {}
+    for level, by_signal in _figure_groups(attacks).items():
+        name = report["level_names"].get(level, level)
+        for signal, group in by_signal.items():
+            aucs = {}
+            for attack in group:
+                result = result_of(report, attack.attack, level, attack.signal)
+                if result is not None:
+                    aucs[attack.attack] = result["auc"]
+            title = f"{name} level" + (f", {signal}" if signal else "")
+            images.setdefault(level, []).append(roc_figure([a for a in group if a.attack in aucs], title, aucs))
+    return images
 
 
 def _histogram_threshold(result: dict) -> tuple[float | None, str]:
@@ -41,36 +168,44 @@ def _histogram_threshold(result: dict) -> tuple[float | None, str]:
     threshold = population_threshold_at(result)
     if threshold is not None:
         return threshold["value"], "population threshold (10% FPR)"
-    if result["thresholds"]:
-        return result["thresholds"][0]["value"], f"{result['thresholds'][0]['rule']} threshold"
+    finite = [t for t in result["thresholds"] if t["value"] is not None]
+    if finite:
+        return finite[0]["value"], f"{finite[0]['rule']} threshold"
     return None, ""
 
 
-def _attacks_run(report: dict) -> list[dict]:
+def histogram_images(report: dict, attacks: list[AttackScores]) -> dict[str, str]:
+    """One histogram per attack, signal and level that was evaluated, titled by the three."""
+    images = {}
+    for attack in attacks:
+        result = result_of(report, attack.attack, attack.level, attack.signal)
+        if result is not None:
+            name = report["level_names"].get(attack.level, attack.level)
+            images[f"{attack.attack} ({attack.signal}), {name} level"] = histogram_figure(attack, *_histogram_threshold(result))
+    return images
+
+
+def attacks_run(report: dict) -> list[dict]:
     """One row per attack in the results: what it is, what it reads and which roles it is fitted on."""
-    names = dict.fromkeys(r["attack"] for r in report["results"])
     rows = []
-    for name in names:
+    for name in dict.fromkeys(r["attack"] for r in report["results"]):
         spec = attack_spec(name)
         rows.append({"name": name, "description": spec.description, "paper": spec.paper, "reads": ", ".join(spec.reads),
-                     "levels": ", ".join(spec.levels), "fitted_on": ", ".join(spec.fitted_on) or "nothing"})
+                     "levels": ", ".join(report["level_names"].get(level, level) for level in spec.levels),
+                     "fitted_on": ", ".join(spec.fitted_on) or "nothing"})
     return rows
 
 
 def render_html(report: dict, attacks: list[AttackScores]) -> str:
-    """The audit's page: tables, ROC curves, histograms, configuration."""
-    roc_images = {title: roc_figure(group, title) for title, group in _figure_groups(attacks).items()}
-    histogram_images = {}
-    for attack in attacks:
-        result = result_of(report, attack.attack, attack.level, attack.signal)
-        if result is not None:
-            histogram_images[f"{attack.attack} {attack.signal} {attack.level}"] = histogram_figure(attack, *_histogram_threshold(result))
-    alphas = list(report["results"][0]["tpr_at_fpr"]) if report["results"] else []
+    """The audit's page: verdict, per-level results and ROC curves, folded evidence, glossary, provenance."""
+    levels = [level for level in LEVELS if report["ranking"].get(level)]
     return render_template(
         "report.html.j2",
-        report=report, alphas=alphas, roc_images=roc_images, histogram_images=histogram_images,
-        config_json=json.dumps(report["config"], indent=2), environment_json=json.dumps(report["environment"], indent=2),
-        population10=population_threshold_at, pct=percent, num=number, attacks_run=_attacks_run(report),
+        report=report, levels=levels, names=report["level_names"], results_tables=results_tables(report),
+        slice_tables=slice_tables(report), roc_images=roc_images(report, attacks),
+        histogram_images=histogram_images(report, attacks), attacks_run=attacks_run(report), glossary=GLOSSARY,
         feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS,
-        level_table=level_table(report["results"]), levels=LEVELS,
+        level_table=level_table(report["results"]), pct=percent, num=number,
+        config_json=json.dumps(report["config"], indent=2), environment=report["environment"],
+        several_signals=len({r["signal"] for r in report["results"]}) > 1,
     )

@@ -24,61 +24,119 @@ def _png(figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def roc_figure(attacks: list[AttackScores], title: str) -> str:
-    """ROC curves of the given attacks, on linear and logarithmic FPR axes side by side (`title`: e.g. "sample level")."""
+def roc_figure(attacks: list[AttackScores], title: str, aucs: dict[str, float] | None = None) -> str:
+    """ROC curves of the given attacks on linear and logarithmic axes side by side (`title`: e.g. "sample level"; `aucs`:
+    each attack's AUC, for the legend). The log axes start at the smallest rate the data resolves: 1 / non-members
+    (FPR) and 1 / members (TPR)."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    smallest_fpr = smallest_tpr = 1.0
     for attack in attacks:
         audited = attack.frame[attack.frame["role"].isin(AUDITED_ROLES)]
-        fpr, tpr, _ = roc_points((audited["role"] == MEMBER).to_numpy(), audited["score"].to_numpy())
+        labels = (audited["role"] == MEMBER).to_numpy()
+        smallest_fpr = min(smallest_fpr, 1 / max(1, int((~labels).sum())))
+        smallest_tpr = min(smallest_tpr, 1 / max(1, int(labels.sum())))
+        fpr, tpr, _ = roc_points(labels, audited["score"].to_numpy())
+        auc = (aucs or {}).get(attack.attack)
+        label = attack.attack if auc is None else f"{attack.attack} (AUC {auc:.3f})"
         for axis in axes:
-            axis.plot(fpr, tpr, label=attack.attack, drawstyle="steps-post")
+            axis.plot(fpr, tpr, label=label, drawstyle="steps-post")
     for axis, scale in zip(axes, ("linear", "log"), strict=True):
-        axis.plot([1e-4, 1], [1e-4, 1], "--", color="grey", linewidth=1, label="chance")
+        low = min(smallest_fpr, smallest_tpr) if scale == "log" else 0.0
+        axis.plot([max(low, 1e-6), 1], [max(low, 1e-6), 1], "--", color="grey", linewidth=1, label="chance")
         axis.set_xscale(scale)
         axis.set_yscale(scale)
         axis.set_xlabel("false-positive rate")
         axis.set_ylabel("true-positive rate")
-        axis.set_title(f"{title}, {scale} axes")
+        axis.set_title(f"{title}, {scale} axes", fontsize=10)
         if scale == "log":
-            axis.set_xlim(1e-3, 1)
-            axis.set_ylim(1e-3, 1)
-        axis.legend(loc="lower right")
+            axis.set_xlim(smallest_fpr, 1)
+            axis.set_ylim(smallest_tpr, 1)
+    axes[1].legend(loc="lower right", fontsize=7)
     return _png(figure)
+
+
+CENTRAL_SHARE = 0.99  # the share of scores a histogram's bins cover; the tails go to its outermost bins
+
+
+def histogram_bins(values: np.ndarray, max_bins: int = 50) -> tuple[np.ndarray, int, int]:
+    """Bin edges covering the central 99% of the finite `values` (Freedman-Diaconis, 10 to `max_bins` bins), and how
+    many values lie below and above them (non-finite ones included). Constant values get one bin around them."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    if len(finite) == 0:
+        return np.array([-0.5, 0.5]), int(np.sum(values == -np.inf)), int(np.sum(values == np.inf))
+    tail = (1 - CENTRAL_SHARE) / 2
+    low, high = np.quantile(finite, [tail, 1 - tail])
+    if not high > low:
+        low, high = float(finite.min()), float(finite.max())
+    if not high > low:
+        edges = np.array([low - 0.5, low + 0.5])
+    else:
+        width = 2 * (np.subtract(*np.quantile(finite, [0.75, 0.25]))) / len(finite) ** (1 / 3)
+        count = int(np.clip(np.ceil((high - low) / width) if width > 0 else max_bins, 10, max_bins))
+        edges = np.linspace(low, high, count + 1)
+    return edges, int(np.sum(values < edges[0])), int(np.sum(values > edges[-1]))
 
 
 def histogram_figure(attack: AttackScores, threshold: float | None, threshold_label: str) -> str:
-    """Member and non-member histograms of one attack's score, a calibrated threshold marked."""
-    figure, axis = plt.subplots(figsize=(5.6, 3.6))
+    """Member and non-member histograms of one attack's score, a calibrated threshold marked; scores beyond the central
+    99% are counted in the outermost bins and the legend says how many."""
+    figure, axis = plt.subplots(figsize=(4.6, 3.2))
     frame = attack.frame
-    values = frame.loc[frame["role"].isin(AUDITED_ROLES), "score"].to_numpy(dtype=float)
-    bins = np.histogram_bin_edges(values, bins=40)
+    audited = frame["role"].isin(AUDITED_ROLES)
+    edges, below, above = histogram_bins(frame.loc[audited, "score"].to_numpy(dtype=float))
     for role, color in ((MEMBER, "tab:blue"), (NONMEMBER, "tab:orange")):
-        axis.hist(frame.loc[frame["role"] == role, "score"], bins=bins, alpha=0.55, color=color, label=role, density=True)
-    if threshold is not None:
-        axis.axvline(threshold, color="red", linewidth=1.5, label=threshold_label)
-    axis.set_xlabel(attack_spec(attack.attack).score_label)
-    axis.set_ylabel("density")
-    axis.set_title(f"{attack.attack} ({attack.signal}), {attack.level} level: right of the line = called member", fontsize=9)
-    axis.legend(fontsize=8)
+        values = np.clip(frame.loc[frame["role"] == role, "score"].to_numpy(dtype=float), edges[0], edges[-1])
+        values = values[~np.isnan(values)]
+        if len(values):
+            axis.hist(values, bins=edges, alpha=0.55, color=color, label=role, density=True)
+    if threshold is not None and np.isfinite(threshold):
+        shown = float(np.clip(threshold, edges[0], edges[-1]))
+        clipped = " (beyond the axis)" if shown != threshold else ""
+        axis.axvline(shown, color="red", linewidth=1.5, label=threshold_label + clipped)
+    if below or above:
+        axis.plot([], [], " ", label=f"clipped into the end bins: {below} below, {above} above")
+    axis.set_xlabel(attack_spec(attack.attack).score_label, fontsize=8)
+    axis.set_ylabel("density", fontsize=8)
+    axis.tick_params(labelsize=7)
+    axis.legend(fontsize=6)
     return _png(figure)
 
 
+def accountant_epsilon(row: dict) -> float:
+    """A sweep row's epsilon from the accountant: PRV, else RDP; +inf without noise (or when neither was computed)."""
+    value = row["epsilon_prv"] if row["epsilon_prv"] is not None else row["epsilon_rdp"]
+    return float("inf") if value is None else float(value)
+
+
 def sweep_figure(sweep: dict) -> str:
-    """AUC of each attack, and the held-out loss, against the noise multiplier (log axis; no noise at the left)."""
-    rows = sweep["rows"]
-    noises = [r["noise_multiplier"] for r in rows]
-    positive = [n for n in noises if n > 0]
-    floor = min(positive) / 10 if positive else 1e-4
-    x = [n if n > 0 else floor for n in noises]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    """Against the accountant's epsilon (log axis; no noise, epsilon infinite, at the right): each attack's AUC with its
+    95% interval, the largest empirical epsilon lower bound beside the line epsilon = epsilon, and the held-out loss."""
+    rows = sorted(sweep["rows"], key=accountant_epsilon)
+    epsilons = [accountant_epsilon(r) for r in rows]
+    finite = [e for e in epsilons if np.isfinite(e)]
+    no_noise_at = max(finite) * 10 if finite else 1.0
+    x = np.array([e if np.isfinite(e) else no_noise_at for e in epsilons])
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(13, 3.8))
     for name in sweep["attacks"]:
-        left.plot(x, [r["attacks"].get(name, {}).get("auc", np.nan) for r in rows], marker="o", label=name)
+        cells = [r["attacks"].get(name) for r in rows]
+        auc = np.array([c["auc"] if c else np.nan for c in cells])
+        low = np.array([c["auc_ci"][0] if c else np.nan for c in cells])
+        high = np.array([c["auc_ci"][1] if c else np.nan for c in cells])
+        left.errorbar(x, auc, yerr=[auc - low, high - auc], marker="o", capsize=3, label=name)
     left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
-    left.set_ylabel("attack AUC")
+    left.set_ylabel("attack AUC (95% interval)")
+    bounds = [max((c["epsilon_lower_bound"] for c in r["attacks"].values()), default=0.0) for r in rows]
+    middle.plot(x, bounds, marker="o", color="black", label="largest empirical lower bound")
+    if finite:
+        middle.plot(finite, finite, "--", color="grey", linewidth=1, label="the accountant's epsilon")
+    middle.set_yscale("symlog", linthresh=0.1)
+    middle.set_ylabel("epsilon")
     right.plot(x, [r["held_out_loss"] for r in rows], marker="o", color="black")
     right.set_ylabel("held-out masked-token loss (nats)")
-    for axis in (left, right):
+    for axis in (left, middle, right):
         axis.set_xscale("log")
-        axis.set_xlabel(f"noise multiplier (no noise plotted at {floor:g})")
-    left.legend(fontsize=8)
+        axis.set_xlabel(f"accountant's epsilon (no noise plotted at {no_noise_at:g})", fontsize=8)
+    left.legend(fontsize=6)
+    middle.legend(fontsize=7)
     return _png(figure)

@@ -7,7 +7,7 @@ from pathlib import Path
 from lmaudit.atomic import staged
 from lmaudit.report.build import json_text
 from lmaudit.report.html import render_template
-from lmaudit.report.plots import sweep_figure
+from lmaudit.report.plots import accountant_epsilon, sweep_figure
 
 
 def sweep_table(sweep: dict) -> str:
@@ -31,7 +31,8 @@ def sweep_table(sweep: dict) -> str:
 def write_sweep(out: str | Path, sweep: dict) -> None:
     """sweep.json and sweep.html (table and plot) in `out`, both or neither."""
     out = Path(out)
-    html = render_template("sweep.html.j2", sweep=sweep, table=sweep_table(sweep), figure=sweep_figure(sweep))
+    rows = sorted(sweep["rows"], key=accountant_epsilon)
+    html = render_template("sweep.html.j2", sweep=sweep, rows=rows, figure=sweep_figure(sweep))
     with staged(out / "sweep.html", out / "sweep.json") as (html_file, json_file):
         html_file.write_text(html, encoding="utf-8")
         json_file.write_text(json_text(sweep), encoding="utf-8")

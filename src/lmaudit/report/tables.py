@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-from lmaudit.attacks.base import CLASSIFIER_FEATURE
+from lmaudit.attacks.base import CLASSIFIER_FEATURE, LEVELS
 from lmaudit.attacks.registry import ATTACKS, attack_spec, attacks_reading
+from lmaudit.report.verdict import verdict_lines
 
 # Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics), in registry order.
 CLASSIFIER_ATTACKS = tuple(spec.name for spec in attacks_reading(CLASSIFIER_FEATURE))
@@ -64,17 +65,24 @@ def ranking(results: list[dict]) -> dict[str, list[dict]]:
 
 
 def ranking_lines(report: dict, level: str = "sample") -> list[str]:
-    """One level's ranking as text (the README's tables): rank, attack, AUC [CI], TPR at 1% and 0.1% FPR (TP/FP)."""
+    """One level's ranking as text: rank, attack, signal, AUC [CI], TPR at 1% and 0.1% FPR (TP/FP), and precision,
+    recall and advantage at the population 10% threshold ('n/a' where it could not be calibrated; the report says why)."""
     rows = report.get("ranking", {}).get(level, [])
-    header = f"{'#':>2}  {'attack':<22}{'signal':<24}{'AUC [95% CI]':<24}{'TPR@1% (TP/FP)':<22}{'TPR@0.1% (TP/FP)':<22}"
+    header = (f"{'#':>2}  {'attack':<22}{'signal':<20}{'AUC [95% CI]':<24}{'TPR@1% (TP/FP)':<20}{'TPR@0.1% (TP/FP)':<20}"
+              f"{'prec@10%':>9}{'rec@10%':>9}{'adv':>7}")
     lines = [header, "-" * len(header)]
     for rank, row in enumerate(rows, 1):
         cells = []
         for alpha in RANKED_ALPHAS:
             point = row["tpr_at_fpr"].get(alpha)
             cells.append(f"{point['tpr']:.3f} ({point['tp']}/{point['fp']})" if point else "")
-        lines.append(f"{rank:>2}  {row['attack']:<22}{row['signal']:<24}"
-                     f"{row['auc']:.3f} [{row['auc_ci'][0]:.3f}, {row['auc_ci'][1]:.3f}]    {cells[0]:<22}{cells[1]:<22}")
+        result = result_of(report, row["attack"], level, row["signal"])
+        threshold = population_threshold_at(result) if result else None
+        population = ([percent(threshold["precision"]) or "n/a", percent(threshold["recall"]), number(threshold["advantage"])]
+                      if threshold else ["n/a"] * 3)
+        lines.append(f"{rank:>2}  {row['attack']:<22}{row['signal']:<20}"
+                     f"{row['auc']:.3f} [{row['auc_ci'][0]:.3f}, {row['auc_ci'][1]:.3f}]    {cells[0]:<20}{cells[1]:<20}"
+                     f"{population[0]:>9}{population[1]:>9}{population[2]:>7}")
     return lines
 
 
@@ -129,32 +137,12 @@ def feature_attack_lines(report: dict) -> list[str]:
 
 
 def summary_table(report: dict) -> str:
-    """The terminal summary: the feature x attack table for a classifier audit, else one line per result."""
-    other = [r for r in report["results"] if r["attack"] not in CLASSIFIER_ATTACKS]
+    """The terminal summary: the verdict, the classifier's feature x attack table when there is one, each level's ranked
+    attacks on all data, and the warnings (slices and thresholds are in report.html)."""
+    lines = verdict_lines(report)
     if feature_attack_table(report["results"]):
-        lines = _models_lines(report) + ["AUC (accuracy % at the shadow-calibrated threshold):"] + feature_attack_lines(report)
-        if other:
-            lines += ["", _result_lines({**report, "results": other, "warnings": []})]
-        return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])
-    return _result_lines(report)
-
-
-def _result_lines(report: dict) -> str:
-    several_signals = len({r["signal"] for r in report["results"]}) > 1
-    signal_header = f"{'signal':<25}" if several_signals else ""
-    header = (f"{'attack':<22}{signal_header}{'level':<10}{'slice':<14}{'AUC':>7}  {'95% CI':<15}{'TPR@1%':>8}{'TPR@0.1%':>10}"
-              f"{'prec@10%':>10}{'rec@10%':>9}{'adv':>7}")
-    lines = [header, "-" * len(header)]
-    for r in report["results"]:
-        threshold = population_threshold_at(r) or {}
-        tpr = r["tpr_at_fpr"]
-        signal = f"{r['signal']:<25}" if several_signals else ""
-        lines.append(
-            f"{r['attack']:<22}{signal}{r['level']:<10}{r['slice']:<14}{r['auc']:>7.3f}  "
-            f"[{r['auc_ci'][0]:.3f}, {r['auc_ci'][1]:.3f}]{'':<1}"
-            f"{tpr.get('0.01', {}).get('tpr', float('nan')):>8.3f}{tpr.get('0.001', {}).get('tpr', float('nan')):>10.3f}"
-            f"{percent(threshold.get('precision')):>10}{percent(threshold.get('recall')):>9}"
-            f"{number(threshold.get('advantage')):>7}"
-        )
-    lines += [f"warning: {w}" for w in report["warnings"]]
-    return "\n".join(lines)
+        lines += ["", *_models_lines(report), "AUC (accuracy % at the shadow-calibrated threshold):", *feature_attack_lines(report)]
+    for level in LEVELS:
+        if report.get("ranking", {}).get(level):
+            lines += ["", f"{report.get('level_names', {}).get(level, level)} level:", *ranking_lines(report, level)]
+    return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])

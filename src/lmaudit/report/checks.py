@@ -1,0 +1,82 @@
+"""Warnings an auditor must see before trusting the numbers, read from report.json's document: inverted signals,
+a shadow model unlike the target, too little population to calibrate, truncated samples."""
+
+from __future__ import annotations
+
+from lmaudit.attacks.base import LEVELS
+
+INVERTED_AUC = 0.4  # an AUC below this, with its whole interval under 0.5, is a strong signal the wrong way round
+ACCURACY_MISMATCH = 0.10  # shadow and target train accuracies further apart than this (fraction) calibrate badly
+
+
+def inverted_signal_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
+    """One warning per level whose attacks score members clearly lower than non-members (AUC well below 0.5)."""
+    warnings = []
+    for level in LEVELS:
+        inverted = [r for r in results if r["level"] == level and r["slice"] == "all" and r["auc"] is not None
+                    and r["auc"] < INVERTED_AUC and r["auc_ci"][1] is not None and r["auc_ci"][1] < 0.5]
+        if inverted:
+            listed = ", ".join(f"{r['attack']} ({r['signal']}) {r['auc']:.3f}" for r in inverted)
+            warnings.append(
+                f"{level_names.get(level, level)} level: AUC well below 0.5 for {listed}: a strong signal in the inverted "
+                "direction (members look less like training data than non-members). Check that the member file holds "
+                "the target's training data and that target and reference are not swapped. The verdict does not "
+                "count a flipped attack: its direction must be fixed before the labels are seen.")
+    return warnings
+
+
+def shadow_mismatch_warnings(models: dict) -> list[str]:
+    """A warning when the shadow classifier's train accuracy differs from the target's by more than ACCURACY_MISMATCH."""
+    target, shadow = models.get("target"), models.get("shadow")
+    if not target or not shadow or target.get("train_accuracy") is None or shadow.get("train_accuracy") is None:
+        return []
+    difference = abs(target["train_accuracy"] - shadow["train_accuracy"])
+    if difference <= ACCURACY_MISMATCH:
+        return []
+    return [f"the shadow model's train accuracy ({shadow['train_accuracy']:.1%}) differs from the target's "
+            f"({target['train_accuracy']:.1%}) by {100 * difference:.0f} points: thresholds calibrated on the shadow "
+            "model assume it overfits like the target, so accuracy and precision at them mislead; train the shadow "
+            "model like the target (same architecture, size, epochs and amount of data)"]
+
+
+def population_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
+    """One warning per level whose population could not calibrate some threshold: each reason, with the attacks it
+    concerns when not all of the level's (attacks may read different parts of the population)."""
+    warnings = []
+    for level in LEVELS:
+        at_level = [r for r in results if r["level"] == level and r["slice"] == "all"]
+        attacks_by_reason: dict[str, list[str]] = {}
+        for result in at_level:
+            unavailable = result.get("unavailable") or {}
+            for key in sorted((k for k in unavailable if k.startswith("population_threshold")),
+                              key=lambda k: -float(k.rsplit("_", 1)[1])):
+                attacks_by_reason.setdefault(unavailable[key], []).append(result["attack"])
+        if attacks_by_reason:
+            parts, said = [], None
+            for reason, attacks in attacks_by_reason.items():
+                # "the population has 7 patients; a 10% threshold needs 10" says the count once for the thresholds after
+                count, _, need = reason.partition("; ")
+                part = need if count == said and need else reason
+                said = count
+                parts.append(part if len(attacks) == len(at_level) else f"{part} ({', '.join(dict.fromkeys(attacks))})")
+            listed = "; ".join(parts)
+            warnings.append(f"{level_names.get(level, level)} level: {listed}. Precision, recall and advantage at those "
+                            "thresholds are missing; give more population data")
+    return warnings
+
+
+def truncation_warnings(data: dict) -> list[str]:
+    """A warning when samples were truncated to the model's length limit (their tail was never scored)."""
+    truncated = data.get("truncated", 0)
+    if not truncated:
+        return []
+    total = sum(data.get("counts", {}).values())
+    return [f"{truncated} of {total} scored samples ({truncated / max(total, 1):.1%}) were longer than the model's limit "
+            "(or --max-length) and were truncated: the text beyond it was not scored, so leakage there is not measured"]
+
+
+def audit_warnings(document: dict) -> list[str]:
+    """Every check above on a report.json document."""
+    names = document.get("level_names", {})
+    return (inverted_signal_warnings(document["results"], names) + shadow_mismatch_warnings(document.get("models") or {})
+            + population_warnings(document["results"], names) + truncation_warnings(document["data"]))

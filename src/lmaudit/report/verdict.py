@@ -1,0 +1,125 @@
+"""The verdict: per level, the strongest evidence of leakage in report.json's results, and a plain-language risk
+statement from a stated rule (guidance for a release decision, not a guarantee)."""
+
+from __future__ import annotations
+
+from lmaudit.attacks.base import LEVELS
+
+VERDICT_ALPHA = "0.01"  # the false-positive rate the verdict reads TPR at
+# The rule, in the order it is applied; its numbers are the constants below.
+HIGH_TPR_LOW = 0.05  # lower 95% bound of TPR at 1% FPR: five times what guessing gives
+HIGH_EPSILON = 1.0  # empirical epsilon lower bound (nats)
+MODERATE_AUC_LOW = 0.6  # lower 95% bound of the AUC
+# Highest risk first; inconclusive ranks above low, because an unmeasured level may hide leakage.
+RISKS = ("high", "moderate", "inconclusive", "low")
+RISK_RULE = (
+    f"high: some attack exposes members at a low false-positive rate (the lower 95% bound of its TPR at 1% FPR is at "
+    f"least {HIGH_TPR_LOW:.0%}, five times what guessing gives, with at least 100 non-member units so that 1% FPR is "
+    f"resolved) or its counts prove epsilon >= {HIGH_EPSILON:g}. "
+    f"moderate: otherwise, some attack beats chance at a resolved 1% FPR (lower bound of TPR above 1%), proves any "
+    f"epsilon > 0, or has an AUC whose lower 95% bound is at least {MODERATE_AUC_LOW}. "
+    "low: none of these, with at least 100 non-member units, so a 1% false-positive rate can be resolved. "
+    "inconclusive: none of these, but too few non-member units to resolve a 1% false-positive rate. "
+    "Each level is judged on its best attack among all those run (all data, no slice); the overall risk is the "
+    "highest level's. Guidance for a release decision, not a guarantee: a stronger attack, or more data, can show "
+    "more leakage than this audit; and the best of many attacks is slightly optimistic, since each bound holds at 95% "
+    "on its own."
+)
+
+
+def _tpr_row(result: dict) -> dict | None:
+    point = result["tpr_at_fpr"].get(VERDICT_ALPHA)
+    if point is None:
+        return None
+    return {"attack": result["attack"], "signal": result["signal"], "tpr": point["tpr"], "tpr_ci": point["tpr_ci"],
+            "tp": point["tp"], "fp": point["fp"], "n_members": result["n_members"],
+            "n_nonmembers": result["n_nonmembers"], "resolution_limited": point["resolution_limited"]}
+
+
+def _epsilon_row(results: list[dict]) -> dict | None:
+    best = None
+    for result in results:
+        for threshold in result["thresholds"]:
+            bound = threshold.get("epsilon_lower_bound")
+            if bound is not None and (best is None or bound > best["epsilon_lower_bound"]):
+                best = {"attack": result["attack"], "signal": result["signal"], "rule": threshold["rule"],
+                        "alpha": threshold["alpha"], "epsilon_lower_bound": bound}
+    return best
+
+
+def _risk(strongest: dict, at_low_fpr: dict | None, epsilon: dict | None) -> str:
+    bound = epsilon["epsilon_lower_bound"] if epsilon else 0.0
+    # A TPR "at 1% FPR" read off fewer than 100 non-members is at FPR 0 of a few: no evidence about 1%.
+    resolved = at_low_fpr is not None and not at_low_fpr["resolution_limited"] and at_low_fpr["tpr_ci"][0] is not None
+    tpr_low = at_low_fpr["tpr_ci"][0] if resolved else 0.0
+    if tpr_low >= HIGH_TPR_LOW or bound >= HIGH_EPSILON:
+        return "high"
+    auc_low = strongest["auc_ci"][0] if strongest["auc_ci"][0] is not None else 0.0
+    if tpr_low > float(VERDICT_ALPHA) or bound > 0 or auc_low >= MODERATE_AUC_LOW:
+        return "moderate"
+    return "inconclusive" if strongest["n_nonmembers"] < 1 / float(VERDICT_ALPHA) else "low"
+
+
+def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | None, epsilon: dict | None) -> str:
+    units = f"{level_name}s"
+    auc = f"AUC {strongest['auc']:.3f} [{strongest['auc_ci'][0]:.3f}, {strongest['auc_ci'][1]:.3f}]"
+    parts = []
+    if at_low_fpr is not None:
+        exposed = (f"at a 1% false-positive rate, {at_low_fpr['attack']} exposes {at_low_fpr['tpr']:.1%} of member "
+                   f"{units} ({at_low_fpr['tp']} of {at_low_fpr['n_members']}, {at_low_fpr['fp']} of "
+                   f"{at_low_fpr['n_nonmembers']} non-members wrongly accused)")
+        if at_low_fpr["resolution_limited"]:
+            exposed += f"; with {at_low_fpr['n_nonmembers']} non-members, 1% false positives cannot be resolved"
+        parts.append(exposed)
+    if epsilon and epsilon["epsilon_lower_bound"] > 0:
+        parts.append(f"no training with epsilon below {epsilon['epsilon_lower_bound']:.2f} (at the report's delta) "
+                     f"could allow {epsilon['attack']}'s counts, with 95% confidence")
+    else:
+        parts.append("no attack's counts rule out any epsilon")
+    evidence = "; ".join(parts)
+    few_exposed = (at_low_fpr is not None and not at_low_fpr["resolution_limited"]
+                   and (at_low_fpr["tpr_ci"][0] or 0.0) < HIGH_TPR_LOW)
+    opening = {
+        "high": f"High risk at {level_name} level: an attacker can tell member {units} from non-members.",
+        "moderate": f"Moderate risk at {level_name} level: the attacks do better than chance"
+                    + (", but expose few members at a low false-positive rate." if few_exposed else "."),
+        "low": f"Low risk at {level_name} level: no attack showed leakage distinguishable from chance.",
+        "inconclusive": f"Inconclusive at {level_name} level: no leakage was shown, but there are too few non-member "
+                        f"{units} to measure a 1% false-positive rate.",
+    }[risk]
+    return f"{opening} Strongest attack: {strongest['attack']} ({auc}); {evidence}."
+
+
+def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str]) -> dict:
+    """report.json's `summary`: per level (in LEVELS order) the strongest attack by AUC, the best TPR at 1% FPR with
+    its counts, the largest epsilon lower bound, the risk and its statement; the overall risk; the rule."""
+    levels = {}
+    for level in LEVELS:
+        ranked = ranking.get(level)
+        if not ranked:
+            continue
+        at_level = [r for r in results if r["level"] == level and r["slice"] == "all"]
+        tpr_rows = [row for row in (_tpr_row(r) for r in at_level) if row is not None]
+        at_low_fpr = max(tpr_rows, key=lambda row: (row["tpr_ci"][0] or 0.0, row["tpr"]), default=None)
+        epsilon = _epsilon_row(at_level)
+        strongest = ranked[0]
+        risk = _risk(strongest, at_low_fpr, epsilon)
+        name = level_names.get(level, level)
+        levels[level] = {
+            "name": name, "risk": risk,
+            "strongest": {key: strongest[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members", "n_nonmembers")},
+            "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon,
+            "statement": _statement(name, risk, strongest, at_low_fpr, epsilon),
+        }
+    overall = min((entry["risk"] for entry in levels.values()), key=RISKS.index, default="inconclusive")
+    return {"risk": overall, "levels": levels, "rule": RISK_RULE}
+
+
+def verdict_lines(report: dict) -> list[str]:
+    """The verdict as text for the terminal: the overall risk, then one statement per level."""
+    summary = report.get("summary")
+    if not summary:
+        return []
+    lines = [f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)"]
+    lines += [f"  {entry['statement']}" for entry in summary["levels"].values()]
+    return lines

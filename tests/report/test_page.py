@@ -1,0 +1,96 @@
+"""The report page as a reader sees it: rendered by headless Chromium at 1280 px it is not blank, its main tables do
+not overflow sideways, it loads nothing from the network; its histograms survive huge, tied and constant scores."""
+
+import re
+import shutil
+import subprocess
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.attacks.base import AttackScores
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.pipeline import run_attack
+from lmaudit.report.plots import histogram_bins, histogram_figure
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+# No network, no profile, no background services: the page must render from its own bytes.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+                  "--window-size=1280,2400"]
+# Written into the title once the page has laid out: how far the page and its widest main table reach, in px.
+MEASURE = """<script>window.addEventListener("load", () => {
+  const tables = [...document.querySelectorAll("table")].filter(t => !t.closest("details"));
+  const right = Math.max(...tables.map(t => t.getBoundingClientRect().right));
+  document.title = `measured ${document.documentElement.scrollWidth} ${Math.ceil(right)} ${tables.length}`;
+});</script></body>"""
+
+
+@pytest.fixture(scope="module")
+def report_page(tmp_path_factory):
+    """A report with every level, slices, thresholds a small population cannot calibrate, and long attack names."""
+    out = tmp_path_factory.mktemp("page")
+    rng = np.random.default_rng(0)
+    rows = []
+    for role, n, shift, groups in (("member", 300, 0.6, 60), ("nonmember", 300, 0.0, 60), ("population", 70, 0.0, 7)):
+        for i in range(n):
+            group = f"{role}-{i % groups}"
+            rows.append({"sample_id": f"{role}-{i}", "role": role, "group_id": group, "subgroup_id": f"{group}-{i % 3}",
+                         "target_loss": rng.normal(3 - shift), "reference_loss_1": rng.normal(3),
+                         "reference_loss_2": rng.normal(3), "length": int(rng.integers(5, 300)), "site": "AB"[i % 2]})
+    pd.DataFrame(rows).to_csv(out / "scores.csv", index=False)
+    run_attack(out / "scores.csv", out / "audit", EvaluationSettings(bootstrap=50, slice_by=("site",)))
+    return out / "audit" / "report.html"
+
+
+def test_the_page_loads_nothing_from_outside_itself(report_page):
+    html = report_page.read_text()
+    assert not re.findall(r"""(?:src|href)\s*=\s*["'](?!data:|#)""", html)
+    assert not re.findall(r"url\(", html) and "@import" not in html
+
+
+def test_the_verdict_comes_first_and_blanks_say_why(report_page):
+    html = report_page.read_text()
+    assert html.index('class="verdict') < html.index("<h2>Sample level</h2>") < html.index("<h2>Evidence</h2>")
+    assert "the population has 7 groups; a 10% threshold needs at least 10" in html
+    assert "<h2>Subgroup level</h2>" in html and "admission" not in html.split('id="glossary"')[0]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_page, tmp_path):
+    measured_page = tmp_path / "measured.html"
+    measured_page.write_text(report_page.read_text().replace("</body>", MEASURE, 1))
+    common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*common, "--virtual-time-budget=5000", "--dump-dom", measured_page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    page_width, table_right, tables = map(int, re.search(r"<title>measured (\d+) (\d+) (\d+)</title>", dom).groups())
+    assert tables >= 5  # the verdict's, one per level, the level comparison
+    assert page_width <= 1280 and table_right <= 1280
+    screenshot = tmp_path / "top.png"
+    subprocess.run([*common, f"--screenshot={screenshot}", report_page.as_uri()], capture_output=True, timeout=120)
+    pixels = matplotlib.image.imread(screenshot)[:, :, :3]
+    assert pixels.shape[1] == 1280
+    assert pixels.std() > 0.05 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50
+
+
+@pytest.mark.parametrize("values", [
+    np.r_[np.random.default_rng(0).normal(size=200), 1e308, -1e308],  # huge outliers
+    np.r_[np.zeros(100), np.ones(100)],  # two tied values
+    np.full(50, 3.0),  # constant
+    np.r_[np.arange(20.0), np.inf, -np.inf],  # infinities
+])
+def test_histograms_clip_outliers_into_marked_end_bins(values):
+    edges, below, above = histogram_bins(values)
+    assert np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0) and len(edges) - 1 <= 50
+    assert below + above + np.sum((values >= edges[0]) & (values <= edges[-1])) == len(values)
+    frame = pd.DataFrame({"id": range(len(values)), "role": ["member", "nonmember"] * (len(values) // 2),
+                          "score": values})
+    histogram_figure(AttackScores(frame, attack="loss", signal="x", level="sample"), 1e308, "threshold")
+
+
+def test_histogram_bins_cover_the_central_99_percent():
+    values = np.arange(1000.0)
+    edges, below, above = histogram_bins(values)
+    assert (below, above) == (5, 5) and edges[0] == pytest.approx(4.995) and edges[-1] == pytest.approx(994.005)

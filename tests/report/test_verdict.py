@@ -1,0 +1,93 @@
+"""The verdict applies its stated rule to hand-built results, names the evidence with its counts, and the checks warn
+about inverted signals, a shadow unlike the target, a population too small to calibrate, and truncation."""
+
+import pytest
+
+from lmaudit.report.checks import audit_warnings
+from lmaudit.report.tables import ranking
+from lmaudit.report.verdict import RISK_RULE, verdict
+
+
+def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
+           members=200, nonmembers=200, epsilons=(0.0,), limited=False, unavailable=None):
+    point = {"tpr": tpr, "tpr_ci": list(tpr_ci), "tp": tp, "fp": fp, "fpr": 0.005, "resolution_limited": limited}
+    return {"attack": attack, "signal": "loss", "level": level, "slice": "all", "auc": auc, "auc_ci": list(auc_ci),
+            "tpr_at_fpr": {"0.01": point, "0.001": point},
+            "thresholds": [{"rule": "population", "alpha": 0.1, "epsilon_lower_bound": e} for e in epsilons],
+            "n_members": members, "n_nonmembers": nonmembers, "n_population": 100, "balanced": None,
+            **({"unavailable": unavailable} if unavailable else {})}
+
+
+def summary_of(*results, names=None):
+    results = list(results)
+    return verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"})
+
+
+@pytest.mark.parametrize(("kwargs", "risk"), [
+    ({"tpr_ci": (0.05, 0.2)}, "high"),  # TPR at 1% FPR at least 5% with 95% confidence
+    ({"epsilons": (0.2, 1.0)}, "high"),  # counts prove epsilon >= 1
+    ({"tpr_ci": (0.011, 0.04)}, "moderate"),  # better than the 1% that guessing gives
+    ({"epsilons": (0.01,)}, "moderate"),  # any epsilon proven
+    ({"auc_ci": (0.6, 0.7)}, "moderate"),  # clearly better than chance on average
+    ({}, "low"),  # none of these, with 200 non-members
+    ({"nonmembers": 99}, "inconclusive"),  # none of these, but 1% FPR cannot be resolved
+])
+def test_the_risk_follows_the_stated_rule(kwargs, risk):
+    summary = summary_of(result("loss", **kwargs))
+    assert summary["levels"]["sample"]["risk"] == risk and summary["risk"] == risk
+    assert summary["rule"] == RISK_RULE
+
+
+def test_each_level_reports_its_strongest_attack_best_low_fpr_attack_and_largest_bound():
+    summary = summary_of(
+        result("loss", auc=0.7, auc_ci=(0.66, 0.74), tpr=0.02, tpr_ci=(0.006, 0.05), epsilons=(0.1, 0.3)),
+        result("likelihood_ratio", auc=0.65, tpr=0.12, tpr_ci=(0.08, 0.17), tp=24, fp=2, epsilons=(0.8,)),
+        result("loss", level="group", auc=0.55, auc_ci=(0.4, 0.7), members=30, nonmembers=30, tpr=0.0,
+               tpr_ci=(0.0, 0.1), tp=0, fp=0, limited=True),
+    )
+    sample = summary["levels"]["sample"]
+    assert sample["strongest"]["attack"] == "loss" and sample["strongest"]["auc"] == 0.7
+    assert sample["tpr_at_1pct_fpr"]["attack"] == "likelihood_ratio" and sample["tpr_at_1pct_fpr"]["tp"] == 24
+    assert sample["epsilon_lower_bound"] == {"attack": "likelihood_ratio", "signal": "loss", "rule": "population",
+                                             "alpha": 0.1, "epsilon_lower_bound": 0.8}
+    assert sample["risk"] == "high"
+    assert "likelihood_ratio exposes 12.0% of member samples (24 of 200, 2 of 200 non-members wrongly accused)" in sample["statement"]
+    assert "epsilon below 0.80" in sample["statement"]
+    group = summary["levels"]["group"]
+    assert group["name"] == "patient" and group["risk"] == "inconclusive"
+    assert "with 30 non-members, 1% false positives cannot be resolved" in group["statement"]
+    assert summary["risk"] == "high"  # the highest level's
+
+
+def test_inconclusive_outranks_low_overall():
+    summary = summary_of(result("loss"), result("loss", level="group", nonmembers=40))
+    assert [e["risk"] for e in summary["levels"].values()] == ["low", "inconclusive"]
+    assert summary["risk"] == "inconclusive"
+
+
+def document(results, models=None, truncated=0):
+    return {"results": results, "models": models or {}, "data": {"counts": {"member": 150, "nonmember": 50},
+                                                                 "truncated": truncated},
+            "level_names": {"sample": "sample", "group": "user"}}
+
+
+def test_warnings_for_inverted_signals_and_too_small_populations():
+    inverted = result("loss", auc=0.07, auc_ci=(0.03, 0.12))
+    weak = result("zlib", auc=0.45, auc_ci=(0.40, 0.52))  # below 0.5 but not clearly: no warning
+    small = result("loss", level="group", unavailable={
+        "population_threshold_0.1": "the population has 7 users; a 10% threshold needs at least 10",
+        "population_threshold_0.01": "the population has 7 users; a 1% threshold needs at least 100"})
+    warnings = audit_warnings(document([inverted, weak, small]))
+    assert len(warnings) == 2
+    assert warnings[0].startswith("sample level: AUC well below 0.5 for loss (loss) 0.070") and "zlib" not in warnings[0]
+    assert warnings[1].startswith("user level: the population has 7 users; a 10% threshold needs at least 10; a 1% "
+                                  "threshold needs at least 100.")
+
+
+def test_warnings_for_a_shadow_unlike_the_target_and_for_truncation():
+    models = {"target": {"train_accuracy": 0.92}, "shadow": {"train_accuracy": 0.57}}
+    warnings = audit_warnings(document([result("loss")], models, truncated=3))
+    assert warnings[0].startswith("the shadow model's train accuracy (57.0%) differs from the target's (92.0%) by 35 points")
+    assert warnings[1].startswith("3 of 200 scored samples (1.5%) were longer than the model's limit")
+    alike = {"target": {"train_accuracy": 0.92}, "shadow": {"train_accuracy": 0.85}}
+    assert audit_warnings(document([result("loss")], alike)) == []
