@@ -10,8 +10,9 @@ from lmaudit.cli import main
 
 
 def run_cli(*args) -> tuple[int, str]:
-    """Exit status and output (stdout and stderr) of `lmaudit ARGS`."""
-    result = CliRunner().invoke(main, [str(a) for a in args])
+    """Exit status and output (stdout and stderr) of `lmaudit -q ARGS`: quiet, so that the output is the command's
+    results or its error line without the stage lines logged before it (logging is tested in test_cli_options.py)."""
+    result = CliRunner().invoke(main, ["-q", *[str(a) for a in args]])
     return result.exit_code, result.output
 
 

@@ -1,4 +1,10 @@
-"""The `lmaudit` command line: thin click commands that parse options and call the pipeline."""
+"""The `lmaudit` command line: thin click commands that parse options and call the pipeline.
+
+Every command takes -h/--help; every option says what it does and its default. Options whose value is a setting of the
+configuration take their default (and the text of it in the help) from the settings models, so the two cannot drift:
+`audit` leaves them None, so that a --config file's value stands unless the option is given. Usage errors and bad
+input are one line on stderr, `lmaudit: error: ...`, exit status 2. Logging: see `lmaudit.logs`.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +12,62 @@ import sys
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 
-from lmaudit.config import AUDITED_OUTPUTS, ROLE_FILE_FIELDS
+from lmaudit.attacks.settings import AttackSettings
+from lmaudit.config import AUDITED_OUTPUTS, ROLE_FILE_FIELDS, AuditConfig
 from lmaudit.data.roles import SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
+from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES
-from lmaudit.signals.base import DEVICES, PRECISIONS
+from lmaudit.signals.base import DEVICES, PRECISIONS, SignalSettings
 from lmaudit.signals.registry import signal_names
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
+# Sizes of the models trained from scratch (models/train.py SIZES; not imported here, which would import torch) and
+# of the demos (demos.py DEMO_SIZES and CLASSIFIER_DEMO_SIZES); tests check that these agree.
+MODEL_SIZES = ("tiny", "mini", "small")
+DEMO_SIZES = ("smoke", "default")
+# The default training batch size of train_language_model and train_classifier (a test checks that they agree).
+TRAIN_BATCH_SIZE = 32
+# The dp sweep's noise multipliers (studies/dp_sweep.py DEFAULT_NOISES, as text).
+DEFAULT_NOISES = "2,1,0.1,0.01,0.001,0"
+# Which `audit` options are settings of a nested section of the configuration; --seed sets signal.seed and
+# evaluation.seed both.
+AUDIT_SECTIONS = {
+    "signal": ("k", "signal", "precision", "batch_tokens", "seed", "max_length", "masks", "normalize"),
+    "evaluation": ("bootstrap", "seed", "length_slices", "length_bounds", "slice_by"),
+    "attacks": ("min_k_fraction", "rmia_offline_a"),
+}
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _usage_line(err: click.UsageError) -> str:
+    """`lmaudit: error: MESSAGE (see 'lmaudit COMMAND -h')` for the command whose options were wrong."""
+    names, ctx = [], err.ctx
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    command = " ".join(["lmaudit", *reversed(names)])
+    return f"lmaudit: error: {_one_line(err.format_message()).rstrip('.')} (see '{command} -h')"
 
 
 class _Commands(click.Group):
-    """Turn InputError into one line on stderr and exit status 2, never a traceback."""
+    """Turn InputError and usage errors (unknown option, bad choice or value, missing option) into one line on stderr
+    and exit status 2, never a traceback or a usage block."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        """The group's own options (lmaudit --bogus): a usage error is one line too."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as err:
+            click.echo(_usage_line(err), err=True)
+            raise click.exceptions.Exit(2) from None
 
     def invoke(self, ctx: click.Context):
         try:
@@ -24,25 +75,83 @@ class _Commands(click.Group):
         except InputError as err:
             click.echo(f"lmaudit: error: {err}", err=True)
             ctx.exit(2)
+        except click.exceptions.NoArgsIsHelpError:  # `lmaudit train`: the group's help
+            raise
+        except click.UsageError as err:
+            click.echo(_usage_line(err), err=True)
+            ctx.exit(2)
+        except click.ClickException as err:
+            click.echo(f"lmaudit: error: {_one_line(err.format_message())}", err=True)
+            ctx.exit(err.exit_code)
         except KeyboardInterrupt:
             click.echo("lmaudit: interrupted; finished work is kept and a rerun resumes from it", err=True)
             ctx.exit(130)
 
 
 def _progress() -> bool:
-    return sys.stderr.isatty()
+    """Progress bars: when stderr is a terminal, unless --quiet."""
+    ctx = click.get_current_context(silent=True)
+    quiet = bool(ctx is not None and ctx.find_root().params.get("quiet"))
+    return sys.stderr.isatty() and not quiet
 
 
-@click.group(cls=_Commands)
+def _shown(value) -> str:
+    """A default as the help writes it."""
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple | list):
+        return ",".join(str(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _field_default(model: type[BaseModel], field: str):
+    return model.model_fields[field].get_default(call_default_factory=True)
+
+
+def _setting(*decls: str, model: type[BaseModel], field: str, from_config: bool, help: str, default_text: str | None = None,
+             **attrs):
+    """An option that sets `model.field`. From a configuration (`audit`): default None, so that a --config file's
+    value stands unless the option is given, and the help says the setting's default; else the setting's default is
+    the option's, shown by click. `default_text` describes a default that is not a value (e.g. None = the model's
+    own)."""
+    default = _field_default(model, field)
+    if default_text is not None:
+        return click.option(*decls, default=None if from_config or default is None else default,
+                            help=f"{help}  (default: {default_text})", **attrs)
+    if from_config:
+        return click.option(*decls, default=None, help=f"{help}  (default: {_shown(default)})", **attrs)
+    return click.option(*decls, default=default, show_default=True, help=help, **attrs)
+
+
+def _apply(function, options):
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@click.group(cls=_Commands, context_settings=CONTEXT)
 @click.version_option(package_name="lmaudit")
-def main() -> None:
-    """Measure how much a language model leaks about its training text (membership inference)."""
+@click.option("-v", "--verbose", is_flag=True, help="Log debug lines too (every chunk scored, every epoch).")
+@click.option("-q", "--quiet", is_flag=True, help="Log warnings only, and show no progress bars.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
+    """Measure how much a language model leaks about its training text (membership inference).
+
+    Stages are logged to stderr (timestamped when stderr is not a terminal); progress bars show on a terminal."""
+    from lmaudit import logs
+
+    if verbose and quiet:
+        raise click.UsageError("--verbose and --quiet: give one of them", ctx)
+    logs.configure(verbose, quiet)
+    ctx.call_on_close(logs.reset)
 
 
 @main.command()
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.csv, .jsonl or .parquet).")
-@click.option("--patients", default=300, show_default=True, type=click.IntRange(min=1))
-@click.option("--seed", default=0, show_default=True)
+@click.option("--patients", default=300, type=click.IntRange(min=1), help="Patients to generate (several notes each).")
+@click.option("--seed", default=0, help="Random seed; the same seed gives the same notes.")
 @click.option("--insert-names", is_flag=True, help="Prepend the patient's name to every sample (the paper's Base-b).")
 def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
     """Generate synthetic clinical notes (one row per sample, with patient and admission ids)."""
@@ -60,21 +169,32 @@ def train() -> None:
     """Train small models from scratch, or fine-tune a pretrained checkpoint (fully or with LoRA), on a corpus."""
 
 
+def _model_options(function):
+    """What every train command shares: the size from scratch, the tokenizer, the seed, the batch size."""
+    return _apply(function, [
+        click.option("--size", default="tiny", type=click.Choice(MODEL_SIZES),
+                     help="Size of a model trained from scratch: tiny (2 layers, width 64) < mini < small; not with "
+                          "--init-from."),
+        click.option("--tokenizer", default=None, type=click.Path(file_okay=False),
+                     help="Reuse this tokenizer folder (default: train a WordPiece tokenizer on --data)."),
+        click.option("--seed", default=0, help="Seed of the initial weights, the batches and the masks."),
+        click.option("--batch-size", default=TRAIN_BATCH_SIZE, type=click.IntRange(min=1),
+                     help="Samples per batch (with --dp: the expected size of the Poisson batches)."),
+    ])
+
+
 def _start_options(function):
     """Where training starts: from scratch, or from a checkpoint, fully or with LoRA adapters."""
-    options = [
+    return _apply(function, [
         click.option("--init-from", default=None, type=click.Path(),
                      help="Fine-tune this checkpoint (a folder, or a hub id in the local Hugging Face cache) and its "
                           "tokenizer instead of training from scratch (--size and --tokenizer do not apply)."),
         click.option("--lora", is_flag=True, help="Train LoRA adapters (peft) on --init-from instead of every weight; "
                                                   "the adapter is saved, audit it with --target BASE --adapter OUT."),
-        click.option("--lora-rank", default=8, show_default=True, type=click.IntRange(min=1), help="LoRA rank (with --lora)."),
+        click.option("--lora-rank", default=8, type=click.IntRange(min=1), help="LoRA rank (with --lora)."),
         click.option("--learning-rate", default=None, type=click.FloatRange(min=0, min_open=True),
                      help="AdamW peak learning rate (default 2e-3 from scratch, 5e-5 fine-tuning, 2e-4 LoRA)."),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+    ])
 
 
 def _lora_settings(lora: bool, lora_rank: int):
@@ -84,33 +204,25 @@ def _lora_settings(lora: bool, lora_rank: int):
 
 
 def _train_options(function):
-    options = [
+    return _apply(function, [
         click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column."),
-        click.option("--out", required=True, type=click.Path(file_okay=False)),
-        click.option("--epochs", default=30, show_default=True, type=click.IntRange(min=1)),
-        click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "mini", "small"])),
-        click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder."),
-        click.option("--seed", default=0, show_default=True),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+        click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the model is saved in."),
+        click.option("--epochs", default=30, type=click.IntRange(min=1), help="Passes over the data."),
+    ])
 
 
 def _dp_options(function):
-    options = [
+    return _apply(function, [
         click.option("--dp", is_flag=True, help="Train with DP-SGD (Opacus): Poisson batches, per-sample clipping, noise."),
-        click.option("--noise-multiplier", default=None, type=click.FloatRange(min=0), help="DP-SGD noise sigma (with --dp)."),
-        click.option("--max-grad-norm", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+        click.option("--noise-multiplier", default=None, type=click.FloatRange(min=0),
+                     help="DP-SGD noise sigma (with --dp; required there)."),
+        click.option("--max-grad-norm", default=1.0, type=click.FloatRange(min=0, min_open=True),
                      help="Per-sample clipping norm (with --dp)."),
-        click.option("--delta", default=1e-5, show_default=True, type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+        click.option("--delta", default=1e-5, type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
                      help="Delta of the epsilon reported (with --dp)."),
         click.option("--max-samples-per-group", default=None, type=click.IntRange(min=1),
-                     help="Keep at most this many samples per group_id (patient, user) (with --dp)."),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+                     help="Keep at most this many samples per group_id (patient, user) (with --dp; default: all)."),
+    ])
 
 
 def _dp_settings(dp: bool, noise_multiplier: float | None, max_grad_norm: float, delta: float,
@@ -134,16 +246,16 @@ def _dp_line(record: dict | None) -> str:
             f"epsilon {prv} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
 
 
-def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, init_from: str | None,
-           lora: bool, lora_rank: int, learning_rate: float | None, **dp_options) -> None:
+def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, batch_size: int,
+           init_from: str | None, lora: bool, lora_rank: int, learning_rate: float | None, **dp_options) -> None:
     from lmaudit.data.corpus import load_corpus
     from lmaudit.models.train import train_language_model
 
     corpus = load_corpus(data)
     summary = train_language_model(kind, corpus["text"].tolist(), out, tokenizer_dir=tokenizer, size=size, epochs=epochs,
-                                   seed=seed, progress=_progress(), dp=_dp_settings(**dp_options),
+                                   seed=seed, batch_size=batch_size, progress=_progress(), dp=_dp_settings(**dp_options),
                                    groups=corpus["group_id"].tolist(), init_from=init_from,
-                                   lora=_lora_settings(lora, lora_rank), learning_rate=learning_rate)
+                                   lora=_lora_settings(lora, lora_rank), learning_rate=learning_rate, label=Path(out).name)
     saved = f"the adapter saved to {out} (audit with --target {init_from} --adapter {out})" if lora else f"saved to {out}"
     click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}"
                f"{_dp_line(summary.dp)}; {saved}")
@@ -151,41 +263,43 @@ def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: st
 
 @train.command("mlm")
 @_train_options
+@_model_options
 @_start_options
 @_dp_options
-def train_mlm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **options) -> None:
+def train_mlm_command(**options) -> None:
     """Train a BERT-style masked LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from);
     save as safetensors."""
-    _train("mlm", data, out, epochs, size, tokenizer, seed, **options)
+    _train("mlm", **options)
 
 
 @train.command("clm")
 @_train_options
+@_model_options
 @_start_options
 @_dp_options
-def train_clm_command(data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, **options) -> None:
+def train_clm_command(**options) -> None:
     """Train a GPT-2-style causal LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from), e.g.
     with LoRA; save as safetensors."""
-    _train("clm", data, out, epochs, size, tokenizer, seed, **options)
+    _train("clm", **options)
 
 
 @train.command("classifier")
 @click.option("--data", required=True, type=click.Path(), help="Training file with 'text' and 'label' columns.")
 @click.option("--validation", required=True, type=click.Path(), help="Held-out file (text, label) for early stopping.")
 @click.option("--test", "test_data", default=None, type=click.Path(), help="Held-out file (text, label) for the test accuracy.")
-@click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--architecture", default="bert", show_default=True, type=click.Choice(["bert", "lstm"]))
-@click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "mini", "small"]))
-@click.option("--max-epochs", default=30, show_default=True, type=click.IntRange(min=1))
-@click.option("--patience", default=5, show_default=True, type=click.IntRange(min=1),
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the classifier is saved in.")
+@click.option("--architecture", default="bert", type=click.Choice(["bert", "lstm"]),
+              help="A BERT-style encoder or a 2-layer LSTM (from scratch; --init-from brings its own).")
+@click.option("--max-epochs", default=30, type=click.IntRange(min=1), help="Epochs at most (see --patience).")
+@click.option("--patience", default=5, type=click.IntRange(min=1),
               help="Stop after this many epochs without a better validation accuracy.")
-@click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Reuse this tokenizer folder.")
-@click.option("--seed", default=0, show_default=True)
+@_model_options
 @_start_options
 @_dp_options
 def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, architecture: str, size: str,
-                             max_epochs: int, patience: int, tokenizer: str | None, seed: int, init_from: str | None,
-                             lora: bool, lora_rank: int, learning_rate: float | None, **dp_options) -> None:
+                             max_epochs: int, patience: int, tokenizer: str | None, seed: int, batch_size: int,
+                             init_from: str | None, lora: bool, lora_rank: int, learning_rate: float | None,
+                             **dp_options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
     head (--init-from, fully or with LoRA); save as safetensors."""
     from lmaudit.data.corpus import check_labels, load_corpus
@@ -205,8 +319,8 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
     summary = train_classifier(
         texts, labels, out, texts_and_labels(labelled(validation)), texts_and_labels(labelled(test_data)) if test_data else None,
         architecture=architecture, size=size, max_epochs=max_epochs, patience=patience, learning_rate=learning_rate,
-        tokenizer_dir=tokenizer, seed=seed, progress=_progress(), dp=_dp_settings(**dp_options), groups=groups,
-        init_from=init_from, lora=_lora_settings(lora, lora_rank),
+        tokenizer_dir=tokenizer, seed=seed, batch_size=batch_size, progress=_progress(), dp=_dp_settings(**dp_options),
+        groups=groups, init_from=init_from, lora=_lora_settings(lora, lora_rank), label=Path(out).name,
     )
     held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
@@ -214,75 +328,152 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
                f"gap {100 * summary.generalization_gap:.1f} points{_dp_line(summary.dp)}; saved to {out}")
 
 
-def _signal_options(function):
-    options = [
-        click.option("--signal", default="mlm_energy", show_default=True, type=click.Choice(signal_names("loss"))),
-        click.option("--k", default=10, show_default=True, type=click.IntRange(min=1), help="Random masks per sample."),
-        click.option("--masks", default="random", show_default=True, type=click.Choice(["random", "all"])),
-        click.option("--normalize", default=None, type=click.Choice(["sum", "mean"]),
-                     help="Per-mask sum (Eq. 2, energy default) or mean (released code; PLL default)."),
-        click.option("--seed", default=0, show_default=True, help="Mask seed."),
-        click.option("--max-length", default=None, type=click.IntRange(min=3), help="Truncate to this many tokens."),
-        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS),
-                     help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
-        click.option("--batch-tokens", default=4096, show_default=True, type=click.IntRange(min=64),
-                     help="Tokens per batch (padded); halved automatically on out-of-memory errors."),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+def _signal_options(from_config: bool):
+    """How a signal is computed, on `score` and (from_config) `audit`: one definition of each option."""
 
+    def seed_option():
+        if not from_config:
+            return _setting("--seed", model=SignalSettings, field="seed", from_config=False, help="Mask seed.")
+        masks, evaluation = _field_default(SignalSettings, "seed"), _field_default(EvaluationSettings, "seed")
+        shown = masks if masks == evaluation else f"{masks} for the masks, {evaluation} for the evaluation"
+        return click.option("--seed", default=None, type=int, help="Seed of the random masks and of the evaluation's "
+                            f"bootstrap and balanced repeats (signal.seed and evaluation.seed) (default: {shown}).")
 
-def _placement_options(default_device: str | None):
-    """How the models are loaded and where they run: device, weight dtype, device map, quantization."""
+    def setting(*decls, **attrs):
+        return _setting(*decls, model=SignalSettings, from_config=from_config, **attrs)
+
+    signal_help = ("The signal of every model (see docs/attacks.md); classifier: audit a text classifier with "
+                   "shadow-calibrated attacks (needs --shadow)." if from_config else
+                   "The per-sample signal to compute (lower = more likely under the model).")
 
     def decorate(function):
-        options = [
-            click.option("--device", default=default_device, show_default=default_device is not None,
-                         type=click.Choice(DEVICES), help="Where the models run; auto = cuda when available."),
-            click.option("--dtype", default=None, type=click.Choice(WEIGHT_DTYPES),
-                         help="Load the weights in this dtype (default fp32; bf16 halves the memory)."),
-            click.option("--device-map", default=None, type=click.Choice(["auto"]),
-                         help="auto: spread a model too large for one GPU over the GPUs and the CPU (accelerate)."),
-            click.option("--quantization", default=None, type=click.Choice(QUANTIZATIONS),
-                         help="Load the weights in 8 or 4 bits (bitsandbytes, CUDA; pip install 'lmaudit[gpu]')."),
-        ]
-        for option in reversed(options):
-            function = option(function)
-        return function
+        return _apply(function, [
+            setting("--signal", field="signal", type=click.Choice(signal_names(*AUDITED_OUTPUTS) if from_config
+                                                                   else signal_names("loss")), help=signal_help),
+            setting("--k", field="k", type=click.IntRange(min=1), help="Random masks per sample (MLM signals)."),
+            setting("--masks", field="masks", type=click.Choice(["random", "all"]),
+                    help="random: --k random masks per sample; all: every mask of --k tokens (MLM signals)."),
+            setting("--normalize", field="normalize", type=click.Choice(["sum", "mean"]),
+                    help="Per-mask sum (Eq. 2) or mean (released code) of the masked tokens' losses (MLM signals).",
+                    default_text="the signal's own: sum for mlm_energy, mean for mlm_pll"),
+            seed_option(),
+            setting("--max-length", field="max_length", type=click.IntRange(min=3), help="Truncate to this many tokens.",
+                    default_text="the model's maximum"),
+            setting("--precision", field="precision", type=click.Choice(PRECISIONS),
+                    help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
+            setting("--batch-tokens", field="batch_tokens", type=click.IntRange(min=64),
+                    help="Tokens per batch (padded); halved automatically on out-of-memory errors."),
+        ])
+
+    return decorate
+
+
+def _placement_options(from_config: bool):
+    """How the models are loaded and where they run: device, weight dtype, device map, quantization."""
+
+    def setting(*decls, **attrs):
+        return _setting(*decls, model=AuditConfig, from_config=from_config, **attrs)
+
+    def decorate(function):
+        return _apply(function, [
+            setting("--device", field="device", type=click.Choice(DEVICES),
+                    help="Where the models run; auto = cuda when available, else cpu."),
+            setting("--dtype", field="dtype", type=click.Choice(WEIGHT_DTYPES),
+                    help="Load the weights in this dtype (bf16 halves the memory of fp32)."),
+            setting("--device-map", field="device_map", type=click.Choice(["auto"]),
+                    help="auto: spread a model too large for one GPU over the GPUs and the CPU (accelerate).",
+                    default_text="none: one device"),
+            setting("--quantization", field="quantization", type=click.Choice(QUANTIZATIONS),
+                    help="Load the weights in 8 or 4 bits (bitsandbytes, CUDA; pip install 'lmaudit[gpu]').",
+                    default_text="none"),
+        ])
+
+    return decorate
+
+
+def _backend_options(from_config: bool, what: str):
+    """Where the signals are computed: in this process, or on a Ray cluster."""
+
+    def setting(*decls, **attrs):
+        return _setting(*decls, model=AuditConfig, from_config=from_config, **attrs)
+
+    def decorate(function):
+        return _apply(function, [
+            setting("--backend", field="backend", type=click.Choice(["local", "ray"]),
+                    help=f"Where the {what} computed: in this process, or on the workers of a Ray cluster "
+                         "(pip install 'lmaudit[ray]')."),
+            setting("--ray-address", field="ray_address", help="Ray cluster to join (auto, ray://HEAD:10001), with "
+                    "--backend ray.", default_text="RAY_ADDRESS, else a new local cluster"),
+            setting("--ray-workers", field="ray_workers", type=click.IntRange(min=1),
+                    help="Ray workers, one copy of the models each (with --backend ray).",
+                    default_text="one per GPU with --device cuda, else one per CPU"),
+        ])
+
+    return decorate
+
+
+def _length_bounds(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    """'20,60' -> (20, 60): increasing positive token counts."""
+    if value is None:
+        return None
+    try:
+        bounds = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"'{value}': expected token counts separated by commas, e.g. 20,60") from None
+    if any(bound < 1 for bound in bounds) or list(bounds) != sorted(set(bounds)):
+        raise click.BadParameter(f"'{value}': expected increasing positive token counts, e.g. 20,60")
+    return bounds
+
+
+def _evaluation_options(from_config: bool):
+    """How the attacks are evaluated, on `attack` and (from_config) `audit`: one definition of each option."""
+
+    def setting(*decls, **attrs):
+        return _setting(*decls, model=EvaluationSettings, from_config=from_config, **attrs)
+
+    def decorate(function):
+        return _apply(function, [
+            setting("--bootstrap", field="bootstrap", type=click.IntRange(min=10),
+                    help="Bootstrap resamples of the AUC's and TPRs' confidence intervals."),
+            setting("--length-slices", field="length_slices", type=click.IntRange(min=0),
+                    help="Report every sample-level attack on this many quantile bins of token length too (0 = none)."),
+            click.option("--length-bounds", default=None, callback=_length_bounds, metavar="N,N,...",
+                         help="Token-length bounds of the length slices instead of quantiles, e.g. 20,60: "
+                              "[min, 20), [20, 60), [60, max] (default: none: --length-slices quantile bins)."),
+            click.option("--slice-by", multiple=True, metavar="COLUMN",
+                         help="A corpus column whose values each make a sample-level slice of the report; repeat for "
+                              "several (default: none)."),
+        ])
 
     return decorate
 
 
 @main.command()
-@click.option("--model", required=True, type=click.Path())
+@click.option("--model", required=True, type=click.Path(), help="Model folder (save_pretrained or `lmaudit train`).")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter folder to apply to --model.")
-@click.option("--data", required=True, type=click.Path())
-@_signal_options
-@_placement_options("cpu")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help=".csv, .jsonl or .parquet")
-@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ next to --out).")
-@click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the work.")
-@click.option("--chunk-size", default=512, show_default=True, type=click.IntRange(min=1), help="Samples per stored chunk.")
-@click.option("--backend", default="local", show_default=True, type=click.Choice(["local", "ray"]),
-              help="Where the chunks are scored: in this process, or on the workers of a Ray cluster (pip install 'lmaudit[ray]').")
-@click.option("--ray-address", default=None, help="Ray cluster to join (auto, ray://HEAD:10001); default RAY_ADDRESS, else a local one.")
-@click.option("--ray-workers", default=None, type=click.IntRange(min=1),
-              help="Ray workers, one copy of the model each (default: one per GPU with --device cuda, else one per CPU).")
+@click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column (.csv, .jsonl, .parquet).")
+@_signal_options(from_config=False)
+@_placement_options(from_config=False)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.csv, .jsonl or .parquet).")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="Signal store (default: cache/ next to --out).")
+@click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the "
+                                            "work (default: all).")
+@click.option("--chunk-size", default=512, type=click.IntRange(min=1), help="Samples per stored chunk.")
+@_backend_options(from_config=False, what="chunks are")
 def score(model: str, adapter: str | None, data: str, signal: str, k: int, masks: str, normalize: str | None, seed: int,
-          max_length: int | None, precision: str, batch_tokens: int, device: str, dtype: str | None, device_map: str | None,
+          max_length: int | None, precision: str, batch_tokens: int, device: str, dtype: str, device_map: str | None,
           quantization: str | None, out: str, cache_dir: str | None, shard: str | None, chunk_size: int, backend: str,
           ray_address: str | None, ray_workers: int | None) -> None:
     """Compute a per-sample LM signal (nats; lower = more likely under the model), reading --data in chunks."""
     from lmaudit.config import signal_backend
     from lmaudit.models.load import ModelSource, Placement, resolve_device
-    from lmaudit.signals.base import SignalSettings
     from lmaudit.signals.compute import score_file
     from lmaudit.signals.store import default_cache_dir, parse_shard
 
     settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length,
                               precision=precision, batch_tokens=batch_tokens)
-    placement = Placement(resolve_device(device), dtype or "fp32", device_map, quantization)
+    placement = Placement(resolve_device(device), dtype, device_map, quantization)
     written, truncated = score_file(
         ModelSource(model, adapter), data, out, settings, cache_dir or default_cache_dir(Path(out).parent), placement,
         parse_shard(shard) if shard is not None else None, chunk_size,
@@ -303,9 +494,14 @@ def _role_file_options(function):
     return function
 
 
+def _audit_setting(*decls, field: str, help: str, model: type[BaseModel] = AuditConfig, **attrs):
+    return _setting(*decls, model=model, field=field, from_config=True, help=help, **attrs)
+
+
 @main.command()
-@click.option("--config", "config_path", default=None, type=click.Path(), help="audit.yaml with the same settings.")
-@click.option("--target", default=None, type=click.Path())
+@click.option("--config", "config_path", default=None, type=click.Path(),
+              help="audit.yaml with the same settings; options given here override its values.")
+@click.option("--target", default=None, type=click.Path(), help="The audited model's folder.")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
 @click.option("--reference", multiple=True, type=click.Path(),
               help="Reference model, never trained on the audited members; repeat for several (RMIA, LiRA).")
@@ -314,41 +510,36 @@ def _role_file_options(function):
 @click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
 @_role_file_options
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
-@click.option("--out", default=None, type=click.Path(file_okay=False))
-@click.option("--cache-dir", default=None, type=click.Path(file_okay=False))
-@click.option("--k", default=None, type=click.IntRange(min=1))
-@click.option("--signal", default=None, type=click.Choice(signal_names(*AUDITED_OUTPUTS)),
-              help="classifier: audit a text classifier with shadow-calibrated attacks (needs --shadow).")
-@click.option("--precision", default=None, type=click.Choice(PRECISIONS))
-@click.option("--batch-tokens", default=None, type=click.IntRange(min=64),
-              help="Tokens per batch (default 4096); halved automatically on out-of-memory errors.")
-@_placement_options(None)
-@click.option("--whitebox", is_flag=True, default=None,
-              help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
-@click.option("--include-text", is_flag=True, default=None, help="Copy the sample texts into scores.parquet.")
-@click.option("--token-signal", default=None, type=click.Choice(signal_names("tokens")),
-              help="Also compute this per-token signal of the target for the token-level attacks (e.g. mlm_tokens "
-                   "beside --signal mlm_energy); --signal clm_tokens needs none.")
-@click.option("--lowercase/--no-lowercase", default=None,
-              help="Token signals: score the lowercased texts too, for the lowercase attack (default on; one more pass).")
-@click.option("--recall-prefix", default=None, type=click.IntRange(min=0),
-              help="Token signals: population samples in ReCaLL's non-member prefix (default 4; 0 = no ReCaLL).")
-@click.option("--neighbours", default=None, type=click.IntRange(min=0),
-              help="Token signals: neighbour texts per sample for the neighbourhood attack (default 0: off; N more passes).")
-@click.option("--neighbour-words", default=None, type=click.IntRange(min=1), help="Words replaced per neighbour (default 1).")
-@click.option("--neighbour-model", default=None, type=click.Path(),
-              help="Masked LM that proposes the neighbours' words (default: the first reference, if a masked LM).")
-@click.option("--frequency-data", default=None, type=click.Path(),
-              help="Non-audited text whose token frequencies DC-PDD uses, besides the population's.")
-@click.option("--min-k-fraction", default=None, type=click.FloatRange(min=0, max=1, min_open=True),
-              help="Share of least likely tokens Min-K% and Min-K%++ average (default 0.2).")
-@click.option("--rmia-offline-a", default=None, type=click.FloatRange(min=0, max=1, min_open=True),
-              help="RMIA's offline scaling a (default 1: the references' mean; see docs/attacks.md).")
-@click.option("--backend", default=None, type=click.Choice(["local", "ray"]),
-              help="Where the signals are computed: in this process (default), or on a Ray cluster (pip install 'lmaudit[ray]').")
-@click.option("--ray-address", default=None, help="Ray cluster to join (auto, ray://HEAD:10001); default RAY_ADDRESS, else a local one.")
-@click.option("--ray-workers", default=None, type=click.IntRange(min=1),
-              help="Ray workers, one copy of the models each (default: one per GPU with --device cuda, else one per CPU).")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Folder of the report.")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ in --out).")
+@_signal_options(from_config=True)
+@_evaluation_options(from_config=True)
+@_placement_options(from_config=True)
+@_audit_setting("--whitebox", field="whitebox", is_flag=True, default_text="off",
+                help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
+@_audit_setting("--include-text", field="include_text", is_flag=True, default_text="off",
+                help="Copy the sample texts into scores.parquet.")
+@_audit_setting("--token-signal", field="token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
+                help="Also compute this per-token signal of the target for the token-level attacks (e.g. mlm_tokens "
+                     "beside --signal mlm_energy); --signal clm_tokens needs none.")
+@_audit_setting("--lowercase/--no-lowercase", field="lowercase",
+                help="Token signals: score the lowercased texts too, for the lowercase attack (one more pass).")
+@_audit_setting("--recall-prefix", field="recall_prefix", type=click.IntRange(min=0),
+                help="Token signals: population samples in ReCaLL's non-member prefix (0 = no ReCaLL).")
+@_audit_setting("--neighbours", field="neighbours", type=click.IntRange(min=0),
+                help="Token signals: neighbour texts per sample for the neighbourhood attack (N more passes; 0 = off).")
+@_audit_setting("--neighbour-words", field="neighbour_words", type=click.IntRange(min=1), help="Words replaced per neighbour.")
+@_audit_setting("--neighbour-model", field="neighbour_model", type=click.Path(),
+                help="Masked LM that proposes the neighbours' words.", default_text="the first reference, if a masked LM")
+@_audit_setting("--frequency-data", field="frequency_data", type=click.Path(), default_text="none",
+                help="Non-audited text whose token frequencies DC-PDD uses, besides the population's.")
+@_audit_setting("--min-k-fraction", model=AttackSettings, field="min_k_fraction",
+                type=click.FloatRange(min=0, max=1, min_open=True),
+                help="Share of least likely tokens Min-K% and Min-K%++ average.")
+@_audit_setting("--rmia-offline-a", model=AttackSettings, field="rmia_offline_a",
+                type=click.FloatRange(min=0, max=1, min_open=True),
+                help="RMIA's offline scaling a (1: the references' mean; see docs/attacks.md).")
+@_backend_options(from_config=True, what="signals are")
 def audit(config_path: str | None, **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.config import load_config, validated
@@ -357,8 +548,9 @@ def audit(config_path: str | None, **options) -> None:
 
     options["reference"] = list(options["reference"]) or None
     options["reference_adapter"] = list(options["reference_adapter"]) or None
-    nested = {"signal": ("k", "signal", "precision", "batch_tokens"), "attacks": ("min_k_fraction", "rmia_offline_a")}
-    sections = {section: {k: options.pop(k) for k in keys} for section, keys in nested.items()}
+    options["slice_by"] = tuple(options["slice_by"]) or None
+    seed = options.pop("seed")
+    sections = {section: {k: (seed if k == "seed" else options.pop(k)) for k in keys} for section, keys in AUDIT_SECTIONS.items()}
     sections = {section: {k: v for k, v in given.items() if v is not None} for section, given in sections.items()}
     if config_path:
         config = load_config(config_path, options)
@@ -377,29 +569,41 @@ def audit(config_path: str | None, **options) -> None:
 
 
 @main.command()
-@click.option("--scores", required=True, type=click.Path(), help="sample_id, role, target_loss[, reference_loss or reference_loss_1, _2, ..., group_id, length]")
-@click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=10))
-@click.option("--seed", default=0, show_default=True)
-def attack(scores: str, out: str, bootstrap: int, seed: int) -> None:
+@click.option("--scores", required=True, type=click.Path(),
+              help="sample_id, role, target_loss[, reference_loss or reference_loss_1, _2, ..., group_id, length]")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the report.")
+@_evaluation_options(from_config=False)
+@_setting("--seed", model=EvaluationSettings, field="seed", from_config=False,
+          help="Seed of the bootstrap and the balanced repeats.")
+def attack(scores: str, out: str, bootstrap: int, length_slices: int, length_bounds: tuple[int, ...] | None,
+           slice_by: tuple[str, ...], seed: int) -> None:
     """Audit from precomputed losses (lower = more likely under the model): same attacks and report."""
-    from lmaudit.metrics.settings import EvaluationSettings
     from lmaudit.pipeline import run_attack
     from lmaudit.report.tables import summary_table
 
-    report = run_attack(scores, out, EvaluationSettings(bootstrap=bootstrap, seed=seed))
+    settings = EvaluationSettings(bootstrap=bootstrap, seed=seed, length_slices=length_slices,
+                                  length_bounds=length_bounds or (), slice_by=tuple(slice_by))
+    report = run_attack(scores, out, settings)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
 
 
+def _demo_size_option(default: str):
+    """The size of a demo's data and models, shared by `demo` and `dp-sweep` (demos.py DEMO_SIZES)."""
+    return click.option("--size", default=default, type=click.Choice(DEMO_SIZES),
+                        help="smoke: a small, quick run that checks the setup; default: the size the README's numbers "
+                             "come from.")
+
+
 @main.command()
-@click.option("--out", default=None, type=click.Path(file_okay=False), help="Default: runs/demo (runs/demo-<suite>).")
-@click.option("--size", default="default", show_default=True, type=click.Choice(["smoke", "default"]))
-@click.option("--seed", default=0, show_default=True)
-@click.option("--suite", default="mlm", show_default=True, type=click.Choice(["mlm", "causal", "classifier"]),
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/demo, "
+                                                                            "runs/demo-<suite> for the other suites).")
+@_demo_size_option("default")
+@click.option("--seed", default=0, help="Seed of the generated data, the models and the audit.")
+@click.option("--suite", default="mlm", type=click.Choice(["mlm", "causal", "classifier"]),
               help="mlm: BERT models, MLM energy, likelihood ratio; causal: GPT-2 models, next-token loss; "
                    "classifier: topic classifiers of user posts, shadow-calibrated sample- and user-level attacks.")
-@click.option("--architecture", default="bert", show_default=True, type=click.Choice(["bert", "lstm"]),
+@click.option("--architecture", default="bert", type=click.Choice(["bert", "lstm"]),
               help="Classifier architecture (--suite classifier).")
 def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -> None:
     """Run the whole audit on generated data (clinical notes, or user posts) with tiny models trained on the spot."""
@@ -413,15 +617,16 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
 
 
 @main.command("dp-sweep")
-@click.option("--out", default="runs/dp-sweep", show_default=True, type=click.Path(file_okay=False))
-@click.option("--noise", default="2,1,0.1,0.01,0.001,0", show_default=True,
-              help="Noise multipliers, comma-separated; 0 = clipping without noise.")
-@click.option("--size", default="smoke", show_default=True, type=click.Choice(["smoke", "default"]))
-@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Training epochs (default: the size's).")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--max-grad-norm", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
-@click.option("--delta", default=1e-5, show_default=True, type=click.FloatRange(min=0, max=1, min_open=True, max_open=True))
-@click.option("--max-samples-per-group", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--out", default="runs/dp-sweep", type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--noise", default=DEFAULT_NOISES, help="Noise multipliers, comma-separated; 0 = clipping without noise.")
+# smoke by default: at the default size (100 epochs per DP-SGD target) a sweep takes over an hour on 2 CPU cores.
+@_demo_size_option("smoke")
+@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Training epochs of the targets (default: the size's).")
+@click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")
+@click.option("--max-grad-norm", default=1.0, type=click.FloatRange(min=0, min_open=True), help="Per-sample clipping norm.")
+@click.option("--delta", default=1e-5, type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+              help="Delta of the epsilons (the accountants' and the empirical lower bounds).")
+@click.option("--max-samples-per-group", default=50, type=click.IntRange(min=1), help="Notes kept per patient.")
 @click.option("--whitebox", is_flag=True, help="Also run the white-box attacks at every noise level.")
 def dp_sweep(out: str, noise: str, size: str, epochs: int | None, seed: int, max_grad_norm: float, delta: float,
              max_samples_per_group: int, whitebox: bool) -> None:

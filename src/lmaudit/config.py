@@ -80,7 +80,7 @@ class AuditConfig(BaseModel):
     attacks: AttackSettings = AttackSettings()
     include_text: bool = False
     trust_remote_code: bool = False
-    device: Literal[DEVICES] = "cpu"
+    device: Literal[DEVICES] = "auto"
     dtype: Literal[WEIGHT_DTYPES] = Field("fp32", description="dtype the weights are loaded in (bf16 halves the memory "
                                           "of fp32; the signal store keeps each dtype's values apart)")
     device_map: Literal["auto"] | None = Field(None, description="auto: spread a model too large for one GPU over the "

@@ -7,6 +7,7 @@ classifier (Shejwalkar et al.). Reruns reuse every model already trained the sam
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -25,6 +26,8 @@ from lmaudit.data.roles import (
     split_groups,
 )
 from lmaudit.pipeline import run_audit
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -124,14 +127,19 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
     from lmaudit.data.synth import generate_notes
 
     demo = DEMO_SIZES[size]
+    log.info("demo (%s suite, %s size): generating the notes of %d patients", suite, size, demo.patients)
     notes = generate_notes(demo.patients, seed)
     files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
+    log.info("demo: %d notes split into roles by patient, written to %s", len(notes), out / "data")
     models = out / "models"
     reference_texts = notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist()
     target_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
     kind, signal, token_signal = LANGUAGE_MODEL_SUITES[suite]
     recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
     references = [models / "reference"] + [models / f"reference-{i + 1}" for i in range(1, demo.references)]
+    log.info("demo: training %d models unless already trained (%d references, the target%s), %d epochs each",
+             len(references) + 1 + (kind == "clm"), len(references), ", a masked LM for neighbours" if kind == "clm" else "",
+             demo.epochs)
     for number, folder in enumerate(references):
         train_language_model_unless_done(kind, reference_texts, folder, seed=seed + 1 + number, label=folder.name,
                                          tokenizer_dir=None if number == 0 else references[0], **recipe)
@@ -149,6 +157,7 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
         out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
         whitebox=True, token_signal=token_signal, **neighbours,
     )
+    log.info("demo: auditing the target (%s, with white-box attacks)", signal)
     return run_audit(config, progress=progress)
 
 
@@ -159,8 +168,11 @@ def classifier_demo(out: Path, size: str, seed: int, progress: bool, architectur
     from lmaudit.models.train import train_unless_done
 
     demo = CLASSIFIER_DEMO_SIZES[size]
+    log.info("demo (classifier suite, %s size): generating the posts of %d users", size, demo.users)
     posts = generate_user_posts(demo.users, seed)
     files = split_and_write_roles(posts, CLASSIFIER_DEMO_SPLIT, seed, out / "data")
+    log.info("demo: %d posts split into roles by user, written to %s; training the target and the shadow %s "
+             "classifiers unless already trained", len(posts), out / "data", architecture)
 
     def texts_and_labels(role: str) -> tuple[list[str], list[str]]:
         rows = posts[posts["role"] == role]
@@ -180,4 +192,5 @@ def classifier_demo(out: Path, size: str, seed: int, progress: bool, architectur
         shadow_members=str(files[SHADOW_MEMBER]), shadow_nonmembers=str(files[SHADOW_NONMEMBER]),
         out=str(out), signal={"signal": "classifier"}, evaluation={"bootstrap": demo.bootstrap, "seed": seed}, whitebox=True,
     )
+    log.info("demo: auditing the target classifier (shadow-calibrated and white-box attacks)")
     return run_audit(config, progress=progress)

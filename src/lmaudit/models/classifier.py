@@ -4,6 +4,8 @@ with early stopping."""
 from __future__ import annotations
 
 import copy
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,8 @@ from lmaudit.models.train import (
     save_model_folder,
     starting_model,
 )
+
+log = logging.getLogger(__name__)
 
 
 def swap_lstm(model: torch.nn.Module, private: bool) -> None:
@@ -219,6 +223,10 @@ def train_classifier(
     private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
     steps, epoch_losses, validation_accuracies = 0, [], []
     stopping = EarlyStopping(patience)
+    started = time.monotonic()
+    log.info("training %s (%s %s): %d samples, %d labels, at most %d epochs (patience %d), batch size %d, learning rate %g%s",
+             label, architecture, start.get("size", size), len(encoded), len(names), max_epochs, patience, batch_size,
+             learning_rate, f", DP-SGD noise {dp.noise_multiplier:g}" if dp is not None else "")
     for epoch in tqdm(range(1, max_epochs + 1), desc=f"training {label} ({architecture} {size})", unit="epoch",
                       disable=not progress or None):
         batches = private.batches() if private else length_bucketed_batches(lengths, batch_size, order_rng)
@@ -226,7 +234,12 @@ def train_classifier(
         epoch_losses.append(epoch_loss)
         steps += epoch_steps
         validation_accuracies.append(accuracy(model, validation_encoded, validation_ids, pad))
+        log.log(logging.DEBUG if progress else logging.INFO, "training %s: epoch %d/%d, loss %.3f, validation accuracy "
+                "%.1f%% (%.0f s)", label, epoch, max_epochs, epoch_loss, 100 * validation_accuracies[-1],
+                time.monotonic() - started)
         if stopping.should_stop(epoch, validation_accuracies[-1], model):
+            log.info("training %s: stopped early after epoch %d, no better validation accuracy since epoch %d", label,
+                     epoch, stopping.best_epoch)
             break
     model.load_state_dict(stopping.best_state)
     model.eval()
@@ -248,4 +261,7 @@ def train_classifier(
         model = private.finished_model()
         swap_lstm(model, private=False)
     save_model_folder(model, tokenizer, summary, Path(out_dir))
+    log.info("trained %s: %d epochs (best %d) in %.1f s, train accuracy %.1f%%, %s accuracy %.1f%%; saved to %s", label,
+             len(epoch_losses), stopping.best_epoch, time.monotonic() - started, 100 * train_accuracy,
+             summary.gap_measured_on, 100 * held_out, out_dir)
     return summary

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -29,6 +31,8 @@ from lmaudit.models.inputs import per_sample_position_inputs
 from lmaudit.models.load import SUMMARY_FILE, load_tokenizer
 from lmaudit.models.pretrained import LoraSettings, load_checkpoint, with_lora
 from lmaudit.signals.base import model_max_length
+
+log = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SIZES = {
@@ -224,8 +228,12 @@ def train_language_model(
     epoch_losses = []
     private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
     steps = 0
+    started = time.monotonic()
+    log.info("training %s (%s, %s): %d samples, %d epochs, batch size %d, learning rate %g%s", label, kind,
+             start.get("size", size), len(encoded), epochs, batch_size, learning_rate,
+             f", DP-SGD noise {dp.noise_multiplier:g}" if dp is not None else "")
     model.train()
-    for _ in tqdm(range(epochs), desc=f"training {label} ({size})", unit="epoch", disable=not progress or None):
+    for epoch in tqdm(range(epochs), desc=f"training {label} ({size})", unit="epoch", disable=not progress or None):
         losses = []
         for batch_indices in private.batches() if private else length_bucketed_batches(lengths, batch_size, order_rng):
             batch = collator([{"input_ids": encoded[i]} for i in batch_indices])
@@ -240,12 +248,16 @@ def train_language_model(
             losses.append(loss.item())
             steps += 1
         epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))
+        log.log(logging.DEBUG if progress else logging.INFO, "training %s: epoch %d/%d, loss %.3f (%.0f s)", label,
+                epoch + 1, epochs, epoch_losses[-1], time.monotonic() - started)
     summary = TrainingSummary(**{
         "kind": kind, "size": size, "n_samples": len(encoded), "epochs": epochs, "seed": seed, "batch_size": batch_size,
         "learning_rate": learning_rate, "max_length": max_length, "final_train_loss": epoch_losses[-1],
         "epoch_losses": epoch_losses, "dp": dp_record(private, steps) if private else None, "dropout": dropout, **start,
     })
     save_model_folder((private.finished_model() if private else model).eval(), tokenizer, summary, Path(out_dir))
+    log.info("trained %s: final loss %.3f after %d epochs in %.1f s; saved to %s", label, epoch_losses[-1], epochs,
+             time.monotonic() - started, out_dir)
     return summary
 
 
@@ -278,3 +290,5 @@ def train_unless_done(folder: str | Path, wanted: dict, train: Callable[[], obje
     done = read_training_summary(folder)
     if done is None or not _agrees(done, wanted):
         train()
+    else:
+        log.info("reusing %s: already trained the same way", folder)

@@ -5,6 +5,8 @@ Which model class to load and which scorer to run come from the signal's registr
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.corpus import load_corpus_chunks, table_kind, table_writer
+from lmaudit.logs import Throttle
 from lmaudit.models.load import (
     DEFAULT_PLACEMENT,
     LoadedModel,
@@ -24,7 +27,9 @@ from lmaudit.models.load import (
 )
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.registry import resolved, signal_spec
-from lmaudit.signals.store import Backend, open_store, shard_positions, stored_signals
+from lmaudit.signals.store import Backend, InProcess, open_store, shard_positions, stored_signals
+
+log = logging.getLogger(__name__)
 
 # The models the last scoring job used, kept loaded for the next: an audit's passes (the signal, lowercase, prefix, the
 # chunks of a large file) reuse the target instead of loading it again. Models no job needs any more are let go.
@@ -101,7 +106,38 @@ def model_signal(
         keys = [text + (f"\x00label={label_of[i]}" if label_of is not None else "")
                 + (f"\x00prefix={prefix}" if prefix is not None else "") for i, text in zip(sample_ids, texts, strict=True)]
     return stored_signals([store], sample_ids, texts, job, chunk_size, description=f"scoring {label}", progress=progress,
-                          keys=keys, backend=backend)[0]
+                          keys=keys, backend=_Logged(backend, label, len(sample_ids), progress))[0]
+
+
+class _Logged:
+    """A backend that logs the pass it runs (logging only: the chunks, their order and their results are the wrapped
+    backend's): its start (samples, reused from the store, to compute), each finished chunk (DEBUG; and, when no bar
+    shows progress, INFO at most every ten seconds) and its end with the seconds it took. Counts and labels only."""
+
+    def __init__(self, backend: Backend | None, label: str, n_samples: int, progress: bool):
+        self.backend, self.label, self.n_samples, self.progress = backend or InProcess(), label, n_samples, progress
+
+    def map_chunks(self, job, chunks):
+        to_compute = sum(len(ids) for ids, _ in chunks)
+        reused = self.n_samples - to_compute
+        if not chunks:
+            log.info("%s: %d samples, all reused from the signal store", self.label, self.n_samples)
+            yield from self.backend.map_chunks(job, chunks)
+            return
+        log.info("scoring %s: %d samples, %d reused from the signal store, %d to compute in %d chunks", self.label,
+                 self.n_samples, reused, to_compute, len(chunks))
+        start, throttle, done = time.monotonic(), Throttle(), 0
+        for finished, (position, frames) in enumerate(self.backend.map_chunks(job, chunks), start=1):
+            yield position, frames
+            done += len(chunks[position][0])
+            line = ("scoring %s: chunk %d/%d stored, %d/%d samples computed (%.0f s)", self.label, finished, len(chunks),
+                    done, to_compute, time.monotonic() - start)
+            if not self.progress and finished < len(chunks) and throttle():
+                log.info(*line)
+            else:
+                log.debug(*line)
+        log.info("scored %s: %d samples (%d reused, %d computed) in %.1f s", self.label, self.n_samples, reused,
+                 to_compute, time.monotonic() - start)
 
 
 def _frame(values, encoded) -> pd.DataFrame:
@@ -129,7 +165,7 @@ def model_signals(
         stores = [open_store(cache_dir, weights_fingerprint(s, placement), settings) for s in sources.values()]
         job = ScoringJob(tuple(sources.values()), settings, placement, progress=progress)
         stored_signals(stores, sample_ids, texts, job, chunk_size, description=f"scoring {' and '.join(sources)}",
-                       progress=progress, backend=backend)
+                       progress=progress, backend=_Logged(backend, " and ".join(sources), len(sample_ids), progress))
     return {name: model_signal(source, sample_ids, texts, settings, cache_dir, progress, placement, name, chunk_size,
                                backend=backend)
             for name, source in sources.items()}
