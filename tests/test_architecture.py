@@ -100,3 +100,31 @@ def test_attacks_and_metrics_never_reach_torch():
     # And in a fresh interpreter: importing all of them loads none of the heavy libraries.
     code = "import sys\n" + "".join(f"import {m}\n" for m in pure) + f"print(sorted(set(sys.modules) & set({HEAVY!r})))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+# The distribution that provides each imported top-level name, where the two differ.
+DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "pyyaml", "jinja2": "jinja2"}
+# Declared but never imported, each on purpose: transformers needs accelerate for device_map="auto".
+USED_WITHOUT_IMPORT = {"accelerate"}
+
+
+def declared_dependencies() -> tuple[set[str], set[str]]:
+    """The core dependencies and the optional extras' (lower-case distribution names) of pyproject.toml."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text())["project"]
+
+    def names(requirements):
+        return {re.split(r"[<>=!\[; ]", requirement, maxsplit=1)[0].lower() for requirement in requirements}
+
+    return names(project["dependencies"]), names(r for extra in project["optional-dependencies"].values() for r in extra)
+
+
+def test_every_import_is_declared_and_every_dependency_is_used():
+    _, external = import_graph()
+    third_party = {name for names in external.values() for name in names} - set(sys.stdlib_module_names) - {"lmaudit"}
+    imported = {DISTRIBUTIONS.get(name, name).lower() for name in third_party}
+    core, extras = declared_dependencies()
+    assert imported - core - extras == set(), "imported but not declared"
+    assert core - imported - USED_WITHOUT_IMPORT == set(), "declared but never imported"

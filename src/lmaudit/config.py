@@ -118,12 +118,6 @@ class AuditConfig(BaseModel):
         return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _roles_given_once(self) -> AuditConfig:
-        if self.data is None and (self.members is None or self.nonmembers is None):
-            raise ValueError("give members and nonmembers files, or one data file with a role column")
-        return self
-
-    @model_validator(mode="after")
     def _one_adapter_per_reference(self) -> AuditConfig:
         if self.reference_adapter and len(self.reference_adapter) != len(self.reference):
             raise ValueError(f"{len(self.reference_adapter)} reference adapters for {len(self.reference)} references: "
@@ -150,7 +144,10 @@ class AuditConfig(BaseModel):
         return signal_backend(self.backend, self.ray_address, self.ray_workers, self.placement().device)
 
     def role_files(self) -> dict[str | None, str]:
-        """Files to load: role -> path (role None: the file's own role column decides)."""
+        """Files to load: role -> path (role None: the file's own role column decides); InputError without the members
+        and non-members (the Python API may give the samples as a DataFrame instead)."""
+        if self.data is None and (self.members is None or self.nonmembers is None):
+            raise InputError("give members and nonmembers files, or one data file with a role column")
         chosen: dict[str | None, str] = {role: getattr(self, name) for role, name in ROLE_FILE_FIELDS.items()
                                          if getattr(self, name)}
         if self.data:

@@ -47,9 +47,10 @@ from lmaudit.data.roles import (
     check_no_single_sample_groups,
     check_role_sizes,
 )
-from lmaudit.data.scores import load_scores
+from lmaudit.data.scores import REFERENCE_MODEL, load_scores
 from lmaudit.errors import InputError, row_location
 from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
+from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import sample_slices
 from lmaudit.models.load import ModelSource, Placement
@@ -110,7 +111,12 @@ class ScoringPlan:
 
 def load_audit_corpus(role_files: dict[str | None, str], columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Load every role file into one validated corpus (unique ids, roles disjoint by group), with the extra `columns`."""
-    corpus = combine_corpora([load_corpus(path, role, columns) for role, path in role_files.items()])
+    return checked_audit_corpus(combine_corpora([load_corpus(path, role, columns) for role, path in role_files.items()]))
+
+
+def checked_audit_corpus(corpus: pd.DataFrame) -> pd.DataFrame:
+    """The corpus, once its roles are checked: enough members and non-members, every other role non-empty, roles
+    disjoint by group (InputError naming the first problem)."""
     check_role_sizes(corpus, AUDITED_ROLES)
     present = set(corpus["role"])
     check_role_sizes(corpus, [r for r in ROLES if r in present and r not in AUDITED_ROLES])
@@ -118,19 +124,39 @@ def load_audit_corpus(role_files: dict[str | None, str], columns: tuple[str, ...
     return corpus
 
 
+@dataclass(frozen=True)
+class AuditOutcome:
+    """What an audit wrote and found: report.json's document, the typed results it was built from, what was not run,
+    and scores.parquet's table."""
+
+    report: dict
+    results: list[AttackResult]
+    skipped: list[Skipped]
+    scores: pd.DataFrame
+
+
 def run_audit(config: AuditConfig, progress: bool = False) -> dict:
-    """Audit from models: compute (or reuse) the signals, run every attack they allow, write the report."""
-    corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by)
+    """Audit from models (`audit`) and return report.json's document."""
+    return audit(config, progress).report
+
+
+def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | None = None) -> AuditOutcome:
+    """Audit from models: compute (or reuse) the signals, run every attack they allow, write the output folder.
+    `corpus`: the samples, already validated (`corpus_from_table`), instead of the configuration's role files."""
+    if corpus is None:
+        corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by)
+    else:
+        corpus = checked_audit_corpus(combine_corpora([corpus]))
     placement = config.placement()
     backend = config.signal_backend()
     classifier = signal_spec(config.signal.signal).output == "log_probabilities"
     scored = (classifier_signals if classifier else language_model_signals)(config, corpus, placement, backend, progress)
     attacks, not_run = run_attacks(scored.inputs)
     texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
-    return finish_report(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
-                         config.evaluation, texts, placement.device, scored.models, model_files(config),
-                         corpus.set_index("sample_id")[list(config.evaluation.slice_by)],
-                         CLASSIFIER_LEVEL_NAMES if classifier else LANGUAGE_MODEL_LEVEL_NAMES)
+    return finish_audit(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
+                        config.evaluation, texts, placement.device, scored.models, model_files(config),
+                        corpus.set_index("sample_id")[list(config.evaluation.slice_by)],
+                        CLASSIFIER_LEVEL_NAMES if classifier else LANGUAGE_MODEL_LEVEL_NAMES)
 
 
 def model_files(config: AuditConfig) -> dict[str, dict]:
@@ -435,10 +461,10 @@ def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
     return table
 
 
-def finish_report(out: str | Path, config: dict, samples: pd.DataFrame, attacks: list[AttackScores], skipped: list[Skipped],
-                  evaluation: EvaluationSettings, texts: pd.Series | None, device: str = "cpu", models: dict | None = None,
-                  files: dict | None = None, slice_columns: pd.DataFrame | None = None,
-                  level_names: dict[str, str] = GENERIC_LEVEL_NAMES) -> dict:
+def finish_audit(out: str | Path, config: dict, samples: pd.DataFrame, attacks: list[AttackScores], skipped: list[Skipped],
+                 evaluation: EvaluationSettings, texts: pd.Series | None, device: str = "cpu", models: dict | None = None,
+                 files: dict | None = None, slice_columns: pd.DataFrame | None = None,
+                 level_names: dict[str, str] = GENERIC_LEVEL_NAMES) -> AuditOutcome:
     """Evaluate the attacks on all data and on each slice and write the output folder (report.json, scores.parquet,
     report.html); `files`: the audited models' folders and fingerprints (`model_files`); `slice_columns`: the values of
     the slice_by columns (index sample_id); `level_names`: what each level's unit is called."""
@@ -450,20 +476,26 @@ def finish_report(out: str | Path, config: dict, samples: pd.DataFrame, attacks:
         raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))
     report = build_report(config, data_summary(samples), results, skipped, environment_info(device),
                           population_mismatch_warnings(results), models, files, level_names)
-    write_report(out, report, scores_table(samples, attacks, texts), attacks)
-    return report
+    scores = scores_table(samples, attacks, texts)
+    write_report(out, report, scores, attacks)
+    return AuditOutcome(report, results, skipped, scores)
 
 
 def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss") -> dict:
-    """Audit from precomputed losses: the same attacks, metrics and report, without any model."""
-    signals = load_scores(scores_path, evaluation.slice_by)
-    config = {"scores": str(scores_path), "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
+    """Audit from a file of precomputed losses (`attack_losses`) and return report.json's document."""
+    return attack_losses(load_scores(scores_path, evaluation.slice_by), out, evaluation, signal, str(scores_path)).report
+
+
+def attack_losses(signals: pd.DataFrame, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss",
+                  source: str = "DataFrame") -> AuditOutcome:
+    """Audit from precomputed losses (`load_scores`' or `scores_from_table`'s layout): the same attacks, metrics and
+    report, without any model; `source` names where the losses came from in the report's configuration."""
+    config = {"scores": source, "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
     values = {TARGET_LOSS: signals["target"].to_numpy(dtype=float)}
-    references = [column for column in signals.columns if column.startswith("reference")]
+    references = [column for column in signals.columns if REFERENCE_MODEL.match(column)]
     if references:
         values[REFERENCE_LOSSES] = signals[references].to_numpy(dtype=float)
     attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
     samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
-    return finish_report(out, config, samples, attacks, skipped, evaluation, texts=None,
-                         slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])
-
+    return finish_audit(out, config, samples, attacks, skipped, evaluation, texts=None,
+                        slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])

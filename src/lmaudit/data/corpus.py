@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -167,10 +167,22 @@ def load_corpus_chunks(path: str | Path, role: str | None = None, rows: int | No
     """load_corpus one chunk of at most `rows` rows at a time, each validated as it is read; sample ids are checked for
     duplicates across the whole file."""
     path = Path(path)
+    yield from _validated_chunks(read_table_chunks(path, rows), path, role, columns)
+
+
+def corpus_from_table(table: pd.DataFrame, name: str = "DataFrame", role: str | None = None,
+                      columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A corpus from a table already in memory (columns as in a corpus file), validated as load_corpus validates a
+    file; errors name `name` and the row."""
+    return pd.concat(list(_validated_chunks([table], Path(name), role, columns)), ignore_index=True)
+
+
+def _validated_chunks(tables: Iterable[pd.DataFrame], path: Path, role: str | None,
+                      columns: tuple[str, ...]) -> Iterator[pd.DataFrame]:
     first_row: dict[str, int] = {}  # sample id -> the row that used it first
     generated: bool | None = None
     offset = 0
-    for table in read_table_chunks(path, rows):
+    for table in tables:
         corpus = _corpus_chunk(table, path, role, offset)
         for column in columns:
             if column not in table.columns:

@@ -20,6 +20,8 @@ from lmaudit.errors import InputError, row_location
 REQUIRED_COLUMNS = ("sample_id", "role", "target_loss")
 # Loss columns of a scores file: the target's, and one reference's or several (reference_loss_1, reference_loss_2, ...).
 REFERENCE_COLUMN = re.compile(r"^reference_loss(_\d+)?$")
+# ... and the name of that reference model in the loaded table (reference, reference_1, ...).
+REFERENCE_MODEL = re.compile(r"^reference(_\d+)?$")
 
 
 def loss_columns(columns: list[str]) -> dict[str, str]:
@@ -29,10 +31,14 @@ def loss_columns(columns: list[str]) -> dict[str, str]:
 
 
 def load_scores(path: str | Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A scores file read and checked by `scores_from_table`."""
+    return scores_from_table(read_table(path), str(path), columns)
+
+
+def scores_from_table(table: pd.DataFrame, path: str, columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Columns sample_id, role, target[, reference or reference_1, reference_2, ...] (losses: lower = more likely under
     that model), group_id, subgroup_id, length, and the extra `columns` asked for (to slice by); every id and role
-    checked as for a corpus."""
-    table = read_table(path)
+    checked as for a corpus, errors naming `path` and the row."""
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; a scores file needs sample_id, role, target_loss")
