@@ -434,7 +434,7 @@ def _evaluation_options(from_config: bool):
     def decorate(function):
         return _apply(function, [
             setting("--bootstrap", field="bootstrap", type=click.IntRange(min=10),
-                    help="Bootstrap resamples of the AUC's and TPRs' confidence intervals."),
+                    help="Bootstrap resamples of the AUC's 95% interval (TPR intervals are exact, Clopper-Pearson)."),
             setting("--length-slices", field="length_slices", type=click.IntRange(min=0),
                     help="Report every sample-level attack on this many quantile bins of token length too (0 = none)."),
             click.option("--length-bounds", default=None, callback=_length_bounds, metavar="N,N,...",

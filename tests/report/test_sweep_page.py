@@ -4,7 +4,7 @@ AUC interval, advantage and empirical bound, and a figure against epsilon; a mis
 import json
 import re
 
-from lmaudit.report.sweep import write_sweep
+from lmaudit.report.sweep import sweep_table, write_sweep
 
 
 def row(noise, prv, rdp, auc, advantage):
@@ -17,9 +17,11 @@ def test_sweep_page_orders_rows_by_epsilon_and_shows_intervals(tmp_path):
     sweep = {"size": "smoke", "seed": 0, "epochs": 2, "attacks": ["loss sample"],
              "dp": {"max_grad_norm": 1.0, "delta": 1e-5, "max_samples_per_group": 50},
              "rows": [row(0.0, None, None, 0.71, 0.2), row(1.0, 3.2, 4.1, 0.52, None), row(0.1, None, 812.0, 0.6, 0.1)]}
+    sweep["rows"][1]["attacks"]["loss sample"]["epsilon_lower_bound"] = None  # no threshold calibrated
     write_sweep(tmp_path, sweep)
     html = (tmp_path / "sweep.html").read_text()
     noises = re.findall(r"<tr><td>([0-9.]+)</td>", html)
     assert noises == ["1", "0.1", "0"]  # by epsilon: PRV 3.2, else RDP 812, else infinity (no noise)
-    assert "0.520 [0.470, 0.570]" in html and "<td>n/a</td>" in html and "data:image/png;base64," in html
+    assert "0.520 [0.470, 0.570]" in html and "<td>n/a</td><td>n/a</td>" in html and "data:image/png;base64," in html
+    assert "0.520 / " in sweep_table(sweep) and "/ n/a" in sweep_table(sweep)
     assert json.loads((tmp_path / "sweep.json").read_text())["rows"][0]["epsilon_prv"] is None

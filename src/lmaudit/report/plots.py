@@ -48,9 +48,9 @@ def roc_figure(attacks: list[AttackScores], title: str, aucs: dict[str, float] |
         axis.set_xlabel("false-positive rate")
         axis.set_ylabel("true-positive rate")
         axis.set_title(f"{title}, {scale} axes", fontsize=10)
-        if scale == "log":
-            axis.set_xlim(smallest_fpr, 1)
-            axis.set_ylim(smallest_tpr, 1)
+        if scale == "log":  # with a single unit on a side, still a decade to draw in
+            axis.set_xlim(min(smallest_fpr, 0.1), 1)
+            axis.set_ylim(min(smallest_tpr, 0.1), 1)
     axes[1].legend(loc="lower right", fontsize=7)
     return _png(figure)
 
@@ -126,7 +126,8 @@ def sweep_figure(sweep: dict) -> str:
         left.errorbar(x, auc, yerr=[auc - low, high - auc], marker="o", capsize=3, label=name)
     left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
     left.set_ylabel("attack AUC (95% interval)")
-    bounds = [max((c["epsilon_lower_bound"] for c in r["attacks"].values()), default=0.0) for r in rows]
+    bounds = [max((c["epsilon_lower_bound"] for c in r["attacks"].values() if c["epsilon_lower_bound"] is not None),
+                  default=0.0) for r in rows]
     middle.plot(x, bounds, marker="o", color="black", label="largest empirical lower bound")
     if finite:
         middle.plot(finite, finite, "--", color="grey", linewidth=1, label="the accountant's epsilon")

@@ -22,7 +22,8 @@ def sweep_table(sweep: dict) -> str:
         for name in names:
             cell = row["attacks"].get(name)
             advantage = "" if not cell or cell["advantage"] is None else f"{cell['advantage']:.3f}"
-            cells.append(f"{cell['auc']:.3f} / {advantage} / {cell['epsilon_lower_bound']:.2f}" if cell else "")
+            bound = "n/a" if not cell or cell["epsilon_lower_bound"] is None else f"{cell['epsilon_lower_bound']:.2f}"
+            cells.append(f"{cell['auc']:.3f} / {advantage} / {bound}" if cell else "")
         lines.append(f"{row['noise_multiplier']:>7g}{eps[0]:>9}{eps[1]:>9}{row['held_out_loss']:>7.2f}"
                      + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)

@@ -63,7 +63,8 @@ def sweep_row(noise: float, training: dict, report: dict, utility: float) -> dic
         row["attacks"][f"{attack} {level}"] = {
             "auc": result["auc"], "auc_ci": result["auc_ci"],
             "advantage": population["advantage"] if population else None,
-            "epsilon_lower_bound": max(t["epsilon_lower_bound"] for t in result["thresholds"]),
+            # None where the level's population calibrates no threshold (its report says why)
+            "epsilon_lower_bound": max((t["epsilon_lower_bound"] for t in result["thresholds"]), default=None),
         }
     return row
 
