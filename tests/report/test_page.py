@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks.base import AttackScores
+from lmaudit.attacks.base import AttackScores, aggregated_attack, score_frame
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.pipeline import run_attack
+from lmaudit.pipeline import CLASSIFIER_LEVEL_NAMES, finish_audit, run_attack
 from lmaudit.report.plots import histogram_bins, histogram_figure
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -45,6 +45,25 @@ def report_page(tmp_path_factory):
     return out / "audit" / "report.html"
 
 
+@pytest.fixture(scope="module")
+def wide_report_page(tmp_path_factory):
+    """A classifier-like report: the longest attack and signal names, several signals at sample and user level."""
+    out = tmp_path_factory.mktemp("wide")
+    rng = np.random.default_rng(1)
+    roles = ["member"] * 120 + ["nonmember"] * 120 + ["population"] * 120
+    samples = pd.DataFrame({"sample_id": [f"s{i}" for i in range(360)], "role": roles,
+                            "group_id": [f"{r}-{i % 30}" for i, r in enumerate(roles)], "length": rng.integers(5, 90, 360)})
+    attacks = []
+    for attack, signal in (("logistic_calibration", "attention_concentration"), ("sample_threshold", "mentropy"),
+                           ("logistic_shadow", "gradient_norms"), ("sample_threshold", "correctness")):
+        frame = score_frame(samples, rng.normal(size=360) + 0.5 * (np.array(roles) == "member"))
+        attacks.append(AttackScores(frame, attack=attack, signal=signal, level="sample"))
+        attacks.append(aggregated_attack(attacks[-1], "group"))
+    finish_audit(out, {"out": str(out)}, samples, attacks, [], EvaluationSettings(bootstrap=20), texts=None,
+                 level_names=CLASSIFIER_LEVEL_NAMES)
+    return out / "report.html"
+
+
 def test_the_page_loads_nothing_from_outside_itself(report_page):
     html = report_page.read_text()
     assert not re.findall(r"""(?:src|href)\s*=\s*["'](?!data:|#)""", html)
@@ -58,16 +77,23 @@ def test_the_verdict_comes_first_and_blanks_say_why(report_page):
     assert "<h2>Subgroup level</h2>" in html and "admission" not in html.split('id="glossary"')[0]
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
-def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_page, tmp_path):
-    measured_page = tmp_path / "measured.html"
-    measured_page.write_text(report_page.read_text().replace("</body>", MEASURE, 1))
-    common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+def measured_widths(page, tmp_path, common) -> tuple[int, int, int]:
+    """The page's scroll width, the right edge of its widest table outside <details>, and how many such tables."""
+    measured_page = tmp_path / f"measured-{page.parent.name}.html"
+    measured_page.write_text(page.read_text().replace("</body>", MEASURE, 1))
     dom = subprocess.run([*common, "--virtual-time-budget=5000", "--dump-dom", measured_page.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
-    page_width, table_right, tables = map(int, re.search(r"<title>measured (\d+) (\d+) (\d+)</title>", dom).groups())
+    return tuple(map(int, re.search(r"<title>measured (\d+) (\d+) (\d+)</title>", dom).groups()))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_page, wide_report_page, tmp_path):
+    common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    page_width, table_right, tables = measured_widths(report_page, tmp_path, common)
     assert tables >= 5  # the verdict's, one per level, the level comparison
     assert page_width <= 1280 and table_right <= 1280
+    page_width, table_right, tables = measured_widths(wide_report_page, tmp_path, common)
+    assert tables >= 3 and page_width <= 1280 and table_right <= 1280
     screenshot = tmp_path / "top.png"
     subprocess.run([*common, f"--screenshot={screenshot}", report_page.as_uri()], capture_output=True, timeout=120)
     pixels = matplotlib.image.imread(screenshot)[:, :, :3]

@@ -51,8 +51,11 @@ def test_each_level_reports_its_strongest_attack_best_low_fpr_attack_and_largest
     assert sample["epsilon_lower_bound"] == {"attack": "likelihood_ratio", "signal": "loss", "rule": "population",
                                              "alpha": 0.1, "epsilon_lower_bound": 0.8}
     assert sample["risk"] == "high"
-    assert "likelihood_ratio exposes 12.0% of member samples (24 of 200, 2 of 200 non-members wrongly accused)" in sample["statement"]
-    assert "epsilon below 0.80" in sample["statement"]
+    assert sample["statement"].startswith("High risk at sample level: an attacker can tell member samples from "
+                                          "non-members. Strongest attack: loss on loss, AUC 0.700 [0.660, 0.740]; ")
+    assert ("likelihood_ratio on loss exposes 12.0% of member samples (24 of 200, 2 of 200 non-members wrongly accused)"
+            in sample["statement"])
+    assert "epsilon below 0.80 (at the report's delta) could allow the counts of likelihood_ratio on loss" in sample["statement"]
     group = summary["levels"]["group"]
     assert group["name"] == "patient" and group["risk"] == "inconclusive"
     assert "with 30 non-members, 1% false positives cannot be resolved" in group["statement"]

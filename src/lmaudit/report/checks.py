@@ -20,8 +20,9 @@ def inverted_signal_warnings(results: list[dict], level_names: dict[str, str]) -
             warnings.append(
                 f"{level_names.get(level, level)} level: AUC well below 0.5 for {listed}: a strong signal in the inverted "
                 "direction (members look less like training data than non-members). Check that the member file holds "
-                "the target's training data and that target and reference are not swapped. The verdict does not "
-                "count a flipped attack: its direction must be fixed before the labels are seen.")
+                "the target's training data and that no two models are swapped; an attack fitted on another model "
+                "(a shadow) may also not transfer. The verdict does not count a flipped attack: its direction must be "
+                "fixed before the labels are seen.")
     return warnings
 
 
@@ -40,8 +41,9 @@ def shadow_mismatch_warnings(models: dict) -> list[str]:
 
 
 def population_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
-    """One warning per level whose population could not calibrate some threshold: each reason, with the attacks it
-    concerns when not all of the level's (attacks may read different parts of the population)."""
+    """One warning per level whose population is too small (or too tied) to calibrate some threshold: each reason, with
+    the attacks it concerns when not all of the level's (attacks may read different parts of the population). An audit
+    without population data gets none: its cells say why they are blank."""
     warnings = []
     for level in LEVELS:
         at_level = [r for r in results if r["level"] == level and r["slice"] == "all"]
@@ -50,7 +52,8 @@ def population_warnings(results: list[dict], level_names: dict[str, str]) -> lis
             unavailable = result.get("unavailable") or {}
             for key in sorted((k for k in unavailable if k.startswith("population_threshold")),
                               key=lambda k: -float(k.rsplit("_", 1)[1])):
-                attacks_by_reason.setdefault(unavailable[key], []).append(result["attack"])
+                if result["n_population"]:  # no population at all is a choice (a shadow calibrates), not a shortage
+                    attacks_by_reason.setdefault(unavailable[key], []).append(result["attack"])
         if attacks_by_reason:
             parts, said = [], None
             for reason, attacks in attacks_by_reason.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
@@ -55,9 +56,15 @@ GLOSSARY = {
 }
 
 
+def breakable(name: str) -> Markup:
+    """A snake_case name the browser may wrap after each underscore (so long attack and signal names fit a column)."""
+    return Markup("_<wbr>").join(escape(part) for part in str(name).split("_"))
+
+
 def render_template(name: str, **context) -> str:
     """Render one of the package's templates (report/templates/NAME)."""
     environment = Environment(loader=PackageLoader("lmaudit.report", "templates"), autoescape=select_autoescape())
+    environment.filters["breakable"] = breakable
     return environment.get_template(name).render(**context)
 
 
@@ -138,29 +145,39 @@ def slice_tables(report: dict) -> list[dict]:
     return tables
 
 
-def _figure_groups(attacks: list[AttackScores]) -> dict[str, list[AttackScores]]:
-    """Attacks per ROC figure: one per level, or per level and signal when there are several signals."""
+ROC_CURVES_SHOWN = 6  # the strongest attacks drawn in each level's main ROC figure; the rest are folded
+
+
+def _curve_label(report: dict, attack: AttackScores, with_signal: bool) -> str | None:
+    """`attack (signal) (AUC 0.693)`, or None when the attack was not evaluated at its level."""
+    result = result_of(report, attack.attack, attack.level, attack.signal)
+    if result is None:
+        return None
+    return f"{attack.attack}{f' ({attack.signal})' if with_signal else ''} (AUC {result['auc']:.3f})"
+
+
+def roc_images(report: dict, attacks: list[AttackScores]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Per level: one figure of the strongest attacks (ROC_CURVES_SHOWN, by the ranking), and, folded, one figure per
+    signal with all of them when there are several signals (or more attacks than shown)."""
     several_signals = len({a.signal for a in attacks}) > 1
-    groups: dict[str, list[AttackScores]] = {}
-    for attack in sorted(attacks, key=lambda a: LEVELS.index(a.level)):
-        groups.setdefault(attack.level, {}).setdefault(attack.signal if several_signals else "", []).append(attack)
-    return groups
-
-
-def roc_images(report: dict, attacks: list[AttackScores]) -> dict[str, list[str]]:
-    """Per level, its ROC figures (one per signal when there are several), with each attack's AUC in the legend."""
-    images: dict[str, list[str]] = {}
-    for level, by_signal in _figure_groups(attacks).items():
+    by_key = {(a.attack, a.signal, a.level): a for a in attacks}
+    strongest, every = {}, {}
+    for level in LEVELS:
+        ranked = report["ranking"].get(level, [])
+        if not ranked:
+            continue
         name = report["level_names"].get(level, level)
-        for signal, group in by_signal.items():
-            aucs = {}
-            for attack in group:
-                result = result_of(report, attack.attack, level, attack.signal)
-                if result is not None:
-                    aucs[attack.attack] = result["auc"]
-            title = f"{name} level" + (f", {signal}" if signal else "")
-            images.setdefault(level, []).append(roc_figure([a for a in group if a.attack in aucs], title, aucs))
-    return images
+        shown = [by_key[(row["attack"], row["signal"], level)] for row in ranked[:ROC_CURVES_SHOWN]
+                 if (row["attack"], row["signal"], level) in by_key]
+        strongest[level] = roc_figure([(_curve_label(report, a, several_signals), a) for a in shown],
+                                      f"{name} level" + (", strongest attacks" if len(ranked) > len(shown) else ""))
+        if several_signals or len(ranked) > len(shown):
+            for signal in dict.fromkeys(a.signal for a in attacks if a.level == level):
+                curves = [(label, a) for a in attacks if a.level == level and a.signal == signal
+                          if (label := _curve_label(report, a, False)) is not None]
+                if curves:
+                    every.setdefault(level, []).append(roc_figure(curves, f"{name} level, {signal}"))
+    return strongest, every
 
 
 def _histogram_threshold(result: dict) -> tuple[float | None, str]:
@@ -199,10 +216,11 @@ def attacks_run(report: dict) -> list[dict]:
 def render_html(report: dict, attacks: list[AttackScores]) -> str:
     """The audit's page: verdict, per-level results and ROC curves, folded evidence, glossary, provenance."""
     levels = [level for level in LEVELS if report["ranking"].get(level)]
+    roc_strongest, roc_every = roc_images(report, attacks)
     return render_template(
         "report.html.j2",
         report=report, levels=levels, names=report["level_names"], results_tables=results_tables(report),
-        slice_tables=slice_tables(report), roc_images=roc_images(report, attacks),
+        slice_tables=slice_tables(report), roc_strongest=roc_strongest, roc_every=roc_every,
         histogram_images=histogram_images(report, attacks), attacks_run=attacks_run(report), glossary=GLOSSARY,
         feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS,
         level_table=level_table(report["results"]), pct=percent, num=number,

@@ -24,20 +24,18 @@ def _png(figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def roc_figure(attacks: list[AttackScores], title: str, aucs: dict[str, float] | None = None) -> str:
-    """ROC curves of the given attacks on linear and logarithmic axes side by side (`title`: e.g. "sample level"; `aucs`:
-    each attack's AUC, for the legend). The log axes start at the smallest rate the data resolves: 1 / non-members
-    (FPR) and 1 / members (TPR)."""
+def roc_figure(curves: list[tuple[str, AttackScores]], title: str) -> str:
+    """ROC curves of the given (legend label, attack) pairs on linear and logarithmic axes side by side (`title`: e.g.
+    "sample level"). The log axes start at the smallest rate the data resolves: 1 / non-members (FPR) and 1 / members
+    (TPR)."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     smallest_fpr = smallest_tpr = 1.0
-    for attack in attacks:
+    for label, attack in curves:
         audited = attack.frame[attack.frame["role"].isin(AUDITED_ROLES)]
         labels = (audited["role"] == MEMBER).to_numpy()
         smallest_fpr = min(smallest_fpr, 1 / max(1, int((~labels).sum())))
         smallest_tpr = min(smallest_tpr, 1 / max(1, int(labels.sum())))
         fpr, tpr, _ = roc_points(labels, audited["score"].to_numpy())
-        auc = (aucs or {}).get(attack.attack)
-        label = attack.attack if auc is None else f"{attack.attack} (AUC {auc:.3f})"
         for axis in axes:
             axis.plot(fpr, tpr, label=label, drawstyle="steps-post")
     for axis, scale in zip(axes, ("linear", "log"), strict=True):

@@ -60,12 +60,17 @@ def _risk(strongest: dict, at_low_fpr: dict | None, epsilon: dict | None) -> str
     return "inconclusive" if strongest["n_nonmembers"] < 1 / float(VERDICT_ALPHA) else "low"
 
 
+def _named(row: dict) -> str:
+    """An attack as the statements name it: `likelihood_ratio on mlm_energy`."""
+    return f"{row['attack']} on {row['signal']}"
+
+
 def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | None, epsilon: dict | None) -> str:
     units = f"{level_name}s"
     auc = f"AUC {strongest['auc']:.3f} [{strongest['auc_ci'][0]:.3f}, {strongest['auc_ci'][1]:.3f}]"
     parts = []
     if at_low_fpr is not None:
-        exposed = (f"at a 1% false-positive rate, {at_low_fpr['attack']} exposes {at_low_fpr['tpr']:.1%} of member "
+        exposed = (f"at a 1% false-positive rate, {_named(at_low_fpr)} exposes {at_low_fpr['tpr']:.1%} of member "
                    f"{units} ({at_low_fpr['tp']} of {at_low_fpr['n_members']}, {at_low_fpr['fp']} of "
                    f"{at_low_fpr['n_nonmembers']} non-members wrongly accused)")
         if at_low_fpr["resolution_limited"]:
@@ -73,7 +78,7 @@ def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | N
         parts.append(exposed)
     if epsilon and epsilon["epsilon_lower_bound"] > 0:
         parts.append(f"no training with epsilon below {epsilon['epsilon_lower_bound']:.2f} (at the report's delta) "
-                     f"could allow {epsilon['attack']}'s counts, with 95% confidence")
+                     f"could allow the counts of {_named(epsilon)}, with 95% confidence")
     else:
         parts.append("no attack's counts rule out any epsilon")
     evidence = "; ".join(parts)
@@ -87,7 +92,7 @@ def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | N
         "inconclusive": f"Inconclusive at {level_name} level: no leakage was shown, but there are too few non-member "
                         f"{units} to measure a 1% false-positive rate.",
     }[risk]
-    return f"{opening} Strongest attack: {strongest['attack']} ({auc}); {evidence}."
+    return f"{opening} Strongest attack: {_named(strongest)}, {auc}; {evidence}."
 
 
 def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str]) -> dict:
