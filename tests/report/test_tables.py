@@ -34,3 +34,15 @@ def test_feature_attack_table_reads_auc_and_shadow_accuracy():
     ]
     assert feature_attack_table(results) == [{"feature": "loss", "attacks": {
         "sample_threshold": {"auc": 0.66, "accuracy": 0.61}, "user_logistic": {"auc": 0.91, "accuracy": 0.87}}}]
+
+
+def test_ranking_lines_keep_columns_apart_for_long_names():
+    from lmaudit.report.tables import ranking_lines
+
+    point = {"tpr": 0.1, "tp": 3, "fp": 1}
+    rows = [{"attack": attack, "signal": signal, "auc": 0.6, "auc_ci": [0.5, 0.7],
+             "tpr_at_fpr": {"0.01": point, "0.001": point}}
+            for attack, signal in (("logistic_calibration", "attention_concentration"), ("loss", "x"))]
+    lines = ranking_lines({"ranking": {"sample": rows}, "results": []})
+    column = lines[0].index("AUC [95% CI]")
+    assert all(line[column:].startswith("0.600 [0.500, 0.700]") and line[column - 1] == " " for line in lines[2:])

@@ -63,8 +63,9 @@ def population_warnings(results: list[dict], level_names: dict[str, str]) -> lis
                 said = count
                 parts.append(part if len(attacks) == len(at_level) else f"{part} ({', '.join(dict.fromkeys(attacks))})")
             listed = "; ".join(parts)
+            advice = "; give more population data" if any("needs at least" in r for r in attacks_by_reason) else ""
             warnings.append(f"{level_names.get(level, level)} level: {listed}. Precision, recall and advantage at those "
-                            "thresholds are missing; give more population data")
+                            f"thresholds are missing{advice}")
     return warnings
 
 

@@ -68,8 +68,10 @@ def ranking_lines(report: dict, level: str = "sample") -> list[str]:
     """One level's ranking as text: rank, attack, signal, AUC [CI], TPR at 1% and 0.1% FPR (TP/FP), and precision,
     recall and advantage at the population 10% threshold ('n/a' where it could not be calibrated; the report says why)."""
     rows = report.get("ranking", {}).get(level, [])
-    header = (f"{'#':>2}  {'attack':<22}{'signal':<20}{'AUC [95% CI]':<24}{'TPR@1% (TP/FP)':<20}{'TPR@0.1% (TP/FP)':<20}"
-              f"{'prec@10%':>9}{'rec@10%':>9}{'adv':>7}")
+    attack_width = max([22, *(len(row["attack"]) + 2 for row in rows)])
+    signal_width = max([12, *(len(row["signal"]) + 2 for row in rows)])
+    header = (f"{'#':>2}  {'attack':<{attack_width}}{'signal':<{signal_width}}{'AUC [95% CI]':<24}{'TPR@1% (TP/FP)':<20}"
+              f"{'TPR@0.1% (TP/FP)':<20}{'prec@10%':>9}{'rec@10%':>9}{'adv':>7}")
     lines = [header, "-" * len(header)]
     for rank, row in enumerate(rows, 1):
         cells = []
@@ -80,7 +82,7 @@ def ranking_lines(report: dict, level: str = "sample") -> list[str]:
         threshold = population_threshold_at(result) if result else None
         population = ([percent(threshold["precision"]) or "n/a", percent(threshold["recall"]), number(threshold["advantage"])]
                       if threshold else ["n/a"] * 3)
-        lines.append(f"{rank:>2}  {row['attack']:<22}{row['signal']:<20}"
+        lines.append(f"{rank:>2}  {row['attack']:<{attack_width}}{row['signal']:<{signal_width}}"
                      f"{row['auc']:.3f} [{row['auc_ci'][0]:.3f}, {row['auc_ci'][1]:.3f}]    {cells[0]:<20}{cells[1]:<20}"
                      f"{population[0]:>9}{population[1]:>9}{population[2]:>7}")
     return lines
