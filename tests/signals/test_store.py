@@ -145,3 +145,31 @@ def test_fingerprints_are_remembered_across_runs_until_a_file_changes(tmp_path, 
     os.utime(folder / "model.safetensors", ns=(1, 1))
     load._files_digest.cache_clear()
     assert load.model_fingerprint(folder) == hashlib.sha256(b"config.json{}model.safetensorsretrained").hexdigest()
+
+
+def test_the_store_is_no_membership_oracle(tmp_path):
+    """Nothing written under the store's root is a plain hash of a text: with the files alone (without the secret in
+    store.key) nobody can hash a guessed sentence and find it; two stores key the same text differently."""
+    import hashlib
+    import hmac
+
+    ids = [f"s{i}" for i in range(6)]
+    texts = [f"patient {i} was seen in clinic" for i in range(6)]
+    first, second = SignalStore(tmp_path / "a", "f" * 64, SignalSettings()), SignalStore(tmp_path / "b", "f" * 64, SignalSettings())
+    for store in (first, second):
+        stored_signal(store, ids, texts, fake_compute([]))
+    plain = {hashlib.sha256(text.encode()).hexdigest() for text in texts}
+    written = b"".join(path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
+    assert not any(digest.encode() in written for digest in plain)
+    assert not any(text.encode() in written for text in texts)
+    for part in tmp_path.rglob("*.parquet"):  # and no cell of any stored table, whatever the file's compression
+        cells = set(pd.read_parquet(part).astype(str).to_numpy().ravel())
+        assert cells.isdisjoint(plain) and cells.isdisjoint(texts)
+    keys = [set(store.load()["text_key"]) for store in (first, second)]
+    assert keys[0].isdisjoint(keys[1]) and len(keys[0]) == 6
+    secret = bytes.fromhex((tmp_path / "a" / "store.key").read_text())
+    assert keys[0] == {hmac.new(secret, text.encode(), hashlib.sha256).hexdigest() for text in texts}
+    # A second store object on the same root shares its secret, so a rerun reuses every value.
+    calls = []
+    stored_signal(SignalStore(tmp_path / "a", "f" * 64, SignalSettings()), ids, texts, fake_compute(calls))
+    assert calls == []

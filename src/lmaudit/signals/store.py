@@ -2,15 +2,20 @@
 
 A run that is interrupted keeps every finished chunk; the next run computes only what is
 missing, and since masks depend only on (seed, sample_id, k) its numbers equal an
-uninterrupted run's. The store holds sample ids and text hashes, never text.
+uninterrupted run's. The store holds sample ids and keyed hashes of texts, never text: each text's key is an
+HMAC-SHA256 under a random secret kept in the store's root (`store.key`), so that a stored key ties a value to the
+exact text it was computed on, yet nobody without the store's secret can hash a guessed sentence and look it up
+(an unsalted hash next to a sample id would make the store a membership oracle).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -24,8 +29,13 @@ from lmaudit.atomic import staged, write_text
 from lmaudit.errors import InputError
 from lmaudit.signals.base import SignalSettings
 
-STORE_COLUMNS = ["sample_id", "text_sha256", "value", "n_tokens", "truncated"]
+STORE_COLUMNS = ["sample_id", "text_key", "value", "n_tokens", "truncated"]
+ROW_KEY = ["sample_id", "text_key"]
 CACHE_FOLDER = "cache"
+SECRET_FILE = "store.key"
+# Part of every store's folder name: stores written before texts were keyed (format 1, unsalted SHA-256) are never
+# read again, and nothing is mixed with them.
+STORE_FORMAT = 2
 
 
 def default_cache_dir(out_folder: str | Path) -> Path:
@@ -33,19 +43,39 @@ def default_cache_dir(out_folder: str | Path) -> Path:
     return Path(out_folder) / CACHE_FOLDER
 
 
-def text_hash(text: str) -> str:
-    """SHA-256 of a text (hex): ties a stored value to the exact text it was computed on."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def store_secret(root: Path) -> bytes:
+    """The store's random 32-byte secret, created on first use. Created atomically (a hard link that fails if the file
+    exists), so processes sharing a store agree on one secret."""
+    path = root / SECRET_FILE
+    if not path.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        candidate = root / f".{SECRET_FILE}.{socket.gethostname()}-{os.getpid()}"
+        candidate.write_text(secrets.token_hex(32), encoding="ascii")
+        os.chmod(candidate, 0o600)
+        try:
+            os.link(candidate, path)
+        except FileExistsError:  # another process created it first: use theirs
+            pass
+        finally:
+            candidate.unlink()
+    return bytes.fromhex(path.read_text(encoding="ascii").strip())
+
+
+def text_key(secret: bytes, text: str) -> str:
+    """HMAC-SHA256 of a text under the store's secret (hex): ties a stored value to the exact text, and reveals nothing
+    about the text to whoever lacks the secret."""
+    return hmac.new(secret, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 class SignalStore:
     """Stored values of one signal (with fixed settings) under one model."""
 
     def __init__(self, root: str | Path, fingerprint: str, settings: SignalSettings):
-        key = settings.value_key()
+        key = {**settings.value_key(), "store_format": STORE_FORMAT}
         settings_key = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         self.folder = Path(root) / fingerprint[:16] / f"{settings.signal}-{settings_key}"
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.secret = store_secret(Path(root))
         info = self.folder / "settings.json"
         if not info.exists():
             write_text(info, json.dumps({"model_fingerprint": fingerprint, **key}, indent=2))
@@ -55,7 +85,7 @@ class SignalStore:
         self._next_part = len(list(self.folder.glob("part-*.parquet")))
 
     def load(self) -> pd.DataFrame:
-        """All stored rows (one per sample id and text hash). Parts are read once per process: a later call reads only
+        """All stored rows (one per sample id and text key). Parts are read once per process: a later call reads only
         the parts written since (by other processes sharing the store)."""
         new = [part for part in sorted(self.folder.glob("part-*.parquet")) if part.name not in self._read]
         frames = [*([] if self._table is None else [self._table]), *self._written, *(pd.read_parquet(p) for p in new)]
@@ -64,7 +94,7 @@ class SignalStore:
         if not frames:
             return pd.DataFrame(columns=STORE_COLUMNS)
         if len(frames) > 1 or self._table is None:
-            self._table = pd.concat(frames, ignore_index=True).drop_duplicates(["sample_id", "text_sha256"], keep="last")
+            self._table = pd.concat(frames, ignore_index=True).drop_duplicates(ROW_KEY, keep="last")
         return self._table
 
     def append(self, rows: pd.DataFrame) -> None:
@@ -140,21 +170,25 @@ def stored_signals(
     missing from all of them; samples missing from only some stay missing (NaN) for the caller.
 
     `compute(ids, texts)` returns one frame per store, columns value, n_tokens, truncated; `backend` runs it (default:
-    in this process). A value is stored under its sample id and the hash of its text, or of `keys` (what else it
+    in this process). A value is stored under its sample id and the keyed hash of its text, or of `keys` (what else it
     depends on) when given.
     """
-    hashes = [text_hash(k) for k in (keys if keys is not None else texts)]
-    wanted = pd.DataFrame({"sample_id": sample_ids, "text_sha256": hashes, "text": texts})
-    keys = ["sample_id", "text_sha256"]
-    missing_everywhere = pd.Series(True, index=wanted.index)
-    for store in stores:
-        missing_everywhere &= wanted.merge(store.load(), on=keys, how="left")["value"].isna()
-    missing = wanted[missing_everywhere.to_numpy()]
-    parts = [missing.iloc[start : start + chunk_size] for start in range(0, len(missing), chunk_size)]
-    chunks = [(part["sample_id"].tolist(), part["text"].tolist()) for part in parts]
+    keyed = keys if keys is not None else texts
+    by_secret: dict[bytes, list[str]] = {}
+    for store in stores:  # stores under one root share a secret: each text is keyed once per secret
+        if store.secret not in by_secret:
+            by_secret[store.secret] = [text_key(store.secret, text) for text in keyed]
+    wanted = [pd.DataFrame({"sample_id": sample_ids, "text_key": by_secret[store.secret]}) for store in stores]
+    missing_everywhere = np.ones(len(sample_ids), dtype=bool)
+    for store, rows in zip(stores, wanted, strict=True):
+        missing_everywhere &= rows.merge(store.load(), on=ROW_KEY, how="left")["value"].isna().to_numpy()
+    missing = np.flatnonzero(missing_everywhere)
+    parts = [missing[start : start + chunk_size] for start in range(0, len(missing), chunk_size)]
+    chunks = [([sample_ids[i] for i in part], [texts[i] for i in part]) for part in parts]
     finished = (backend or InProcess()).map_chunks(compute, chunks)
     for position, frames in tqdm(finished, total=len(chunks), desc=description, unit="chunk", disable=not progress or None):
-        for store, computed in zip(stores, frames, strict=True):
-            store.append(pd.concat([parts[position][keys].reset_index(drop=True), computed.reset_index(drop=True)], axis=1))
-    return [wanted.merge(store.load(), on=keys, how="left")[["sample_id", "value", "n_tokens", "truncated"]]
-            for store in stores]
+        for store, rows, computed in zip(stores, wanted, frames, strict=True):
+            store.append(pd.concat([rows.iloc[parts[position]].reset_index(drop=True), computed.reset_index(drop=True)],
+                                   axis=1))
+    return [rows.merge(store.load(), on=ROW_KEY, how="left")[["sample_id", "value", "n_tokens", "truncated"]]
+            for store, rows in zip(stores, wanted, strict=True)]
