@@ -185,3 +185,16 @@ def test_attack_from_a_scores_file_with_several_references(tmp_path, calls):
     scores = pd.read_parquet(tmp_path / "out" / "scores.parquet")
     expected = (scores["reference_1_loss"] + scores["reference_2_loss"]) / 2 - scores["target_loss"]
     np.testing.assert_allclose(scores["score_likelihood_ratio"], expected)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # an overflow in a figure is a broken figure
+def test_huge_losses_and_no_population_still_give_a_full_report_with_a_warning(tmp_path):
+    rng = np.random.default_rng(0)
+    losses = np.r_[rng.normal(size=98), 1e308, -1e308]
+    pd.DataFrame({"sample_id": [f"s{i}" for i in range(100)], "role": ["member", "nonmember"] * 50,
+                  "target_loss": losses}).to_csv(tmp_path / "scores.csv", index=False)
+    report = pipeline.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"report.json", "report.html", "scores.parquet"}
+    assert report["results"][0]["thresholds"] == []
+    assert report["results"][0]["unavailable"]["population_threshold_0.1"].startswith("no population samples")
+    assert any("no threshold could be calibrated for loss" in w for w in report["warnings"])

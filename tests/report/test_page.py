@@ -1,5 +1,6 @@
 """The report page as a reader sees it: rendered by headless Chromium at 1280 px it is not blank, its main tables do
-not overflow sideways, it loads nothing from the network; its histograms survive huge, tied and constant scores."""
+not overflow sideways, it loads nothing from the network; its histograms survive huge, tied and constant scores
+(matplotlib warnings are errors here: an overflow in the axis ticks is a broken figure)."""
 
 import re
 import shutil
@@ -107,6 +108,7 @@ def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_
     np.full(50, 3.0),  # constant
     np.r_[np.arange(20.0), np.inf, -np.inf],  # infinities
 ])
+@pytest.mark.filterwarnings("error")
 def test_histograms_clip_outliers_into_marked_end_bins(values):
     edges, below, above = histogram_bins(values)
     assert np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0) and len(edges) - 1 <= 50
@@ -116,7 +118,12 @@ def test_histograms_clip_outliers_into_marked_end_bins(values):
     histogram_figure(AttackScores(frame, attack="loss", signal="x", level="sample"), 1e308, "threshold")
 
 
-def test_histogram_bins_cover_the_central_99_percent():
-    values = np.arange(1000.0)
+def test_histogram_bins_stop_at_the_outliers():
+    values = np.arange(1000.0)  # no outlier: the bins span the data
     edges, below, above = histogram_bins(values)
-    assert (below, above) == (5, 5) and edges[0] == pytest.approx(4.995) and edges[-1] == pytest.approx(994.005)
+    assert (below, above) == (0, 0) and (edges[0], edges[-1]) == (0.0, 999.0)
+    spiked = np.r_[np.random.default_rng(0).normal(size=98), 1e308, -1e308]
+    edges, below, above = histogram_bins(spiked)
+    assert (below, above) == (1, 1) and -5 < edges[0] < edges[-1] < 5
+    edges, below, above = histogram_bins(np.r_[np.zeros(99), 1e308])  # ties everywhere but one value
+    assert list(edges) == [-0.5, 0.5] and (below, above) == (0, 1)

@@ -94,3 +94,11 @@ def test_warnings_for_a_shadow_unlike_the_target_and_for_truncation():
     assert warnings[1].startswith("3 of 200 scored samples (1.5%) were longer than the model's limit")
     alike = {"target": {"train_accuracy": 0.92}, "shadow": {"train_accuracy": 0.85}}
     assert audit_warnings(document([result("loss")], alike)) == []
+
+
+def test_a_warning_when_an_attack_gets_no_threshold_at_all():
+    bare = {**result("loss"), "thresholds": []}
+    warnings = audit_warnings(document([bare, result("likelihood_ratio")]))
+    assert warnings == ["sample level: no threshold could be calibrated for loss (no population data, and no calibration "
+                        "members or shadow model for them): precision, recall, advantage and the epsilon bound are "
+                        "missing; give population data (--population)"]

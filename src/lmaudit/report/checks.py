@@ -1,5 +1,5 @@
 """Warnings an auditor must see before trusting the numbers, read from report.json's document: inverted signals,
-a shadow model unlike the target, too little population to calibrate, truncated samples."""
+a shadow model unlike the target, too little population to calibrate, no threshold at all, truncated samples."""
 
 from __future__ import annotations
 
@@ -69,6 +69,20 @@ def population_warnings(results: list[dict], level_names: dict[str, str]) -> lis
     return warnings
 
 
+def uncalibrated_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
+    """One warning per level with attacks that got no threshold at all (no population, no calibration members, no
+    shadow): only their AUC and TPRs are measured."""
+    warnings = []
+    for level in LEVELS:
+        bare = [r["attack"] for r in results if r["level"] == level and r["slice"] == "all" and not r["thresholds"]]
+        if bare:
+            warnings.append(f"{level_names.get(level, level)} level: no threshold could be calibrated for "
+                            f"{', '.join(dict.fromkeys(bare))} (no population data, and no calibration members or shadow "
+                            "model for them): precision, recall, advantage and the epsilon bound are missing; give "
+                            "population data (--population)")
+    return warnings
+
+
 def truncation_warnings(data: dict) -> list[str]:
     """A warning when samples were truncated to the model's length limit (their tail was never scored)."""
     truncated = data.get("truncated", 0)
@@ -83,4 +97,5 @@ def audit_warnings(document: dict) -> list[str]:
     """Every check above on a report.json document."""
     names = document.get("level_names", {})
     return (inverted_signal_warnings(document["results"], names) + shadow_mismatch_warnings(document.get("models") or {})
-            + population_warnings(document["results"], names) + truncation_warnings(document["data"]))
+            + population_warnings(document["results"], names) + uncalibrated_warnings(document["results"], names)
+            + truncation_warnings(document["data"]))

@@ -53,32 +53,33 @@ def roc_figure(curves: list[tuple[str, AttackScores]], title: str) -> str:
     return _png(figure)
 
 
-CENTRAL_SHARE = 0.99  # the share of scores a histogram's bins cover; the tails go to its outermost bins
+OUTLIER_FENCE = 3.0  # interquartile ranges beyond the quartiles at which a histogram's axis stops (Tukey's far fence)
 
 
 def histogram_bins(values: np.ndarray, max_bins: int = 50) -> tuple[np.ndarray, int, int]:
-    """Bin edges covering the central 99% of the finite `values` (Freedman-Diaconis, 10 to `max_bins` bins), and how
-    many values lie below and above them (non-finite ones included). Constant values get one bin around them."""
+    """Bin edges from the smallest to the largest finite value within Tukey's far fences (3 interquartile ranges beyond
+    the quartiles), Freedman-Diaconis width with 10 to `max_bins` bins; and how many values lie below and above them
+    (non-finite ones included). Values that (nearly all) tie get one bin around the tie."""
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     if len(finite) == 0:
         return np.array([-0.5, 0.5]), int(np.sum(values == -np.inf)), int(np.sum(values == np.inf))
-    tail = (1 - CENTRAL_SHARE) / 2
-    low, high = np.quantile(finite, [tail, 1 - tail])
+    first, third = np.quantile(finite, [0.25, 0.75])
+    spread = third - first
+    inside = finite[(finite >= first - OUTLIER_FENCE * spread) & (finite <= third + OUTLIER_FENCE * spread)]
+    low, high = float(inside.min()), float(inside.max())
     if not high > low:
-        low, high = float(finite.min()), float(finite.max())
-    if not high > low:
-        edges = np.array([low - 0.5, low + 0.5])
+        edges = np.array([first - 0.5, first + 0.5])
     else:
-        width = 2 * (np.subtract(*np.quantile(finite, [0.75, 0.25]))) / len(finite) ** (1 / 3)
+        width = 2 * spread / len(finite) ** (1 / 3)
         count = int(np.clip(np.ceil((high - low) / width) if width > 0 else max_bins, 10, max_bins))
         edges = np.linspace(low, high, count + 1)
     return edges, int(np.sum(values < edges[0])), int(np.sum(values > edges[-1]))
 
 
 def histogram_figure(attack: AttackScores, threshold: float | None, threshold_label: str) -> str:
-    """Member and non-member histograms of one attack's score, a calibrated threshold marked; scores beyond the central
-    99% are counted in the outermost bins and the legend says how many."""
+    """Member and non-member histograms of one attack's score, a calibrated threshold marked; outliers (beyond Tukey's
+    far fences) are counted in the outermost bins and the legend says how many."""
     figure, axis = plt.subplots(figsize=(4.6, 3.2))
     frame = attack.frame
     audited = frame["role"].isin(AUDITED_ROLES)
