@@ -120,3 +120,46 @@ def test_cuda_requested_without_a_gpu(files, tiny_model_dirs, tmp_path, monkeypa
     code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--device", "cuda",
                        "--out", tmp_path / "e.csv")
     assert_one_line_error(code, output, "--device cuda", "no CUDA GPU")
+
+
+def copy_model(source, folder, skip=()):
+    """A copy of a model folder without the files named in `skip`."""
+    folder.mkdir()
+    for path in source.iterdir():
+        if path.name not in skip:
+            (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+def assert_nothing_written(out):
+    """A refused run leaves no output at all: no report, no signal store, not even an empty cache folder."""
+    assert not out.exists() or not any(out.rglob("*")), sorted(map(str, out.rglob("*")))
+
+
+def test_model_folder_without_tokenizer_files(files, tiny_model_dirs, tmp_path):
+    folder = copy_model(tiny_model_dirs[0], tmp_path / "no-tokenizer", skip=("tokenizer.json", "tokenizer_config.json"))
+    code, output = audit(files, folder, tmp_path / "out")
+    assert_one_line_error(code, output, "no-tokenizer", "no tokenizer files", "tokenizer.save_pretrained")
+    assert_nothing_written(tmp_path / "out")
+
+
+def test_truncated_weights(files, tiny_model_dirs, tmp_path):
+    folder = copy_model(tiny_model_dirs[0], tmp_path / "truncated")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    code, output = audit(files, folder, tmp_path / "out")
+    assert_one_line_error(code, output, "truncated", "the weights could not be read", "copy the model folder again")
+    assert_nothing_written(tmp_path / "out")
+
+
+def test_bare_encoder_as_masked_lm_target_is_refused_not_given_a_random_head(files, tmp_path, tiny_tokenizer):
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path / "encoder"
+    BertModel(BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                         vocab_size=len(tiny_tokenizer))).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    code, output = audit(files, folder, tmp_path / "out")
+    assert_one_line_error(code, output, "encoder", "not in the checkpoint and would be initialised at random",
+                          "cls.predictions")
+    assert_nothing_written(tmp_path / "out")

@@ -164,6 +164,11 @@ def resolve_device(device: str) -> str:
     return device
 
 
+# A tokenizer's vocabulary is in one of these (fast tokenizers, WordPiece, BPE, SentencePiece).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model")
+
+
 def check_model_folder(path: Path) -> None:
     """Refuse a model folder that is missing, has no config or has no safetensors weights."""
     if not path.is_dir():
@@ -179,6 +184,10 @@ def check_model_folder(path: Path) -> None:
             f"{path}: no .safetensors weights (lmaudit does not load pickled .bin weights); "
             "re-save the model with save_pretrained(..., safe_serialization=True)"
         )
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        # Without them transformers would build an empty tokenizer and score every word as unknown.
+        raise InputError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer with the "
+                         "model (tokenizer.save_pretrained(folder))")
 
 
 def checked_source(model: str | Path | ModelSource) -> ModelSource:
@@ -336,12 +345,20 @@ def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, p
         raise InputError(f"{folder}/config.json: unreadable model config ({str(err).splitlines()[0]})") from None
     config.update(config_updates or {})
     try:
-        network = auto_class.from_pretrained(folder, config=config, local_files_only=True, use_safetensors=True,
-                                             trust_remote_code=placement.trust_remote_code, **_weight_options(placement))
+        network, loading = auto_class.from_pretrained(
+            folder, config=config, local_files_only=True, use_safetensors=True, output_loading_info=True,
+            trust_remote_code=placement.trust_remote_code, **_weight_options(placement))
     except ValueError:
         raise InputError(f"{folder}: model type '{config.model_type}' is not a {kind}; {advice}") from None
-    except OSError as err:
-        raise InputError(f"{folder}: the weights could not be read ({str(err).splitlines()[0]})") from None
+    except Exception as err:  # a truncated or corrupt file: safetensors, torch and transformers each raise their own
+        raise InputError(f"{folder}: the weights could not be read ({type(err).__name__}: "
+                         f"{(str(err).splitlines() or [''])[0]}); copy the model folder again") from None
+    if loading["missing_keys"] and source.adapter is None:  # an adapter may carry the missing head (modules_to_save)
+        missing = sorted(loading["missing_keys"])
+        raise InputError(f"{folder}: {len(missing)} weights of a {kind} are not in the checkpoint and would be "
+                         f"initialised at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): the "
+                         f"folder holds a {', '.join(config.architectures or ['model of another kind'])}, not a "
+                         f"{kind}; {advice}")
     if source.adapter is not None:
         network = with_adapter(network, Path(source.adapter), merge=placement.quantization is None)
     tokenizer = load_tokenizer(folder, placement.trust_remote_code)

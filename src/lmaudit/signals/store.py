@@ -43,11 +43,13 @@ def default_cache_dir(out_folder: str | Path) -> Path:
     return Path(out_folder) / CACHE_FOLDER
 
 
-def store_secret(root: Path) -> bytes:
-    """The store's random 32-byte secret, created on first use. Created atomically (a hard link that fails if the file
-    exists), so processes sharing a store agree on one secret."""
+def store_secret(root: Path, create: bool = True) -> bytes | None:
+    """The store's random 32-byte secret; None if it has none yet and `create` is False. Created atomically (a hard
+    link that fails if the file exists), so processes sharing a store agree on one secret."""
     path = root / SECRET_FILE
     if not path.exists():
+        if not create:
+            return None
         root.mkdir(parents=True, exist_ok=True)
         candidate = root / f".{SECRET_FILE}.{socket.gethostname()}-{os.getpid()}"
         candidate.write_text(secrets.token_hex(32), encoding="ascii")
@@ -73,16 +75,19 @@ class SignalStore:
     def __init__(self, root: str | Path, fingerprint: str, settings: SignalSettings):
         key = {**settings.value_key(), "store_format": STORE_FORMAT}
         settings_key = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-        self.folder = Path(root) / fingerprint[:16] / f"{settings.signal}-{settings_key}"
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.secret = store_secret(Path(root))
-        info = self.folder / "settings.json"
-        if not info.exists():
-            write_text(info, json.dumps({"model_fingerprint": fingerprint, **key}, indent=2))
+        self.root = Path(root)
+        self.folder = self.root / fingerprint[:16] / f"{settings.signal}-{settings_key}"
+        # Nothing is created until the first chunk is written: a run that fails before leaves no trace.
+        self._settings_record = {"model_fingerprint": fingerprint, **key}
         self._table: pd.DataFrame | None = None  # the rows read or written so far by this process
         self._read: set[str] = set()
         self._written: list[pd.DataFrame] = []
         self._next_part = len(list(self.folder.glob("part-*.parquet")))
+
+    @property
+    def secret(self) -> bytes | None:
+        """The secret texts are keyed under; None while nothing has been stored under this store's root."""
+        return store_secret(self.root, create=False)
 
     def load(self) -> pd.DataFrame:
         """All stored rows (one per sample id and text key). Parts are read once per process: a later call reads only
@@ -98,7 +103,11 @@ class SignalStore:
         return self._table
 
     def append(self, rows: pd.DataFrame) -> None:
-        """Write one chunk atomically (temporary name, then rename)."""
+        """Write one chunk atomically (temporary name, then rename), creating the store's folder with the first."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        info = self.folder / "settings.json"
+        if not info.exists():
+            write_text(info, json.dumps(self._settings_record, indent=2))
         # The host and process make the name unique among shards on several machines writing one shared store.
         while (self.folder / (name := f"part-{self._next_part:06d}-{socket.gethostname()}-{os.getpid()}.parquet")).exists():
             self._next_part += 1  # another store object of this process wrote it
@@ -175,20 +184,27 @@ def stored_signals(
     """
     keyed = keys if keys is not None else texts
     by_secret: dict[bytes, list[str]] = {}
-    for store in stores:  # stores under one root share a secret: each text is keyed once per secret
-        if store.secret not in by_secret:
-            by_secret[store.secret] = [text_key(store.secret, text) for text in keyed]
-    wanted = [pd.DataFrame({"sample_id": sample_ids, "text_key": by_secret[store.secret]}) for store in stores]
+
+    def keyed_rows(secret: bytes) -> pd.DataFrame:
+        # stores under one root share a secret: each text is keyed once per secret
+        if secret not in by_secret:
+            by_secret[secret] = [text_key(secret, text) for text in keyed]
+        return pd.DataFrame({"sample_id": sample_ids, "text_key": by_secret[secret]})
+
     missing_everywhere = np.ones(len(sample_ids), dtype=bool)
-    for store, rows in zip(stores, wanted, strict=True):
-        missing_everywhere &= rows.merge(store.load(), on=ROW_KEY, how="left")["value"].isna().to_numpy()
+    for store in stores:
+        if store.secret is not None:  # else nothing is stored under its root yet
+            found = keyed_rows(store.secret).merge(store.load(), on=ROW_KEY, how="left")["value"].notna().to_numpy()
+            missing_everywhere &= ~found
     missing = np.flatnonzero(missing_everywhere)
     parts = [missing[start : start + chunk_size] for start in range(0, len(missing), chunk_size)]
     chunks = [([sample_ids[i] for i in part], [texts[i] for i in part]) for part in parts]
     finished = (backend or InProcess()).map_chunks(compute, chunks)
     for position, frames in tqdm(finished, total=len(chunks), desc=description, unit="chunk", disable=not progress or None):
-        for store, rows, computed in zip(stores, wanted, frames, strict=True):
-            store.append(pd.concat([rows.iloc[parts[position]].reset_index(drop=True), computed.reset_index(drop=True)],
-                                   axis=1))
-    return [rows.merge(store.load(), on=ROW_KEY, how="left")[["sample_id", "value", "n_tokens", "truncated"]]
-            for store, rows in zip(stores, wanted, strict=True)]
+        for store, computed in zip(stores, frames, strict=True):
+            rows = keyed_rows(store_secret(store.root)).iloc[parts[position]]
+            store.append(pd.concat([rows.reset_index(drop=True), computed.reset_index(drop=True)], axis=1))
+    empty = pd.DataFrame(columns=STORE_COLUMNS)
+    return [(keyed_rows(store.secret).merge(store.load(), on=ROW_KEY, how="left") if store.secret is not None
+             else pd.DataFrame({"sample_id": sample_ids}).merge(empty, on="sample_id", how="left"))
+            [["sample_id", "value", "n_tokens", "truncated"]] for store in stores]
