@@ -519,6 +519,9 @@ def _audit_setting(*decls, field: str, help: str, model: type[BaseModel] = Audit
                 help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
 @_audit_setting("--include-text", field="include_text", is_flag=True, default_text="off",
                 help="Copy the sample texts into scores.parquet.")
+@_audit_setting("--allow-tokenizer-mismatch", field="allow_tokenizer_mismatch", is_flag=True, default_text="off",
+                help="Audit even when a reference's tokenizer differs from the target's (masks are then not paired); "
+                     "the report's warnings and verdict say so.")
 @_audit_setting("--token-signal", field="token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
                 help="Also compute this per-token signal of the target for the token-level attacks (e.g. mlm_tokens "
                      "beside --signal mlm_energy); --signal clm_tokens needs none.")

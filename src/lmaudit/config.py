@@ -79,6 +79,9 @@ class AuditConfig(BaseModel):
                                                          "uses, besides the population's")
     attacks: AttackSettings = AttackSettings()
     include_text: bool = False
+    allow_tokenizer_mismatch: bool = Field(False, description="audit with references whose tokenizer differs from the "
+                                           "target's (masks are then drawn over each model's own tokens, not paired); "
+                                           "the report and its verdict say so")
     trust_remote_code: bool = False
     device: Literal[DEVICES] = "auto"
     dtype: Literal[WEIGHT_DTYPES] = Field("fp32", description="dtype the weights are loaded in (bf16 halves the memory "

@@ -87,6 +87,7 @@ class ScoredSamples:
     inputs: list[AttackInput]
     skipped: list[Skipped] = field(default_factory=list)
     models: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
     texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
     return finish_audit(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
                         config.evaluation, texts, placement.device, scored.models, model_files(config),
+                        scored.warnings,
                         corpus.set_index("sample_id")[list(config.evaluation.slice_by)],
                         CLASSIFIER_LEVEL_NAMES if classifier else LANGUAGE_MODEL_LEVEL_NAMES)
 
@@ -197,6 +199,7 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement:
     models = {"target": config.target_source(), **dict(zip(names, config.reference_sources(), strict=True))}
     if spec.output == "tokens" or config.token_signal:
         neighbour_model(config)  # refuse a missing masked LM before the long passes
+    caveats = tokenizer_caveats(config)
     per_model = model_signals(models, ids, texts, config.signal, _cache(config), progress, placement, backend)
     losses = {name: losses_of(frame["value"], spec.output) for name, frame in per_model.items()}
     samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].copy()
@@ -217,10 +220,30 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement:
     if config.token_signal and spec.output != "tokens":
         inputs.append(token_signal_input(config, rows, samples, placement, backend, progress))
     if not config.whitebox:
-        return ScoredSamples(samples, inputs)
+        return ScoredSamples(samples, inputs, warnings=caveats)
     plan = ScoringPlan(rows, [Scorer("target", config.target_source(), np.ones(len(rows), bool))], TARGET_ROLES)
     whitebox, skipped = whitebox_inputs(config, plan, samples, placement, backend, progress)
-    return ScoredSamples(samples, inputs + whitebox, skipped)
+    return ScoredSamples(samples, inputs + whitebox, skipped, warnings=caveats)
+
+
+def tokenizer_caveats(config: AuditConfig) -> list[str]:
+    """Refuse references whose tokenizer differs from the target's (their masks would not be paired with the
+    target's), unless allow_tokenizer_mismatch; then one warning per such reference, for the report and its verdict."""
+    from lmaudit.models.load import tokenizer_difference
+
+    caveats = []
+    for name, source in zip(reference_names(config.reference), config.reference_sources(), strict=True):
+        difference = tokenizer_difference(config.target_source(), source, config.trust_remote_code)
+        if difference is None:
+            continue
+        if not config.allow_tokenizer_mismatch:
+            raise InputError(f"{source.folder}: its tokenizer differs from the target's ({difference}), so the masks "
+                             "of target and reference cannot be paired; give a reference with the target's tokenizer, "
+                             "or --allow-tokenizer-mismatch to audit anyway")
+        caveats.append(f"{name}'s tokenizer differs from the target's ({difference}): each model's masks are drawn over "
+                       "its own tokens, not paired, so the reference-based attacks compare different masked positions "
+                       "(audited with --allow-tokenizer-mismatch)")
+    return caveats
 
 
 def token_signal_input(config: AuditConfig, rows: pd.DataFrame, samples: pd.DataFrame, placement: Placement,
@@ -463,11 +486,12 @@ def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
 
 def finish_audit(out: str | Path, config: dict, samples: pd.DataFrame, attacks: list[AttackScores], skipped: list[Skipped],
                  evaluation: EvaluationSettings, texts: pd.Series | None, device: str = "cpu", models: dict | None = None,
-                 files: dict | None = None, slice_columns: pd.DataFrame | None = None,
+                 files: dict | None = None, caveats: list[str] | None = None, slice_columns: pd.DataFrame | None = None,
                  level_names: dict[str, str] = GENERIC_LEVEL_NAMES) -> AuditOutcome:
     """Evaluate the attacks on all data and on each slice and write the output folder (report.json, scores.parquet,
-    report.html); `files`: the audited models' folders and fingerprints (`model_files`); `slice_columns`: the values of
-    the slice_by columns (index sample_id); `level_names`: what each level's unit is called."""
+    report.html); `files`: the audited models' folders and fingerprints (`model_files`); `caveats`: what the verdict
+    must carry about the audit itself (warnings); `slice_columns`: the values of the slice_by columns (index
+    sample_id); `level_names`: what each level's unit is called."""
     slices = sample_slices(samples, evaluation, slice_columns)
     units = {level: f"{name}s" for level, name in level_names.items()}
     results, not_evaluated = evaluate_attacks(attacks, evaluation, slices, units)
@@ -475,7 +499,7 @@ def finish_audit(out: str | Path, config: dict, samples: pd.DataFrame, attacks: 
     if not results:
         raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))
     report = build_report(config, data_summary(samples), results, skipped, environment_info(device),
-                          population_mismatch_warnings(results), models, files, level_names)
+                          population_mismatch_warnings(results), models, files, level_names, caveats)
     scores = scores_table(samples, attacks, texts)
     write_report(out, report, scores, attacks)
     return AuditOutcome(report, results, skipped, scores)

@@ -163,3 +163,27 @@ def test_bare_encoder_as_masked_lm_target_is_refused_not_given_a_random_head(fil
     assert_one_line_error(code, output, "encoder", "not in the checkpoint and would be initialised at random",
                           "cls.predictions")
     assert_nothing_written(tmp_path / "out")
+
+
+def test_a_reference_with_another_tokenizer_is_refused_unless_allowed(files, tiny_model_dirs, tmp_path, notes):
+    """Masks are paired only when target and reference share a tokenizer: a different one is refused in one line, and
+    --allow-tokenizer-mismatch audits anyway with the caveat in the warnings, the verdict and the terminal."""
+    import json
+
+    from lmaudit.models.train import train_tokenizer
+
+    other = copy_model(tiny_model_dirs[1], tmp_path / "other-tokenizer", skip=("tokenizer.json", "tokenizer_config.json"))
+    train_tokenizer(notes["text"].tolist(), vocab_size=300, max_length=64).save_pretrained(other)  # a smaller vocabulary
+    arguments = ("--reference", other, "--k", 2, "--bootstrap", 20)
+    code, output = run_cli("audit", "--target", tiny_model_dirs[0], "--out", tmp_path / "out", *arguments,
+                           *[a for role, path in files.items() for a in (f"--{role}", path)])
+    assert_one_line_error(code, output, "other-tokenizer", "tokenizer differs from the target's",
+                          "--allow-tokenizer-mismatch")
+    assert_nothing_written(tmp_path / "out")
+    code, output = run_cli("audit", "--target", tiny_model_dirs[0], "--out", tmp_path / "out", *arguments,
+                           "--allow-tokenizer-mismatch", *[a for role, path in files.items() for a in (f"--{role}", path)])
+    assert code == 0, output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["summary"]["caveats"][0].startswith("reference's tokenizer differs from the target's (vocabularies")
+    assert report["warnings"][0] == report["summary"]["caveats"][0]
+    assert "Caveat: reference's tokenizer differs" in output

@@ -437,6 +437,24 @@ def load_tokenizer(path: str | Path | ModelSource, trust_remote_code: bool = Fal
         raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
 
 
+# Text that exercises a tokenizer's normalisation: case, accents, digits, punctuation, spacing.
+TOKENIZER_PROBE = "Patient ÉMILE Dupont, 47 y/o: BP 142/91 mmHg;  no café-au-lait spots. naïve"
+
+
+def tokenizer_difference(first: str | Path | ModelSource, second: str | Path | ModelSource,
+                         trust_remote_code: bool = False) -> str | None:
+    """How two models' tokenizers differ (vocabulary, or how they normalise and split a probe text), or None."""
+    one, two = load_tokenizer(first, trust_remote_code), load_tokenizer(second, trust_remote_code)
+    vocabulary, other = one.get_vocab(), two.get_vocab()
+    if vocabulary != other:
+        only = len(set(vocabulary) ^ set(other))
+        renumbered = sum(vocabulary[t] != other[t] for t in set(vocabulary) & set(other))
+        return f"vocabularies of {len(vocabulary)} and {len(other)} tokens, {only} in one only, {renumbered} renumbered"
+    if one(TOKENIZER_PROBE)["input_ids"] != two(TOKENIZER_PROBE)["input_ids"]:
+        return "the same vocabulary, but they normalise or split text differently (case, accents or pre-tokenisation)"
+    return None
+
+
 def load_model(model: str | Path | ModelSource, kind: str, placement: Placement = DEFAULT_PLACEMENT) -> LoadedModel:
     """Load a model of `kind` ('mlm', 'clm', 'classifier', or 'any': whatever family it is) for scoring."""
     family = model_family(model) if kind == "any" else kind

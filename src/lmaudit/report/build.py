@@ -80,10 +80,11 @@ def json_ready(value):
 
 def build_report(config: dict, data: dict, results: list[AttackResult], skipped: list[Skipped], environment: dict,
                  warnings: list[str], models: dict | None = None, model_files: dict | None = None,
-                 level_names: dict[str, str] | None = None) -> dict:
+                 level_names: dict[str, str] | None = None, caveats: list[str] | None = None) -> dict:
     """The report.json document (DESIGN.md schema, version 1): the verdict (`summary`) first, the attacks ranked at each
     level, and the checks' warnings after the given ones; `models`: training summaries by role, when known;
-    `model_files`: each audited model's folder, adapter and fingerprints; `level_names`: each level's unit."""
+    `model_files`: each audited model's folder, adapter and fingerprints; `level_names`: each level's unit; `caveats`:
+    what the verdict must carry about the audit itself (they lead the warnings too)."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -93,7 +94,7 @@ def build_report(config: dict, data: dict, results: list[AttackResult], skipped:
         "data": data,
         "results": results,
         "skipped": skipped,
-        "warnings": warnings,
+        "warnings": [*(caveats or []), *warnings],
         **({"models": models} if models else {}),
         **({"model_files": model_files} if model_files else {}),
         "level_names": level_names or {level: level for level in LEVELS},
@@ -101,6 +102,8 @@ def build_report(config: dict, data: dict, results: list[AttackResult], skipped:
     document["warnings"] += audit_warnings(document)
     document["ranking"] = ranking(document["results"])
     summary = verdict(document["results"], document["ranking"], document["level_names"])
+    if caveats:
+        summary["caveats"] = list(caveats)
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
 
 

@@ -127,4 +127,4 @@ def verdict_lines(report: dict) -> list[str]:
         return []
     lines = [f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)"]
     lines += [f"  {entry['statement']}" for entry in summary["levels"].values()]
-    return lines
+    return lines + [f"  Caveat: {caveat}" for caveat in summary.get("caveats", [])]
