@@ -55,7 +55,8 @@ def fake_config(folder, labels=("a", "b")) -> str:
     (folder / "config.json").write_text(json.dumps({
         "architectures": ["BertForSequenceClassification"], "model_type": "bert", "hidden_size": 8,
         "num_hidden_layers": 1, "num_attention_heads": 2, "id2label": {str(i): name for i, name in enumerate(labels)}}))
-    (folder / "model.safetensors").write_bytes(b"")  # never loaded: the fakes stand in for scoring
+    for name in ("model.safetensors", "tokenizer.json"):  # never loaded: the fakes stand in for scoring
+        (folder / name).write_bytes(b"")
     return str(folder)
 
 

@@ -30,9 +30,9 @@ def role_files(notes, tmp_path_factory):
 def plain_losses(folder, kind: str, texts: list[str]) -> np.ndarray:
     """The loss as a user computes it with transformers alone, one text per pass: the mean next-token NLL (causal), or
     the mean NLL of each token masked alone (masked: the pseudo-log-likelihood)."""
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, PreTrainedTokenizerFast
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)  # the tokenizer that was saved, whatever the family
     model = (AutoModelForCausalLM if kind == "clm" else AutoModelForMaskedLM).from_pretrained(folder).eval()
     losses = []
     for text in texts:
@@ -94,7 +94,7 @@ def test_audit_with_a_model_of_every_family(kind, families, tiny_tokenizer, role
 def test_every_sequence_classifier_family_gives_its_own_label_probabilities(family, tiny_tokenizer, notes, tmp_path):
     """The classifier signal, batched with right padding, equals each text's plain forward pass (the causal families
     read the last real token: padding must not move it)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast
 
     from lmaudit.signals.base import SignalSettings
     from lmaudit.signals.compute import model_signal
@@ -103,7 +103,7 @@ def test_every_sequence_classifier_family_gives_its_own_label_probabilities(fami
     texts, ids = notes["text"].tolist()[:8], notes["sample_id"].tolist()[:8]
     batched = np.stack(model_signal(folder, ids, texts, SignalSettings(signal="classifier"), tmp_path / "cache")["value"])
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)  # the family's tokenizer class, as lmaudit loads it
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)  # the tokenizer that was saved, as lmaudit loads it
     with torch.no_grad():
         expected = [torch.log_softmax(model(**tokenizer(text, truncation=True, max_length=64, return_tensors="pt"))
                                       .logits[0].double(), -1).numpy() for text in texts]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -426,12 +427,27 @@ def with_adapter(network, adapter: Path, merge: bool = True):
     return wrapped.merge_and_unload() if merge else wrapped.get_base_model()
 
 
+# What a tokenizer saved from a plain `tokenizers` object calls its class: it is exactly its tokenizer.json.
+GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def _saved_tokenizer_class(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def load_tokenizer(path: str | Path | ModelSource, trust_remote_code: bool = False):
     """A model folder's tokenizer, or InputError saying why not."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = resolve_model_folder(as_source(path).folder)
     try:
+        if _saved_tokenizer_class(folder) in GENERIC_TOKENIZER_CLASSES and (folder / "tokenizer.json").is_file():
+            # AutoTokenizer would pick the model type's own tokenizer class (a Qwen2 folder gets Qwen2's
+            # pre-tokenizer), not the tokenizer that was saved and trained with.
+            return PreTrainedTokenizerFast.from_pretrained(folder, local_files_only=True)
         return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
         raise InputError(f"{folder}: no usable tokenizer files ({str(err).splitlines()[0]}); save the tokenizer with the model") from None
@@ -443,14 +459,17 @@ TOKENIZER_PROBE = "Patient ÉMILE Dupont, 47 y/o: BP 142/91 mmHg;  no café-au-l
 
 def tokenizer_difference(first: str | Path | ModelSource, second: str | Path | ModelSource,
                          trust_remote_code: bool = False) -> str | None:
-    """How two models' tokenizers differ (vocabulary, or how they normalise and split a probe text), or None."""
+    """How two models' tokenizers differ (vocabulary, special tokens aside, or how they normalise and split a probe text),
+    or None."""
     one, two = load_tokenizer(first, trust_remote_code), load_tokenizer(second, trust_remote_code)
     vocabulary, other = one.get_vocab(), two.get_vocab()
-    if vocabulary != other:
-        only = len(set(vocabulary) ^ set(other))
-        renumbered = sum(vocabulary[t] != other[t] for t in set(vocabulary) & set(other))
-        return f"vocabularies of {len(vocabulary)} and {len(other)} tokens, {only} in one only, {renumbered} renumbered"
-    if one(TOKENIZER_PROBE)["input_ids"] != two(TOKENIZER_PROBE)["input_ids"]:
+    # A special token added to one (a padding token, say) never appears in a text's tokens: it does not unpair masks.
+    special = {*one.all_special_tokens, *two.all_special_tokens}
+    only = (set(vocabulary) ^ set(other)) - special
+    renumbered = sum(vocabulary[t] != other[t] for t in set(vocabulary) & set(other))
+    if only or renumbered:
+        return f"vocabularies of {len(vocabulary)} and {len(other)} tokens, {len(only)} in one only, {renumbered} renumbered"
+    if one(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"] != two(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"]:
         return "the same vocabulary, but they normalise or split text differently (case, accents or pre-tokenisation)"
     return None
 
