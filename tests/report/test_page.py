@@ -107,6 +107,7 @@ def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_
     np.r_[np.zeros(100), np.ones(100)],  # two tied values
     np.full(50, 3.0),  # constant
     np.r_[np.arange(20.0), np.inf, -np.inf],  # infinities
+    1e6 + np.r_[np.zeros(50), np.full(50, 1e-10)],  # values that differ only in their last digits
 ])
 @pytest.mark.filterwarnings("error")
 def test_histograms_clip_outliers_into_marked_end_bins(values):

@@ -59,7 +59,8 @@ OUTLIER_FENCE = 3.0  # interquartile ranges beyond the quartiles at which a hist
 def histogram_bins(values: np.ndarray, max_bins: int = 50) -> tuple[np.ndarray, int, int]:
     """Bin edges from the smallest to the largest finite value within Tukey's far fences (3 interquartile ranges beyond
     the quartiles), Freedman-Diaconis width with 10 to `max_bins` bins; and how many values lie below and above them
-    (non-finite ones included). Values that (nearly all) tie get one bin around the tie."""
+    (non-finite ones included). Values that (nearly all) tie, or differ only in their last digits, get one bin around
+    the tie."""
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     if len(finite) == 0:
@@ -68,7 +69,7 @@ def histogram_bins(values: np.ndarray, max_bins: int = 50) -> tuple[np.ndarray, 
     spread = third - first
     inside = finite[(finite >= first - OUTLIER_FENCE * spread) & (finite <= third + OUTLIER_FENCE * spread)]
     low, high = float(inside.min()), float(inside.max())
-    if not high > low:
+    if not high - low > 1e-9 * max(1.0, abs(low), abs(high)):  # a spread below float precision: bins would coincide
         edges = np.array([first - 0.5, first + 0.5])
     else:
         width = 2 * spread / len(finite) ** (1 / 3)
