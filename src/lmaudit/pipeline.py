@@ -36,7 +36,7 @@ from lmaudit.attacks.base import (
 )
 from lmaudit.attacks.registry import run_attacks
 from lmaudit.config import ROLE_FILE_FIELDS, AuditConfig
-from lmaudit.data.corpus import check_labels, combine_corpora, load_corpus
+from lmaudit.data.corpus import check_labels, combine_corpora, generated_id_prefixes, load_corpus
 from lmaudit.data.roles import (
     AUDITED_ROLES,
     POPULATION,
@@ -112,7 +112,9 @@ class ScoringPlan:
 
 def load_audit_corpus(role_files: dict[str | None, str], columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Load every role file into one validated corpus (unique ids, roles disjoint by group), with the extra `columns`."""
-    return checked_audit_corpus(combine_corpora([load_corpus(path, role, columns) for role, path in role_files.items()]))
+    prefixes = generated_id_prefixes(role_files.values())
+    return checked_audit_corpus(combine_corpora([load_corpus(path, role, columns, prefixes[str(path)])
+                                                 for role, path in role_files.items()]))
 
 
 def checked_audit_corpus(corpus: pd.DataFrame) -> pd.DataFrame:

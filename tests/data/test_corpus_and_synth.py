@@ -29,6 +29,26 @@ def test_sample_ids_are_generated_when_absent(tmp_path):
     assert corpus["group_id"].isna().all()
 
 
+def test_generated_ids_of_two_files_with_one_name_do_not_collide(tmp_path):
+    """members/notes.csv and population/notes.csv both generate ids: each keeps its folder, so none is a duplicate."""
+    from lmaudit.pipeline import load_audit_corpus
+
+    for role in ("members", "nonmembers", "population"):
+        (tmp_path / role).mkdir()
+        pd.DataFrame({"text": [f"{role} one", f"{role} two"]}).to_csv(tmp_path / role / "notes.csv", index=False)
+    corpus = load_audit_corpus({role: str(tmp_path / folder / "notes.csv") for role, folder in
+                                (("member", "members"), ("nonmember", "nonmembers"), ("population", "population"))})
+    assert corpus["sample_id"].tolist() == ["members/notes.csv-1", "members/notes.csv-2", "nonmembers/notes.csv-1",
+                                            "nonmembers/notes.csv-2", "population/notes.csv-1", "population/notes.csv-2"]
+
+
+def test_generated_ids_keep_the_stem_when_the_names_differ(tmp_path):
+    from lmaudit.data.corpus import generated_id_prefixes
+
+    assert generated_id_prefixes([tmp_path / "a" / "members.csv", tmp_path / "b" / "population.csv"]) == {
+        str(tmp_path / "a" / "members.csv"): "members", str(tmp_path / "b" / "population.csv"): "population"}
+
+
 def test_numeric_ids_are_read_as_strings(tmp_path):
     (tmp_path / "n.jsonl").write_text('{"sample_id": 1, "group_id": 7, "text": "x"}\n{"sample_id": 2, "group_id": 7, "text": "y"}\n')
     corpus = load_corpus(tmp_path / "n.jsonl", role="population")

@@ -39,6 +39,15 @@ def test_empty_or_whitespace_text(files, tiny_model_dirs, tmp_path, text):
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+@pytest.mark.parametrize("marker", ["NaN", "NULL", "#N/A"])
+def test_a_missing_value_marker_as_text_is_refused_not_scored(files, tiny_model_dirs, tmp_path, marker):
+    """A CSV keeps 'NaN' as a string (ids like 'NA' must survive), but a whole text 'NaN' is a lost note, not a note."""
+    bad = write_csv(tmp_path / "bad.csv", [{"sample_id": "a", "text": "fine text"}, {"sample_id": "b", "text": marker}])
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", members=bad)
+    assert_one_line_error(code, output, "bad.csv, row 2", f"the text is '{marker}'", "missing value", "remove the row")
+    assert_nothing_written(tmp_path / "out")
+
+
 def test_missing_text_column(files, tiny_model_dirs, tmp_path):
     bad = write_csv(tmp_path / "notext.csv", [{"sample_id": "a", "body": "x"}, {"sample_id": "b", "body": "y"}])
     code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", nonmembers=bad)

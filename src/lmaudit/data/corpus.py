@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,10 @@ from lmaudit.errors import InputError, row_location
 ID_COLUMNS = ("sample_id", "group_id", "subgroup_id")
 SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
+
+# Cells that spreadsheet and pandas exports write for a missing value: as a sample's whole text, they are a lost
+# text, not a text (a CSV read keeps them as strings so that ids like "NA" survive).
+MISSING_TEXT_MARKERS = frozenset({"nan", "NaN", "-nan", "NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "<NA>"})
 
 # Rows read and validated at a time: memory stays bounded by a chunk (plus an id per sample), whatever the file's size.
 ROWS_PER_READ = 65536
@@ -152,33 +157,46 @@ def _as_text(value: object) -> str:
     return str(value)
 
 
-def load_corpus(path: str | Path, role: str | None = None, columns: tuple[str, ...] = ()) -> pd.DataFrame:
+def load_corpus(path: str | Path, role: str | None = None, columns: tuple[str, ...] = (),
+                id_prefix: str | None = None) -> pd.DataFrame:
     """Load one corpus file; `role` assigns a role to every row (else a `role` column may).
 
     Returns columns text, sample_id, group_id, subgroup_id, label, role, source, row
     (row counts data rows from 1, header excluded), and the extra `columns` asked for (e.g. to slice by; an
-    InputError if the file lacks one). Missing ids are None; missing sample ids are generated as '<file stem>-<row>'.
+    InputError if the file lacks one). Missing ids are None; missing sample ids are generated as '<id_prefix>-<row>'
+    (default prefix: the file's stem; `generated_id_prefixes` keeps several files' ids apart).
     """
-    return pd.concat(list(load_corpus_chunks(path, role, columns=columns)), ignore_index=True)
+    return pd.concat(list(load_corpus_chunks(path, role, columns=columns, id_prefix=id_prefix)), ignore_index=True)
 
 
 def load_corpus_chunks(path: str | Path, role: str | None = None, rows: int | None = None,
-                       columns: tuple[str, ...] = ()) -> Iterator[pd.DataFrame]:
+                       columns: tuple[str, ...] = (), id_prefix: str | None = None) -> Iterator[pd.DataFrame]:
     """load_corpus one chunk of at most `rows` rows at a time, each validated as it is read; sample ids are checked for
     duplicates across the whole file."""
     path = Path(path)
-    yield from _validated_chunks(read_table_chunks(path, rows), path, role, columns)
+    yield from _validated_chunks(read_table_chunks(path, rows), path, role, columns, id_prefix or path.stem)
+
+
+def generated_id_prefixes(paths: Iterable[str | Path]) -> dict[str, str]:
+    """The prefix of each file's generated sample ids: its stem, or, where two files share a stem (members/notes.csv,
+    population/notes.csv), its path from the files' common folder, so generated ids never collide across files."""
+    paths = [Path(p) for p in paths]
+    files = {p.resolve() for p in paths}  # one file given twice is one file: its ids are duplicates, reported as such
+    if len({f.stem for f in files}) == len(files):
+        return {str(p): p.stem for p in paths}
+    common = Path(os.path.commonpath(files))
+    return {str(p): p.resolve().relative_to(common).as_posix() for p in paths}
 
 
 def corpus_from_table(table: pd.DataFrame, name: str = "DataFrame", role: str | None = None,
                       columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """A corpus from a table already in memory (columns as in a corpus file), validated as load_corpus validates a
     file; errors name `name` and the row."""
-    return pd.concat(list(_validated_chunks([table], Path(name), role, columns)), ignore_index=True)
+    return pd.concat(list(_validated_chunks([table], Path(name), role, columns, Path(name).stem)), ignore_index=True)
 
 
 def _validated_chunks(tables: Iterable[pd.DataFrame], path: Path, role: str | None,
-                      columns: tuple[str, ...]) -> Iterator[pd.DataFrame]:
+                      columns: tuple[str, ...], id_prefix: str) -> Iterator[pd.DataFrame]:
     first_row: dict[str, int] = {}  # sample id -> the row that used it first
     generated: bool | None = None
     offset = 0
@@ -192,7 +210,7 @@ def _validated_chunks(tables: Iterable[pd.DataFrame], path: Path, role: str | No
             corpus[column] = [_as_text(v).strip() or None for v in table[column]]
         generated = corpus["sample_id"].isna().all() if generated is None else generated
         if generated:
-            corpus["sample_id"] = [f"{path.stem}-{r}" for r in corpus["row"]]
+            corpus["sample_id"] = [f"{id_prefix}-{r}" for r in corpus["row"]]
         check_unique_sample_ids(corpus)
         for sample_id, row in zip(corpus["sample_id"], corpus["row"], strict=True):
             if sample_id in first_row:
@@ -215,6 +233,9 @@ def _corpus_chunk(table: pd.DataFrame, path: Path, role: str | None, offset: int
     for position, text in enumerate(corpus["text"]):
         if not text.strip():
             raise InputError(f"{path}, row {rows[position]}: empty text; remove the row or give it text")
+        if text.strip() in MISSING_TEXT_MARKERS:
+            raise InputError(f"{path}, row {rows[position]}: the text is '{text.strip()}', which exports write for a "
+                             "missing value; remove the row or give it its text")
     for column in ID_COLUMNS:
         if column in table.columns:
             values = [_as_text(v).strip() for v in table[column]]
