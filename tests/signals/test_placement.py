@@ -51,3 +51,25 @@ def test_quantization_needs_bitsandbytes_and_a_gpu(qwen, notes, tmp_path):
                            "--out", tmp_path / "q.csv")
     assert_one_line_error(code, output, "--quantization 4bit")
     assert not (tmp_path / "q.csv").exists()
+
+
+def test_trust_remote_code_warns_once_per_folder_and_the_fingerprint_covers_the_code(tiny_model_dirs, tmp_path, caplog):
+    """Code a folder ships runs only with trust_remote_code, which says so in a warning naming the files; and because
+    that code computes the numbers, changing it changes the model's fingerprint (a stored signal is not reused)."""
+    import shutil
+
+    folder = tmp_path / "with-code"
+    shutil.copytree(tiny_model_dirs[0], folder)
+    before = model_fingerprint(folder)
+    (folder / "modeling_custom.py").write_text("SCALE = 1\n")
+    with_code = model_fingerprint(folder)
+    (folder / "modeling_custom.py").write_text("SCALE = 2.0\n")  # another size: fingerprints are remembered by size and time
+    assert len({before, with_code, model_fingerprint(folder)}) == 3
+
+    with caplog.at_level("WARNING", logger="lmaudit"):
+        load_model(folder, "mlm")
+        assert not caplog.records
+        for _ in range(2):
+            load_model(folder, "mlm", Placement(trust_remote_code=True))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "trust_remote_code is on" in warnings[0] and "modeling_custom.py" in warnings[0]

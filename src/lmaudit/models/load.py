@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 from lmaudit.atomic import write_text
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_peft, quiet_transformers
+
+log = logging.getLogger(__name__)
 
 FINGERPRINT_FILES = (
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -69,11 +72,11 @@ DEFAULT_PLACEMENT = Placement()  # fp32 weights on the CPU
 
 
 def model_fingerprint(model: str | Path | ModelSource) -> str:
-    """SHA-256 over the weights, config and tokenizer files of a model folder, and over the adapter's files when there
-    is one (hex)."""
+    """SHA-256 over the weights, config, tokenizer and Python files of a model folder (with trust_remote_code the
+    code computes the numbers too), and over the adapter's files when there is one (hex)."""
     source = as_source(model)
     folder = resolve_model_folder(source.folder)
-    names = sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name in FINGERPRINT_FILES)
+    names = sorted(p.name for p in folder.iterdir() if p.suffix in (".safetensors", ".py") or p.name in FINGERPRINT_FILES)
     base = _files_digest(folder, _stat_key(folder, names))
     if source.adapter is None:
         return base
@@ -340,6 +343,8 @@ def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, p
     source = as_source(model)
     folder = resolve_model_folder(source.folder)
     check_model_folder(folder)
+    if placement.trust_remote_code:
+        warn_remote_code(folder)
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=placement.trust_remote_code)
     except (OSError, ValueError) as err:
@@ -438,11 +443,21 @@ def _saved_tokenizer_class(folder: Path) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def warn_remote_code(folder: Path) -> None:
+    """Log, once per folder, that trust_remote_code lets the folder's own Python files run with the user's rights."""
+    code = sorted(p.name for p in folder.glob("*.py"))
+    log.warning("trust_remote_code is on: loading %s runs %s with your permissions; use it only for a folder whose "
+                "code you have read", folder, ", ".join(code) if code else "the code its config names")
+
+
 def load_tokenizer(path: str | Path | ModelSource, trust_remote_code: bool = False):
     """A model folder's tokenizer, or InputError saying why not."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = resolve_model_folder(as_source(path).folder)
+    if trust_remote_code:
+        warn_remote_code(folder)
     try:
         if _saved_tokenizer_class(folder) in GENERIC_TOKENIZER_CLASSES and (folder / "tokenizer.json").is_file():
             # AutoTokenizer would pick the model type's own tokenizer class (a Qwen2 folder gets Qwen2's
