@@ -25,6 +25,7 @@ from lmaudit.data.roles import (
     SHADOW_NONMEMBER,
     split_groups,
 )
+from lmaudit.locks import output_lock
 from lmaudit.pipeline import run_audit
 
 log = logging.getLogger(__name__)
@@ -115,9 +116,10 @@ def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, 
 def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm",
              architecture: str = "bert") -> dict:
     """Generate the suite's data, split it into roles, train its models unless done, audit, report."""
-    if suite == "classifier":
-        return classifier_demo(Path(out), size, seed, progress, architecture)
-    return language_model_demo(Path(out), size, seed, progress, suite)
+    with output_lock(out):
+        if suite == "classifier":
+            return classifier_demo(Path(out), size, seed, progress, architecture)
+        return language_model_demo(Path(out), size, seed, progress, suite)
 
 
 def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: str) -> dict:

@@ -49,6 +49,7 @@ from lmaudit.data.roles import (
 )
 from lmaudit.data.scores import REFERENCE_MODEL, load_scores
 from lmaudit.errors import InputError, row_location
+from lmaudit.locks import output_lock
 from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
@@ -150,17 +151,18 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
         corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by)
     else:
         corpus = checked_audit_corpus(combine_corpora([corpus]))
-    placement = config.placement()
-    backend = config.signal_backend()
-    classifier = signal_spec(config.signal.signal).output == "log_probabilities"
-    scored = (classifier_signals if classifier else language_model_signals)(config, corpus, placement, backend, progress)
-    attacks, not_run = run_attacks(scored.inputs)
-    texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
-    return finish_audit(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
-                        config.evaluation, texts, placement.device, scored.models, model_files(config),
-                        scored.warnings,
-                        corpus.set_index("sample_id")[list(config.evaluation.slice_by)],
-                        CLASSIFIER_LEVEL_NAMES if classifier else LANGUAGE_MODEL_LEVEL_NAMES)
+    with output_lock(config.out):
+        placement = config.placement()
+        backend = config.signal_backend()
+        classifier = signal_spec(config.signal.signal).output == "log_probabilities"
+        scored = (classifier_signals if classifier else language_model_signals)(config, corpus, placement, backend, progress)
+        attacks, not_run = run_attacks(scored.inputs)
+        texts = corpus.set_index("sample_id").loc[scored.samples["sample_id"], "text"] if config.include_text else None
+        return finish_audit(config.out, config.model_dump(), scored.samples, attacks, scored.skipped + not_run,
+                            config.evaluation, texts, placement.device, scored.models, model_files(config),
+                            scored.warnings,
+                            corpus.set_index("sample_id")[list(config.evaluation.slice_by)],
+                            CLASSIFIER_LEVEL_NAMES if classifier else LANGUAGE_MODEL_LEVEL_NAMES)
 
 
 def model_files(config: AuditConfig) -> dict[str, dict]:
@@ -523,5 +525,6 @@ def attack_losses(signals: pd.DataFrame, out: str | Path, evaluation: Evaluation
         values[REFERENCE_LOSSES] = signals[references].to_numpy(dtype=float)
     attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
     samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
-    return finish_audit(out, config, samples, attacks, skipped, evaluation, texts=None,
-                        slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])
+    with output_lock(out):
+        return finish_audit(out, config, samples, attacks, skipped, evaluation, texts=None,
+                            slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])

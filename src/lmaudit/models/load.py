@@ -443,7 +443,7 @@ def _saved_tokenizer_class(folder: Path) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def warn_remote_code(folder: Path) -> None:
     """Log, once per folder, that trust_remote_code lets the folder's own Python files run with the user's rights."""
     code = sorted(p.name for p in folder.glob("*.py"))

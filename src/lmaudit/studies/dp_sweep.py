@@ -24,6 +24,7 @@ from lmaudit.demos import (
     split_and_write_roles,
     train_language_model_unless_done,
 )
+from lmaudit.locks import output_lock
 from lmaudit.pipeline import default_cache_dir, run_audit
 from lmaudit.report.sweep import write_sweep
 from lmaudit.report.tables import population_threshold_at, result_of
@@ -79,49 +80,50 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
 
     demo = DEMO_SIZES[size]
     out = Path(out)
-    log.info("dp sweep (%s size): %d noise levels, the notes of %d patients", size, len(noises), demo.patients)
-    cache = default_cache_dir(out)
-    notes = generate_notes(demo.patients, seed)
-    # Cap every patient before the roles are written, so the training cap never drops a note that the
-    # audit would then count as a member.
-    notes = notes.iloc[cap_samples_per_group(notes["group_id"].tolist(), max_samples_per_group, seed)].reset_index(drop=True)
-    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-    recipe = {"dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
-    reference = out / "models" / "reference"
-    log.info("dp sweep: %d notes in roles (at most %s per patient); training the reference unless already trained",
-             len(notes), max_samples_per_group)
-    # The reference is the demo's (same patients, seed and epochs); only the targets take `epochs`.
-    train_language_model_unless_done("mlm", notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist(), reference,
-                                     seed=seed + 1, label="reference", epochs=demo.epochs, **recipe)
-    epochs = epochs or demo.epochs
-    target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
-    population = notes[notes["role"] == POPULATION]
-    rows = []
-    for number, noise in enumerate(noises, start=1):
-        name = f"sigma-{noise:g}"
-        log.info("dp sweep: noise %g (%d of %d): training the DP-SGD target unless already trained", noise, number,
-                 len(noises))
-        target = out / "models" / f"target-{name}"
-        dp = DPSettings(noise, max_grad_norm, delta, max_samples_per_group)
-        train_language_model_unless_done("mlm", target_rows["text"].tolist(), target, tokenizer_dir=reference, seed=seed,
-                                         label=f"target {name}", dp=dp, groups=target_rows["group_id"].tolist(),
-                                         epochs=epochs, **recipe)
-        config = AuditConfig(
-            target=str(target), reference=str(reference), members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
-            population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
-            out=str(out / name), cache_dir=str(cache), signal={"k": demo.k, "seed": seed},
-            evaluation={"bootstrap": demo.bootstrap, "seed": seed, "delta": delta}, whitebox=whitebox,
-        )
-        log.info("dp sweep: noise %g: auditing the target", noise)
-        report = run_audit(config, progress=progress)
-        log.info("dp sweep: noise %g: the target's held-out loss on the population", noise)
-        utility = held_out_loss(target, population["sample_id"].tolist(), population["text"].tolist(), demo.k, seed, cache)
-        rows.append(sweep_row(noise, read_training_summary(target), report, utility))
-    sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
-                                                 "max_samples_per_group": max_samples_per_group},
-             "epochs": epochs, "rows": rows,
-             "attacks": [name for name in (f"{attack} {level}" for attack, level in swept_attacks())
-                         if any(name in row["attacks"] for row in rows)]}
-    write_sweep(out, sweep)
-    log.info("dp sweep: %d noise levels done; wrote %s", len(rows), out / "sweep.html")
-    return sweep
+    with output_lock(out):
+        log.info("dp sweep (%s size): %d noise levels, the notes of %d patients", size, len(noises), demo.patients)
+        cache = default_cache_dir(out)
+        notes = generate_notes(demo.patients, seed)
+        # Cap every patient before the roles are written, so the training cap never drops a note that the
+        # audit would then count as a member.
+        notes = notes.iloc[cap_samples_per_group(notes["group_id"].tolist(), max_samples_per_group, seed)].reset_index(drop=True)
+        files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
+        recipe = {"dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
+        reference = out / "models" / "reference"
+        log.info("dp sweep: %d notes in roles (at most %s per patient); training the reference unless already trained",
+                 len(notes), max_samples_per_group)
+        # The reference is the demo's (same patients, seed and epochs); only the targets take `epochs`.
+        train_language_model_unless_done("mlm", notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist(), reference,
+                                         seed=seed + 1, label="reference", epochs=demo.epochs, **recipe)
+        epochs = epochs or demo.epochs
+        target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
+        population = notes[notes["role"] == POPULATION]
+        rows = []
+        for number, noise in enumerate(noises, start=1):
+            name = f"sigma-{noise:g}"
+            log.info("dp sweep: noise %g (%d of %d): training the DP-SGD target unless already trained", noise, number,
+                     len(noises))
+            target = out / "models" / f"target-{name}"
+            dp = DPSettings(noise, max_grad_norm, delta, max_samples_per_group)
+            train_language_model_unless_done("mlm", target_rows["text"].tolist(), target, tokenizer_dir=reference, seed=seed,
+                                             label=f"target {name}", dp=dp, groups=target_rows["group_id"].tolist(),
+                                             epochs=epochs, **recipe)
+            config = AuditConfig(
+                target=str(target), reference=str(reference), members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
+                population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
+                out=str(out / name), cache_dir=str(cache), signal={"k": demo.k, "seed": seed},
+                evaluation={"bootstrap": demo.bootstrap, "seed": seed, "delta": delta}, whitebox=whitebox,
+            )
+            log.info("dp sweep: noise %g: auditing the target", noise)
+            report = run_audit(config, progress=progress)
+            log.info("dp sweep: noise %g: the target's held-out loss on the population", noise)
+            utility = held_out_loss(target, population["sample_id"].tolist(), population["text"].tolist(), demo.k, seed, cache)
+            rows.append(sweep_row(noise, read_training_summary(target), report, utility))
+        sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
+                                                     "max_samples_per_group": max_samples_per_group},
+                 "epochs": epochs, "rows": rows,
+                 "attacks": [name for name in (f"{attack} {level}" for attack, level in swept_attacks())
+                             if any(name in row["attacks"] for row in rows)]}
+        write_sweep(out, sweep)
+        log.info("dp sweep: %d noise levels done; wrote %s", len(rows), out / "sweep.html")
+        return sweep
