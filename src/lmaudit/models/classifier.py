@@ -26,7 +26,7 @@ from lmaudit.models.dp import (
     per_sample_losses,
     training_step,
 )
-from lmaudit.models.inputs import pad_batch, per_sample_position_inputs
+from lmaudit.models.inputs import pad_batch, per_sample_position_inputs, text_heads
 from lmaudit.models.lstm import LSTMClassifierConfig, LSTMForSequenceClassification
 from lmaudit.models.pretrained import LoraSettings
 from lmaudit.models.train import (
@@ -213,7 +213,7 @@ def train_classifier(
     learning_rate = learning_rate or default_learning_rate(init_from, lora)
 
     def encode(values: Sequence[str]) -> list[list[int]]:
-        return tokenizer(list(values), truncation=True, max_length=max_length)["input_ids"]
+        return tokenizer(text_heads(tokenizer, values, max_length)[0], truncation=True, max_length=max_length)["input_ids"]
 
     encoded, validation_encoded = encode(texts), encode(validation[0])
     pad, lengths, order_rng = tokenizer.pad_token_id, np.array([len(e) for e in encoded]), np.random.default_rng(seed)

@@ -27,7 +27,7 @@ from lmaudit.models.dp import (
     per_sample_losses,
     training_step,
 )
-from lmaudit.models.inputs import per_sample_position_inputs
+from lmaudit.models.inputs import per_sample_position_inputs, text_heads
 from lmaudit.models.load import SUMMARY_FILE, load_tokenizer
 from lmaudit.models.pretrained import LoraSettings, load_checkpoint, with_lora
 from lmaudit.signals.base import model_max_length
@@ -218,7 +218,7 @@ def train_language_model(
         kind, texts, tokenizer_dir, init_from, lora, max_length, vocab_size,
         lambda tokenizer: _build_model(kind, size, tokenizer, max_length, dropout))
     learning_rate = learning_rate or default_learning_rate(init_from, lora)
-    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    encoded = tokenizer(text_heads(tokenizer, texts, max_length)[0], truncation=True, max_length=max_length)["input_ids"]
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=kind == "mlm", mlm_probability=0.15, seed=seed)
     order_rng = np.random.default_rng(seed)
     lengths = np.array([len(ids) for ids in encoded])

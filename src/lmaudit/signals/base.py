@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
 from lmaudit.errors import InputError
+from lmaudit.models.inputs import text_heads
 
 PRECISIONS = ("fp32", "bf16", "auto")  # of the matrix multiplies; log-softmax is always fp32
 DEVICES = ("cpu", "cuda", "auto")
@@ -96,9 +97,10 @@ class EncodedSample:
 
 
 def encode(tokenizer, texts: Sequence[str], sample_ids: Sequence[str], max_length: int) -> list[EncodedSample]:
-    """Tokenize with truncation to `max_length`, recording the untruncated content length."""
-    full = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    batch = tokenizer(list(texts), truncation=True, max_length=max_length, return_special_tokens_mask=True)
+    """Tokenize with truncation to `max_length`, recording the content length before truncation (counted in the part of
+    a text that `text_heads` keeps: at least max_length tokens for a text that is truncated)."""
+    heads, full = text_heads(tokenizer, texts, max_length)
+    batch = tokenizer(heads, truncation=True, max_length=max_length, return_special_tokens_mask=True)
     encoded = []
     for sample_id, ids, special, untruncated in zip(sample_ids, batch["input_ids"], batch["special_tokens_mask"], full, strict=True):
         content = np.flatnonzero(np.asarray(special) == 0)
