@@ -196,3 +196,14 @@ def test_a_reference_with_another_tokenizer_is_refused_unless_allowed(files, tin
     assert report["summary"]["caveats"][0].startswith("reference's tokenizer differs from the target's (vocabularies")
     assert report["warnings"][0] == report["summary"]["caveats"][0]
     assert "Caveat: reference's tokenizer differs" in output
+
+
+def test_score_refuses_an_unknown_output_type_before_any_scoring(files, tiny_model_dirs, tmp_path, monkeypatch):
+    """The --out extension is checked first: a typo costs nothing, not a whole scoring pass then an error."""
+    import lmaudit.signals.compute as compute
+
+    monkeypatch.setattr(compute, "model_signal", lambda *a, **k: pytest.fail("scored before checking --out"))
+    out = tmp_path / "out"
+    code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--out", out / "scores.txt")
+    assert_one_line_error(code, output, "scores.txt", "unknown file type '.txt'", "use .csv, .jsonl or .parquet")
+    assert_nothing_written(out)
