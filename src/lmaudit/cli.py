@@ -22,6 +22,7 @@ from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES
 from lmaudit.signals.base import DEVICES, PRECISIONS, SignalSettings
 from lmaudit.signals.registry import signal_names
+from lmaudit.studies.registry import STUDIES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
 # Sizes of the models trained from scratch (models/train.py SIZES; not imported here, which would import torch) and
@@ -617,6 +618,33 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
     report = run_demo(out, size, seed, progress=_progress(), suite=suite, architecture=architecture)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
+
+
+@main.command(epilog="Studies: " + "; ".join(f"{spec.name}: {spec.summary}" for spec in STUDIES) + ".")
+@click.argument("name", required=False, type=click.Choice([spec.name for spec in STUDIES]), metavar="NAME")
+@click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False),
+              help="A study YAML file (a grid of training and audit settings; see docs/studies.md) instead of NAME.")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/study-NAME).")
+@_demo_size_option("smoke")
+@click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")
+def study(name: str | None, config_file: str | None, out: str | None, size: str, seed: int) -> None:
+    """Run a study: train and audit a grid of settings, then tabulate and plot it (study.json, study.html); NAME is one
+    of the studies below. A rerun keeps every finished cell."""
+    from lmaudit.report.study import study_lines
+    from lmaudit.studies.registry import run_config_study, run_named_study
+
+    if (name is None) == (config_file is None):
+        raise InputError("give a study NAME or --config FILE (one of them); see 'lmaudit study -h'")
+    if config_file is not None:
+        from lmaudit.studies.grid import load_grid_config
+
+        out = out or f"runs/study-{load_grid_config(config_file).study}"
+        document = run_config_study(config_file, out, _progress())
+    else:
+        out = out or f"runs/study-{name}"
+        document = run_named_study(name, out, size, seed, _progress())
+    click.echo("\n".join(study_lines(document)))
+    click.echo(f"report: {Path(out) / 'study.html'}")
 
 
 @main.command("dp-sweep")

@@ -141,3 +141,40 @@ def sweep_figure(sweep: dict) -> str:
     left.legend(fontsize=6)
     middle.legend(fontsize=7)
     return _png(figure)
+
+
+def study_figure(study: dict) -> str:
+    """Against the studied setting (study["x"]; categories in the cells' order when not all numbers): AUC with its 95%
+    interval and recall at the population threshold of each shown attack and level, one line per value of
+    study["series"] when it has one."""
+    cells = study["cells"]
+    values = [cell["settings"][study["x"]] for cell in cells]
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    categories = list(dict.fromkeys(map(str, values)))
+    position = [float(v) if numeric else categories.index(str(v)) for v in values]
+    series = study.get("series")
+    groups = list(dict.fromkeys(str(cell["settings"][series]) for cell in cells)) if series else [None]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9))
+    for attack, level in study["shown"]:
+        for group in groups:
+            points = sorted((position[i], summary) for i, cell in enumerate(cells)
+                            if group is None or str(cell["settings"][series]) == group
+                            for summary in cell["results"] if summary["attack"] == attack and summary["level"] == level)
+            if not points:
+                continue
+            x = np.array([p for p, _ in points])
+            auc = np.array([s["auc"] for _, s in points])
+            low, high = np.array([s["auc_ci"][0] for _, s in points]), np.array([s["auc_ci"][1] for _, s in points])
+            label = f"{attack} {level}" + (f", {series} {group}" if group is not None else "")
+            left.errorbar(x, auc, yerr=[auc - low, high - auc], marker="o", capsize=3, label=label)
+            recall = [np.nan if s["population_recall"] is None else s["population_recall"] for _, s in points]
+            right.plot(x, recall, marker="o", label=label)
+    left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
+    left.set_ylabel("attack AUC (95% interval)")
+    right.set_ylabel("recall at the population's 10% FPR threshold")
+    for axis in (left, right):
+        axis.set_xlabel(study["x"])
+        if not numeric:
+            axis.set_xticks(range(len(categories)), categories)
+    left.legend(fontsize=6)
+    return _png(figure)

@@ -1,0 +1,46 @@
+"""A study's outputs: a text table for the terminal, study.json and a self-contained study.html, written all or nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmaudit.atomic import staged
+from lmaudit.report.build import json_text
+from lmaudit.report.html import render_template
+from lmaudit.report.plots import study_figure
+from lmaudit.report.tables import number, percent
+
+
+def shown_summary(cell: dict, attack: str, level: str) -> dict | None:
+    """The cell's summary of one attack at one level (its first signal), if it was evaluated."""
+    return next((s for s in cell["results"] if s["attack"] == attack and s["level"] == level), None)
+
+
+def study_lines(study: dict) -> list[str]:
+    """The study as text: one line per cell, its settings, then AUC and recall at the population threshold of each
+    shown attack."""
+    keys = list(dict.fromkeys(key for cell in study["cells"] for key in cell["settings"]))
+    shown = [tuple(pair) for pair in study["shown"]]
+    widths = [max(len(key), *(len(str(c["settings"].get(key, ""))) for c in study["cells"])) for key in keys]
+    header = "  ".join(f"{key:<{w}}" for key, w in zip(keys, widths, strict=True)) + "".join(
+        f"  {f'{a} {lv}':>34}" for a, lv in shown)
+    lines = [header, " " * sum(w + 2 for w in widths) + "".join(f"  {'AUC / recall at pop. 10% FPR':>34}" for _ in shown)]
+    for cell in study["cells"]:
+        text = "  ".join(f"{str(cell['settings'].get(key, '')):<{w}}" for key, w in zip(keys, widths, strict=True))
+        for attack, level in shown:
+            summary = shown_summary(cell, attack, level)
+            text += f"  {(number(summary['auc']) + ' / ' + percent(summary['population_recall'])) if summary else 'not run':>34}"
+        lines.append(text)
+    return lines
+
+
+def write_study(out: str | Path, study: dict) -> None:
+    """study.json and study.html (table and plot) in `out`, both or neither."""
+    out = Path(out)
+    keys = list(dict.fromkeys(key for cell in study["cells"] for key in cell["settings"]))
+    shown = [tuple(pair) for pair in study["shown"]]
+    html = render_template("study.html.j2", study=study, keys=keys, shown=shown, summary=shown_summary,
+                           figure=study_figure(study))
+    with staged(out / "study.html", out / "study.json") as (html_file, json_file):
+        html_file.write_text(html, encoding="utf-8")
+        json_file.write_text(json_text(study), encoding="utf-8")

@@ -1,0 +1,146 @@
+"""A study of your own from YAML (`lmaudit study --config study.yaml`): a grid of training and audit settings, one
+target per combination, trained on the demo's notes or on your files and audited against one reference.
+
+    study: lr-and-epochs          # a name for the study
+    kind: mlm                     # mlm (MLM energy) or clm (mean next-token loss)
+    size: smoke                   # the demo's data size and defaults (patients, epochs, masks, bootstrap)
+    data:                         # optional: your files instead of the demo's notes (paths relative to this file)
+      members: members.csv        #   the target trains on members and calibration_members
+      calibration_members: cal.csv
+      nonmembers: nonmembers.csv
+      population: population.csv
+      reference_train: public.csv #   the reference trains on these, never on an audited sample
+    grid:                         # every combination is a cell
+      epochs: [10, 30]
+      learning_rate: [0.001, 0.003]
+    x: epochs                     # the plot's x axis (default: the grid's first setting)
+    series: learning_rate         # one line per value (default: the grid's second setting, if any)
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lmaudit.data.corpus import load_corpus
+from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
+from lmaudit.demos import DEMO_SIZES, REFERENCE_TRAIN
+from lmaudit.errors import InputError
+from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, notes_study
+from lmaudit.studies.runner import Cell, StudyPlan
+
+# What a grid may vary: the target's training (train_language_model's settings, `model_size` its size) and the audit.
+TRAINING_SETTINGS = ("model_size", "epochs", "learning_rate", "dropout", "batch_size")
+AUDIT_SETTINGS = ("k",)
+SIGNAL_OF_KIND = {"mlm": "mlm_energy", "clm": "clm_loss"}
+
+
+class GridFiles(BaseModel):
+    """Your corpus files, one per role, instead of the demo's notes."""
+
+    model_config = ConfigDict(extra="forbid")
+    members: str
+    calibration_members: str | None = None
+    nonmembers: str
+    population: str
+    reference_train: str = Field(description="texts the reference trains on: never an audited sample")
+
+
+class GridConfig(BaseModel):
+    """A study file: a grid of settings over the demo's notes or your files."""
+
+    model_config = ConfigDict(extra="forbid")
+    study: str = Field("grid", pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    kind: Literal["mlm", "clm"] = "mlm"
+    size: Literal["smoke", "default"] = "smoke"
+    seed: int = 0
+    data: GridFiles | None = None
+    grid: dict[str, list[int | float | str]]
+    x: str | None = None
+    series: str | None = None
+
+    @model_validator(mode="after")
+    def _known_settings(self):
+        unknown = [key for key in self.grid if key not in TRAINING_SETTINGS + AUDIT_SETTINGS]
+        if unknown:
+            raise ValueError(f"cannot vary {', '.join(unknown)}; a grid varies {', '.join(TRAINING_SETTINGS + AUDIT_SETTINGS)}")
+        if not self.grid or any(not values for values in self.grid.values()):
+            raise ValueError("the grid needs at least one setting with at least one value")
+        for axis in (self.x, self.series):
+            if axis is not None and axis not in self.grid:
+                raise ValueError(f"'{axis}' is not a setting of the grid")
+        return self
+
+
+def load_grid_config(path: str | Path) -> GridConfig:
+    """Read a study YAML file (paths relative to its folder), or InputError naming the file and the field."""
+    path = Path(path)
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such study file") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(values, dict):
+        raise InputError(f"{path}: expected a mapping of settings at the top level")
+    if isinstance(values.get("data"), dict):
+        values["data"] = {key: str(path.parent / value) if isinstance(value, str) and not Path(value).is_absolute() else value
+                          for key, value in values["data"].items()}
+    try:
+        return GridConfig(**values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "study"
+        raise InputError(f"{path}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
+
+
+def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bool) -> NotesStudy:
+    """A NotesStudy over your files: each read and validated, the reference's texts as their own part."""
+    from lmaudit.pipeline import load_audit_corpus
+
+    roles = {MEMBER: files.members, NONMEMBER: files.nonmembers, POPULATION: files.population}
+    if files.calibration_members:
+        roles[CALIBRATION_MEMBER] = files.calibration_members
+    corpus = load_audit_corpus(roles)
+    reference = load_corpus(files.reference_train).assign(role=REFERENCE_TRAIN)
+    return NotesStudy(out, DEMO_SIZES[size], seed, pd.concat([corpus, reference], ignore_index=True),
+                      {role: Path(path) for role, path in roles.items()}, progress)
+
+
+def plan_from_config(config: GridConfig, out: Path, progress: bool = False) -> StudyPlan:
+    """One cell per combination of the grid's values, in the order the grid lists them."""
+    study = (_files_study(out, config.data, config.size, config.seed, progress) if config.data
+             else notes_study(out, config.size, config.seed, progress))
+    keys = list(config.grid)
+
+    def cell(values: tuple) -> Cell:
+        settings = dict(zip(keys, values, strict=True))
+        name = "-".join(f"{key}={value}" for key, value in settings.items())
+        training = {("size" if key == "model_size" else key): value for key, value in settings.items()
+                    if key in TRAINING_SETTINGS}
+
+        def prepare(folder: Path):
+            target = study.train(config.kind, f"target-{name}", study.texts(*TARGET_ROLES), **training)
+            reference = study.train(config.kind, "reference-" + config.kind, study.texts(REFERENCE_TRAIN),
+                                    seed=config.seed + 1) if config.kind == "clm" else study.reference()
+            audit = study.audit(folder, target, [reference], SIGNAL_OF_KIND[config.kind])
+            if "k" in settings:
+                audit = audit.model_copy(update={"signal": audit.signal.model_copy(update={"k": int(settings["k"])})})
+            return audit
+
+        return Cell(name, settings, prepare)
+
+    x = config.x or keys[0]
+    return StudyPlan(
+        study=config.study, description=config.description or f"A grid of {', '.join(keys)} ({config.kind}).",
+        paper="(a study of your own)", cells=[cell(values) for values in itertools.product(*config.grid.values())],
+        x=x, series=config.series or next((key for key in keys if key != x), None),
+        setup={"kind": config.kind, "data": "your files" if config.data else f"the demo's notes ({config.size} size)",
+               "seed": config.seed},
+    )

@@ -1,0 +1,91 @@
+"""What the language-model studies share: the demo's generated notes split into roles by patient, models trained with
+the demo's recipe unless already trained (all on the first reference's tokenizer, so that masks pair), one signal store
+for every cell, and the audit of a cell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lmaudit.config import AuditConfig
+from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
+from lmaudit.demos import (
+    DEMO_LEARNING_RATE,
+    DEMO_SIZES,
+    DEMO_SPLIT,
+    REFERENCE_TRAIN,
+    DemoSize,
+    split_and_write_roles,
+    train_language_model_unless_done,
+)
+from lmaudit.signals.store import default_cache_dir
+
+TARGET_ROLES = (MEMBER, CALIBRATION_MEMBER)  # the target trains on both; calibration members fit the learned attacks
+
+
+@dataclass(frozen=True)
+class NotesStudy:
+    """The demo's notes in `out`/data, models in `out`/models, one store in `out`/cache."""
+
+    out: Path
+    size: DemoSize
+    seed: int
+    notes: pd.DataFrame
+    files: dict[str, Path]
+    progress: bool = False
+
+    def texts(self, *roles: str) -> list[str]:
+        """The texts of the notes in `roles`."""
+        return self.notes.loc[self.notes["role"].isin(roles), "text"].tolist()
+
+    @property
+    def tokenizer_source(self) -> Path:
+        """The first reference, whose tokenizer (trained on its own patients' notes) every model of the study uses."""
+        return self.out / "models" / "reference"
+
+    def train(self, kind: str, name: str, texts: list[str], seed: int | None = None, **settings) -> Path:
+        """out/models/NAME: an LM of `kind` trained on `texts` with the demo's recipe (settings override it) unless
+        already trained the same way."""
+        folder = self.out / "models" / name
+        recipe = {"epochs": self.size.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, **settings}
+        if folder != self.tokenizer_source:
+            self.reference()
+            recipe["tokenizer_dir"] = self.tokenizer_source
+        train_language_model_unless_done(kind, texts, folder, seed=self.seed if seed is None else seed, label=name,
+                                         progress=self.progress, **recipe)
+        return folder
+
+    def reference(self, kind: str = "mlm") -> Path:
+        """The in-domain reference: trained like the target on the reference patients' notes, with its own seed."""
+        folder = self.tokenizer_source
+        recipe = {"epochs": self.size.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE}
+        train_language_model_unless_done(kind, self.texts(REFERENCE_TRAIN), folder, seed=self.seed + 1,
+                                         label="reference", progress=self.progress, **recipe)
+        return folder
+
+    def audit(self, folder: Path, target: Path, references: list[Path], signal: str = "mlm_energy",
+              files: dict[str, Path] | None = None) -> AuditConfig:
+        """The audit of one cell into `folder`: the target against the references on the study's roles (or `files`),
+        sharing the study's signal store."""
+        files = {**self.files, **(files or {})}
+        return AuditConfig(
+            target=str(target), reference=[str(r) for r in references], members=str(files[MEMBER]),
+            nonmembers=str(files[NONMEMBER]), population=str(files[POPULATION]),
+            calibration_members=str(files[CALIBRATION_MEMBER]) if CALIBRATION_MEMBER in files else None, out=str(folder),
+            cache_dir=str(default_cache_dir(self.out)),
+            signal={"signal": signal, "k": self.size.k, "seed": self.seed},
+            evaluation={"bootstrap": self.size.bootstrap, "seed": self.seed},
+        )
+
+
+def notes_study(out: str | Path, size: str, seed: int, progress: bool = False) -> NotesStudy:
+    """Generate the demo's notes for `size` and write their roles (by patient, seeded) to out/data."""
+    from lmaudit.data.synth import generate_notes
+
+    out = Path(out)
+    demo = DEMO_SIZES[size]
+    notes = generate_notes(demo.patients, seed)
+    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
+    return NotesStudy(out, demo, seed, notes, files, progress)

@@ -1,0 +1,117 @@
+"""Run a study: a grid of cells, each training what it needs (unless already trained) and auditing into its own
+folder, tabulated in study.json and study.html.
+
+A finished cell is not redone: its record is kept in cells/<name>/cell.json with the settings it was run with, and a
+rerun with the same settings reads it back. Cells share one signal store (cache/), so a model scored in one cell (the
+reference, say) is not scored again in the next.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lmaudit.atomic import write_text
+from lmaudit.config import AuditConfig
+from lmaudit.locks import output_lock
+from lmaudit.report.build import json_text
+from lmaudit.report.tables import population_threshold_at
+
+log = logging.getLogger(__name__)
+
+CELL_FILE = "cell.json"
+STUDY_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of a study's grid: a folder name, the settings it studies (JSON values, the table's first columns),
+    and `prepare(folder)`, which trains what the cell needs unless done and returns the audit to run into `folder`."""
+
+    name: str
+    settings: dict
+    prepare: Callable[[Path], AuditConfig]
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """A study's cells and how to read them: the setting on the plot's x axis, the one that separates its lines, the
+    attacks and levels the table and plot show, what the paper found, and results computed from all cells at the end
+    (`analyse(records)`: a dict added to study.json, e.g. a regression over the cells' samples)."""
+
+    study: str
+    description: str
+    cells: list[Cell]
+    x: str
+    paper: str
+    shown: tuple[tuple[str, str], ...] = (("loss", "sample"), ("likelihood_ratio", "sample"), ("likelihood_ratio", "group"))
+    series: str | None = None
+    analyse: Callable[[list[dict]], dict] | None = None
+    setup: dict = field(default_factory=dict)
+
+
+def result_summary(result: dict) -> dict:
+    """What a study keeps of one result: AUC with its interval, TPR at 1% and 0.1% FPR, precision, recall and advantage
+    at the population threshold (alpha 0.1) and at the mean-member-loss threshold, the largest epsilon lower bound."""
+    population = population_threshold_at(result)
+    mean_loss = next((t for t in result["thresholds"] if t["rule"] == "mean_member_loss"), None)
+    return {
+        "attack": result["attack"], "signal": result["signal"], "level": result["level"],
+        "auc": result["auc"], "auc_ci": result["auc_ci"],
+        "tpr_at_1pct_fpr": result["tpr_at_fpr"].get("0.01", {}).get("tpr"),
+        "tpr_at_0.1pct_fpr": result["tpr_at_fpr"].get("0.001", {}).get("tpr"),
+        **{f"population_{key}": population[key] if population else None for key in ("precision", "recall", "advantage")},
+        "mean_member_loss_advantage": mean_loss["advantage"] if mean_loss else None,
+        "epsilon_lower_bound": max((t["epsilon_lower_bound"] for t in result["thresholds"]), default=None),
+        "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
+    }
+
+
+def cell_record(cell: Cell, report: dict, seconds: float) -> dict:
+    """A cell's line of study.json: its settings, the seconds it took, and every attack's summary on all samples."""
+    return {"cell": cell.name, "settings": cell.settings, "seconds": round(seconds, 1),
+            "verdict": report["summary"]["risk"],
+            "results": [result_summary(r) for r in report["results"] if r["slice"] == "all"]}
+
+
+def _finished(folder: Path, cell: Cell) -> dict | None:
+    try:
+        record = json.loads((folder / CELL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if record.get("settings") == json.loads(json.dumps(cell.settings)) else None
+
+
+def run_study(plan: StudyPlan, out: str | Path, progress: bool = False) -> dict:
+    """Run every cell not finished before, then write study.json and study.html in `out`; returns study.json's document."""
+    from lmaudit.pipeline import run_audit
+    from lmaudit.report.study import write_study
+
+    out = Path(out)
+    with output_lock(out):
+        records = []
+        for number, cell in enumerate(plan.cells, start=1):
+            folder = out / "cells" / cell.name
+            record = _finished(folder, cell)
+            if record is not None:
+                log.info("study %s: cell %d of %d (%s): finished earlier, kept", plan.study, number, len(plan.cells),
+                         cell.name)
+            else:
+                log.info("study %s: cell %d of %d (%s): training what it needs and auditing", plan.study, number,
+                         len(plan.cells), cell.name)
+                started = time.monotonic()
+                report = run_audit(cell.prepare(folder), progress=progress)
+                record = cell_record(cell, report, time.monotonic() - started)
+                write_text(folder / CELL_FILE, json_text(record))
+            records.append(record)
+        study = {"format": STUDY_FORMAT, "study": plan.study, "description": plan.description, "paper": plan.paper,
+                 "setup": plan.setup, "x": plan.x, "series": plan.series,
+                 "shown": [list(pair) for pair in plan.shown], "cells": records,
+                 "analysis": plan.analyse(records) if plan.analyse else None}
+        write_study(out, study)
+    log.info("study %s: %d cells; wrote %s", plan.study, len(records), out / "study.html")
+    return study

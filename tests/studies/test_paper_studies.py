@@ -1,0 +1,96 @@
+"""The papers' studies end to end through the command line, on a size smaller than smoke (24 patients, 2 epochs): each
+cell trains what it studies and audits it; what must not change between cells does not."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from lmaudit.demos import DEMO_SIZES, DemoSize
+from lmaudit.models.train import read_training_summary
+from tests.helpers import assert_one_line_error, invoke, run_cli
+
+TINY = DemoSize(patients=24, epochs=3, k=2, bootstrap=20, references=1, neighbours=2)
+
+
+@pytest.fixture(autouse=True)
+def tiny_size(monkeypatch):
+    monkeypatch.setitem(DEMO_SIZES, "smoke", TINY)
+
+
+def study_of(out):
+    return json.loads((out / "study.json").read_text())
+
+
+def auc(cell, attack, level="sample"):
+    return next(s["auc"] for s in cell["results"] if s["attack"] == attack and s["level"] == level)
+
+
+def test_model_size_trains_one_target_per_width_and_length(tmp_path):
+    output = invoke("study", "model-size", "--out", tmp_path)
+    study = study_of(tmp_path)
+    assert [c["settings"] for c in study["cells"]] == [{"model_size": s, "epochs": e} for s in ("tiny", "mini") for e in (1, 3)]
+    for cell in study["cells"]:
+        summary = read_training_summary(tmp_path / "models" / f"target-{cell['cell']}")
+        assert (summary["size"], summary["epochs"]) == (cell["settings"]["model_size"], cell["settings"]["epochs"])
+        assert {"loss", "likelihood_ratio"} <= {s["attack"] for s in cell["results"]}
+    assert "report: " in output and len([line for line in output.splitlines() if line.startswith(("tiny", "mini"))]) == 4
+
+
+def test_reference_choice_changes_only_what_reads_the_reference(tmp_path):
+    invoke("study", "reference-choice", "--out", tmp_path)
+    cells = study_of(tmp_path)["cells"]
+    assert [c["settings"]["reference"] for c in cells] == ["same-notes", "other-notes", "not-clinical"]
+    assert len({auc(c, "loss") for c in cells}) == 1  # one target, one store: the loss attack is the same number
+    assert len({auc(c, "likelihood_ratio") for c in cells}) == 3
+    sizes = {read_training_summary(tmp_path / "models" / name)["n_samples"]
+             for name in ("reference", "reference-other-notes", "reference-not-clinical")}
+    assert len(sizes) == 1  # every reference trains on as many texts
+
+
+def test_name_insertion_puts_names_on_member_notes_only(tmp_path):
+    invoke("study", "name-insertion", "--out", tmp_path)
+    cells = study_of(tmp_path)["cells"]
+    assert [(c["settings"]["target"], c["settings"]["audited members"]) for c in cells] == [
+        ("plain", "as trained"), ("names", "with names"), ("names", "without names")]
+    plain = pd.read_parquet(tmp_path / "data" / "member.parquet")
+    named = pd.read_parquet(tmp_path / "data" / "member-with-names.parquet")
+    assert named["sample_id"].tolist() == plain["sample_id"].tolist()
+    assert all(n.endswith(" " + p) and len(n.split()) == len(p.split()) + 2
+               for n, p in zip(named["text"], plain["text"], strict=True))
+    with_names = json.loads((tmp_path / "cells" / "names-target-with-names" / "report.json").read_text())
+    assert with_names["config"]["members"].endswith("member-with-names.parquet")
+    assert with_names["config"]["nonmembers"].endswith("nonmember.parquet")
+
+
+def test_a_study_from_yaml_over_your_own_files(tmp_path, notes):
+    patients = sorted(notes["group_id"].unique())
+    parts = {"members": patients[:4], "nonmembers": patients[4:7], "population": patients[7:10], "public": patients[10:]}
+    for name, group in parts.items():
+        notes[notes["group_id"].isin(group)].to_csv(tmp_path / f"{name}.csv", index=False)
+    (tmp_path / "study.yaml").write_text(
+        "study: lr\nsize: smoke\ndata:\n  members: members.csv\n  nonmembers: nonmembers.csv\n  population: population.csv\n"
+        "  reference_train: public.csv\ngrid:\n  learning_rate: [0.001, 0.003]\n  k: [2]\n")
+    invoke("study", "--config", tmp_path / "study.yaml", "--out", tmp_path / "out")
+    study = study_of(tmp_path / "out")
+    assert [c["settings"] for c in study["cells"]] == [{"learning_rate": 0.001, "k": 2}, {"learning_rate": 0.003, "k": 2}]
+    assert study["x"] == "learning_rate" and study["series"] == "k"
+    report = json.loads((tmp_path / "out" / "cells" / study["cells"][0]["cell"] / "report.json").read_text())
+    assert report["config"]["members"] == str(tmp_path / "members.csv") and report["config"]["signal"]["k"] == 2
+
+
+@pytest.mark.parametrize(("text", "fragments"), [
+    ("grid:\n  colour: [1]\n", ("study.yaml: grid", "cannot vary colour")),
+    ("grid:\n  epochs: [1]\nx: k\n", ("study.yaml", "'k' is not a setting of the grid")),
+    ("grid: [1\n", ("study.yaml", "not valid YAML")),
+])
+def test_a_bad_study_file_is_one_line(tmp_path, text, fragments):
+    (tmp_path / "study.yaml").write_text(text)
+    code, output = run_cli("study", "--config", tmp_path / "study.yaml", "--out", tmp_path / "out")
+    assert_one_line_error(code, output, *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_study_needs_a_name_or_a_file(tmp_path):
+    assert_one_line_error(*run_cli("study", "--out", tmp_path / "out"), "give a study NAME or --config FILE")
+    assert_one_line_error(*run_cli("study", "no-such-study"), "'no-such-study' is not one of")
