@@ -81,7 +81,8 @@ def test_a_study_from_yaml_over_your_own_files(tmp_path, notes):
 
 @pytest.mark.parametrize(("text", "fragments"), [
     ("grid:\n  colour: [1]\n", ("study.yaml: grid", "cannot vary colour")),
-    ("grid:\n  epochs: [1]\nx: k\n", ("study.yaml", "'k' is not a setting of the grid")),
+    ("grid:\n  epochs: [1]\nx: k\n", ("study.yaml: x: 'k' is not a setting of the grid",)),
+    ("study: ../elsewhere\ngrid:\n  epochs: [1]\n", ("study.yaml: study: String should match pattern",)),
     ("grid: [1\n", ("study.yaml", "not valid YAML")),
 ])
 def test_a_bad_study_file_is_one_line(tmp_path, text, fragments):
@@ -94,3 +95,19 @@ def test_a_bad_study_file_is_one_line(tmp_path, text, fragments):
 def test_a_study_needs_a_name_or_a_file(tmp_path):
     assert_one_line_error(*run_cli("study", "--out", tmp_path / "out"), "give a study NAME or --config FILE")
     assert_one_line_error(*run_cli("study", "no-such-study"), "'no-such-study' is not one of")
+
+
+def test_memorisation_predictor_labels_the_members_the_likelihood_ratio_exposes(tmp_path):
+    invoke("study", "memorisation-predictor", "--out", tmp_path)
+    analysis = study_of(tmp_path)["analysis"]
+    report = json.loads((tmp_path / "cells" / "target" / "report.json").read_text())
+    ratio = next(r for r in report["results"] if r["attack"] == "likelihood_ratio" and r["level"] == "sample"
+                 and r["slice"] == "all")
+    threshold = next(t for t in ratio["thresholds"] if t["rule"] == "population" and t["alpha"] == 0.1)
+    scores = pd.read_parquet(tmp_path / "cells" / "target" / "scores.parquet")
+    members = scores[scores["role"] == "member"]
+    assert analysis["exposed members"]["members"] == len(members) == threshold["tp"] + threshold["fn"]
+    assert analysis["exposed members"]["exposed"] == (members["score_likelihood_ratio"] >= threshold["value"]).sum() == threshold["tp"]
+    assert analysis["exposed members"]["train members"] + analysis["exposed members"]["test members"] == len(members)
+    assert set(analysis["coefficients"]) == {"digits", "length", "non_alphanumeric", "rarest_1", "rarest_2", "rarest_3"}
+    assert "<h3>feature sets</h3>" in (tmp_path / "study.html").read_text()

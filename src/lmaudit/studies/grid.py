@@ -25,7 +25,7 @@ from typing import Literal
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
@@ -65,16 +65,21 @@ class GridConfig(BaseModel):
     x: str | None = None
     series: str | None = None
 
-    @model_validator(mode="after")
-    def _known_settings(self):
-        unknown = [key for key in self.grid if key not in TRAINING_SETTINGS + AUDIT_SETTINGS]
+    @field_validator("grid")
+    @classmethod
+    def _known_settings(cls, grid: dict) -> dict:
+        unknown = [key for key in grid if key not in TRAINING_SETTINGS + AUDIT_SETTINGS]
         if unknown:
             raise ValueError(f"cannot vary {', '.join(unknown)}; a grid varies {', '.join(TRAINING_SETTINGS + AUDIT_SETTINGS)}")
-        if not self.grid or any(not values for values in self.grid.values()):
+        if not grid or any(not values for values in grid.values()):
             raise ValueError("the grid needs at least one setting with at least one value")
-        for axis in (self.x, self.series):
+        return grid
+
+    @model_validator(mode="after")
+    def _axes_in_grid(self):
+        for name, axis in (("x", self.x), ("series", self.series)):
             if axis is not None and axis not in self.grid:
-                raise ValueError(f"'{axis}' is not a setting of the grid")
+                raise ValueError(f"{name}: '{axis}' is not a setting of the grid")
         return self
 
 
@@ -96,8 +101,8 @@ def load_grid_config(path: str | Path) -> GridConfig:
         return GridConfig(**values)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "study"
-        raise InputError(f"{path}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
+        where = "".join(f"{'.'.join(str(p) for p in first['loc'])}: " if first["loc"] else "")
+        raise InputError(f"{path}: {where}{first['msg'].removeprefix('Value error, ')}") from None
 
 
 def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bool) -> NotesStudy:
