@@ -101,16 +101,26 @@ def split_and_write_roles(corpus: pd.DataFrame, split: dict[str, float], seed: i
 
 
 def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
-    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts
-    (settings as for train_language_model; DP training is compared by its DP settings)."""
-    from lmaudit.models.train import train_language_model, train_unless_done
+    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts, and every
+    checkpoint asked for (`checkpoints`) is beside it (settings as for train_language_model; DP training is compared by
+    its DP settings)."""
+    from lmaudit.models.train import checkpoint_folder, read_training_summary, train_language_model, train_unless_done
 
     dp = settings.get("dp")
-    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate")}
+    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate") if key in settings}
     wanted |= {"kind": kind, "dp": asdict(dp) if dp is not None else None}
+    wanted |= {key: settings[key] for key in ("size", "batch_size") if key in settings}
     if dp is None:  # DP training caps each patient, so its sample count is not that of `texts`
         wanted["n_samples"] = len(texts)
-    train_unless_done(folder, wanted, lambda: train_language_model(kind, texts, folder, **settings))
+    epochs = settings.get("epochs", 30)
+    missing = [e for e in settings.get("checkpoints", ()) if e < epochs and (read_training_summary(
+        checkpoint_folder(folder, e)) or {}).get("checkpoint_of") != epochs]
+    train = partial(train_language_model, kind, texts, folder, **settings)
+    if missing:  # trained again to save them (the model itself comes out the same: saving draws no random numbers)
+        log.info("training %s again: its checkpoints after epochs %s are missing", folder, ", ".join(map(str, missing)))
+        train()
+    else:
+        train_unless_done(folder, wanted, train)
 
 
 def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm",

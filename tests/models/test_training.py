@@ -32,3 +32,23 @@ def test_train_unless_done_compares_the_recorded_settings(tmp_path):
     train_unless_done(folder, {"dp": None}, lambda: calls.append("no DP"))
     train_unless_done(tmp_path / "elsewhere", {"epochs": 3}, lambda: calls.append("never trained"))
     assert calls == ["more epochs", "more noise", "no DP", "never trained"]
+
+
+def test_checkpoints_are_the_model_after_their_epoch_and_do_not_change_the_run(notes, tmp_path):
+    """A run saving checkpoints ends with the same weights as one that does not; the checkpoint after epoch 1 records
+    its epoch, the run it belongs to and that run's first epoch loss, and is not written for the last epoch."""
+    from safetensors.torch import load_file
+
+    from lmaudit.models.train import checkpoint_folder, read_training_summary, train_language_model
+
+    texts = notes["text"].tolist()[:40]
+    plain = train_language_model("clm", texts, tmp_path / "plain", epochs=2, seed=1)
+    saving = train_language_model("clm", texts, tmp_path / "saving", epochs=2, seed=1, checkpoints=(1, 2))
+    first, second = load_file(tmp_path / "plain" / "model.safetensors"), load_file(tmp_path / "saving" / "model.safetensors")
+    assert all((first[name] == second[name]).all() for name in first) and plain.epoch_losses == saving.epoch_losses
+    checkpoint = read_training_summary(checkpoint_folder(tmp_path / "saving", 1))
+    assert (checkpoint["epochs"], checkpoint["checkpoint_of"]) == (1, 2)
+    assert checkpoint["epoch_losses"] == saving.epoch_losses[:1]
+    assert not checkpoint_folder(tmp_path / "saving", 2).exists()
+    after_one = load_file(checkpoint_folder(tmp_path / "saving", 1) / "model.safetensors")
+    assert any((after_one[name] != second[name]).any() for name in second)

@@ -111,3 +111,18 @@ def test_memorisation_predictor_labels_the_members_the_likelihood_ratio_exposes(
     assert analysis["exposed members"]["train members"] + analysis["exposed members"]["test members"] == len(members)
     assert set(analysis["coefficients"]) == {"digits", "length", "non_alphanumeric", "rarest_1", "rarest_2", "rarest_3"}
     assert "<h3>feature sets</h3>" in (tmp_path / "study.html").read_text()
+
+
+def test_epochs_audits_every_checkpoint_of_both_kinds_and_takes_the_maximum(tmp_path):
+    invoke("study", "epochs", "--out", tmp_path)
+    study = study_of(tmp_path)
+    assert [(c["settings"]["kind"], c["settings"]["epochs"]) for c in study["cells"]] == [
+        (kind, epoch) for kind in ("mlm", "clm") for epoch in (1, 2, 3)]
+    for cell in study["cells"]:
+        report = json.loads((tmp_path / "cells" / cell["cell"] / "report.json").read_text())
+        expected = "target-" + cell["settings"]["kind"] + ("" if cell["settings"]["epochs"] == 3 else f"-epoch-{cell['settings']['epochs']}")
+        assert report["config"]["target"].endswith(expected)
+        assert read_training_summary(report["config"]["target"])["epochs"] == cell["settings"]["epochs"]
+    best = study["analysis"]["maximum over epochs"]["clm loss sample"]
+    aucs = {c["settings"]["epochs"]: auc(c, "loss") for c in study["cells"] if c["settings"]["kind"] == "clm"}
+    assert best["max AUC"] == max(aucs.values()) and aucs[best["at epoch"]] == best["max AUC"]

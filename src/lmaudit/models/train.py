@@ -132,6 +132,13 @@ class TrainingSummary:
     init_from: str | None = None
     init_fingerprint: str | None = None
     lora: dict | None = None
+    checkpoint_of: int | None = None  # a checkpoint saved after `epochs` of a run of this many epochs
+
+
+def checkpoint_folder(out_dir: str | Path, epoch: int) -> Path:
+    """Where the checkpoint after `epoch` of the model trained into `out_dir` is saved: `<out_dir>-epoch-<epoch>`."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(f"{out_dir.name}-epoch-{epoch}")
 
 
 def clm_config(size: str, vocab_size: int, max_length: int, tokenizer, dropout: float = 0.1):
@@ -202,13 +209,17 @@ def train_language_model(
     groups: Sequence[str | None] | None = None,
     init_from: str | Path | None = None,
     lora: LoraSettings | None = None,
+    checkpoints: Sequence[int] = (),
 ) -> TrainingSummary:
     """Train an LM of `kind` on `texts` and save it with its tokenizer: from scratch (a small model; the tokenizer
     trained here unless `tokenizer_dir`), or fine-tuned from the checkpoint `init_from`, fully or with `lora` adapters
     (then the adapter is saved). AdamW, linear warm-up and decay, length-bucketed batches; or, with `dp`, DP-SGD with
-    Poisson batches (`groups` give each text's patient or user for the per-group cap)."""
+    Poisson batches (`groups` give each text's patient or user for the per-group cap). After each epoch listed in
+    `checkpoints` (before the last), the model as it is then is saved beside `out_dir` (`checkpoint_folder`)."""
     from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
+    if dp is not None and checkpoints:
+        raise InputError("checkpoints of a DP-SGD run are not saved: train one model per number of epochs instead")
     quiet_transformers()
     torch.manual_seed(seed)
     if dp is not None:
@@ -232,6 +243,14 @@ def train_language_model(
     log.info("training %s (%s, %s): %d samples, %d epochs, batch size %d, learning rate %g%s", label, kind,
              start.get("size", size), len(encoded), epochs, batch_size, learning_rate,
              f", DP-SGD noise {dp.noise_multiplier:g}" if dp is not None else "")
+
+    def summary_after(losses: list[float], **extra) -> TrainingSummary:
+        return TrainingSummary(**{
+            "kind": kind, "size": size, "n_samples": len(encoded), "epochs": len(losses), "seed": seed,
+            "batch_size": batch_size, "learning_rate": learning_rate, "max_length": max_length,
+            "final_train_loss": losses[-1], "epoch_losses": list(losses),
+            "dp": dp_record(private, steps) if private else None, "dropout": dropout, **start, **extra})
+
     model.train()
     for epoch in tqdm(range(epochs), desc=f"training {label} ({size})", unit="epoch", disable=not progress or None):
         losses = []
@@ -250,11 +269,11 @@ def train_language_model(
         epoch_losses.append(float(np.mean(losses)) if losses else float("nan"))
         log.log(logging.DEBUG if progress else logging.INFO, "training %s: epoch %d/%d, loss %.3f (%.0f s)", label,
                 epoch + 1, epochs, epoch_losses[-1], time.monotonic() - started)
-    summary = TrainingSummary(**{
-        "kind": kind, "size": size, "n_samples": len(encoded), "epochs": epochs, "seed": seed, "batch_size": batch_size,
-        "learning_rate": learning_rate, "max_length": max_length, "final_train_loss": epoch_losses[-1],
-        "epoch_losses": epoch_losses, "dp": dp_record(private, steps) if private else None, "dropout": dropout, **start,
-    })
+        if epoch + 1 in checkpoints and epoch + 1 < epochs:
+            save_model_folder(model.eval(), tokenizer, summary_after(epoch_losses, checkpoint_of=epochs),
+                              checkpoint_folder(out_dir, epoch + 1))
+            model.train()
+    summary = summary_after(epoch_losses)
     save_model_folder((private.finished_model() if private else model).eval(), tokenizer, summary, Path(out_dir))
     log.info("trained %s: final loss %.3f after %d epochs in %.1f s; saved to %s", label, epoch_losses[-1], epochs,
              time.monotonic() - started, out_dir)

@@ -33,6 +33,8 @@ STUDIES = [
               "reference_choice"),
     StudySpec("name-insertion", "names prepended to the members' training notes, audited with and without them "
               "(Table 6)", "name_insertion"),
+    StudySpec("epochs", "leakage after each training epoch of a masked and a causal LM, and its maximum (Jagannatha "
+              "et al., Figures 2-4)", "epochs"),
     StudySpec("memorisation-predictor", "which member notes leak: a logistic regression on their digits, length, "
               "punctuation and rare tokens (Table 7)", "memorisation"),
 ]
