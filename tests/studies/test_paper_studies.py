@@ -126,3 +126,13 @@ def test_epochs_audits_every_checkpoint_of_both_kinds_and_takes_the_maximum(tmp_
     best = study["analysis"]["maximum over epochs"]["clm loss sample"]
     aucs = {c["settings"]["epochs"]: auc(c, "loss") for c in study["cells"] if c["settings"]["kind"] == "clm"}
     assert best["max AUC"] == max(aucs.values()) and aucs[best["at epoch"]] == best["max AUC"]
+
+
+def test_rare_disease_runs_and_says_when_no_bucket_is_big_enough(tmp_path):
+    """24 patients leave about 9 audited ones: fewer than one bucket's minimum, said in the analysis, not a crash."""
+    invoke("study", "rare-disease", "--out", tmp_path)
+    analysis = study_of(tmp_path)["analysis"]
+    assert set(analysis) == {"loss: buckets", "likelihood_ratio: buckets"}
+    assert all(isinstance(value, str) and ("more patients needed" in value or "not run" in value)
+               for value in analysis.values())
+    assert "codes" in pd.read_parquet(tmp_path / "data" / "member.parquet").columns

@@ -231,7 +231,8 @@ def _patients(rng: np.random.Generator, n_patients: int) -> list[Patient]:
 
 
 def generate_notes(n_patients: int = 300, seed: int = 0, insert_names: bool = False) -> pd.DataFrame:
-    """Generate a synthetic clinical corpus: one row per sample, with patient and admission ids."""
+    """Generate a synthetic clinical corpus: one row per sample, with patient and admission ids, its note's section and
+    its admission's ICD-10 codes (`codes`, separated by ';')."""
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, len(DIAGNOSES) + 1) ** 1.2
     weights /= weights.sum()
@@ -252,6 +253,7 @@ def generate_notes(n_patients: int = 300, seed: int = 0, insert_names: bool = Fa
                         "group_id": patient.patient_id,
                         "subgroup_id": admission_id,
                         "section": str(section),
+                        "codes": ";".join(code for code, _, _ in diagnoses),  # the admission's ICD-10 codes
                         "text": text,
                     })
     return pd.DataFrame(rows)

@@ -35,6 +35,8 @@ STUDIES = [
               "(Table 6)", "name_insertion"),
     StudySpec("epochs", "leakage after each training epoch of a masked and a causal LM, and its maximum (Jagannatha "
               "et al., Figures 2-4)", "epochs"),
+    StudySpec("rare-disease", "patient-level leakage per bucket of disease-profile probability (Jagannatha et al., "
+              "Figures 22-24)", "rare_disease"),
     StudySpec("memorisation-predictor", "which member notes leak: a logistic regression on their digits, length, "
               "punctuation and rare tokens (Table 7)", "memorisation"),
 ]

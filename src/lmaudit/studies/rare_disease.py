@@ -1,0 +1,105 @@
+"""Rare disease profiles (Jagannatha et al. 2021, Section 5.3, Appendix A.2 and Figures 22-24): the demo's target
+audited once; each audited patient's disease profile (the set of ICD codes over their admissions, the notes' `codes`
+column) gets the probability of Eqs. 4-5, patients are bucketed on the log of it, buckets of fewer than 10 patients are
+dropped, and the patient-level leakage (TPR - FPR at the patient-level population threshold) is computed per bucket."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.attacks.base import aggregate_by_group
+from lmaudit.data.roles import MEMBER, NONMEMBER
+from lmaudit.studies.notes import TARGET_ROLES, notes_study
+from lmaudit.studies.runner import Cell, StudyPlan
+
+MAX_BUCKETS = 100
+MIN_PATIENTS = 10
+BUCKETED_ATTACKS = ("loss", "likelihood_ratio")
+
+
+def patient_profiles(notes: pd.DataFrame) -> pd.Series:
+    """Each patient's disease profile: the set of codes over all their notes (`codes`: ';'-separated), by group_id."""
+    return notes.groupby("group_id")["codes"].agg(lambda values: frozenset(c for v in values for c in v.split(";") if c))
+
+
+def profile_log_probabilities(profiles: pd.Series) -> pd.Series:
+    """log p(profile) of Eq. 4, with each code's p(c) from Eq. 5 (the share of these patients coded with it): the
+    product of p(c) over the profile's codes and of 1 - p(c) over every other code, as a natural log."""
+    codes = sorted({code for profile in profiles for code in profile})
+    share = {code: sum(code in profile for profile in profiles) / len(profiles) for code in codes}
+    return profiles.map(lambda profile: sum(np.log(share[c]) if c in profile else np.log1p(-share[c])
+                                            for c in codes if c in profile or share[c] < 1))
+
+
+def bucketed_leakage(log_probability: pd.Series, member: pd.Series, called: pd.Series,
+                     max_buckets: int = MAX_BUCKETS, min_patients: int = MIN_PATIENTS) -> list[dict]:
+    """Patients (indexed alike in the three series) in equal-width buckets of log-probability, as many as the patients
+    allow (at most `max_buckets`, at most one per `min_patients` patients); buckets of fewer than `min_patients`
+    dropped; per bucket its range, counts and leakage, TPR - FPR of `called` (None without both members and
+    non-members)."""
+    buckets = int(np.clip(len(log_probability) // min_patients, 1, max_buckets))
+    edges = np.linspace(log_probability.min(), log_probability.max(), buckets + 1)
+    index = np.clip(np.searchsorted(edges, log_probability.to_numpy(), side="right") - 1, 0, buckets - 1)
+    rows = []
+    for bucket in range(buckets):
+        inside = index == bucket
+        if inside.sum() < min_patients:
+            continue
+        members, nonmembers = member[inside], ~member[inside]
+        tpr = called[inside][members].mean() if members.any() else None
+        fpr = called[inside][nonmembers].mean() if nonmembers.any() else None
+        rows.append({"log p from": float(edges[bucket]), "log p to": float(edges[bucket + 1]),
+                     "mean log p": float(log_probability[inside].mean()), "patients": int(inside.sum()),
+                     "members": int(members.sum()), "nonmembers": int(nonmembers.sum()),
+                     "leakage": None if tpr is None or fpr is None else float(tpr - fpr)})
+    return rows
+
+
+def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
+    """One cell (the demo's target and reference); the buckets are the study's analysis."""
+    study = notes_study(out, size, seed, progress)
+
+    def prepare(folder: Path):
+        target = study.train("mlm", "target", study.texts(*TARGET_ROLES))
+        return study.audit(folder, target, [study.reference()])
+
+    def analyse(records: list[dict]) -> dict:
+        cell_folder = out / "cells" / records[0]["cell"]
+        report = json.loads((cell_folder / "report.json").read_text(encoding="utf-8"))
+        scores = pd.read_parquet(cell_folder / "scores.parquet")
+        audited = scores[scores["role"].isin([MEMBER, NONMEMBER])]
+        log_probability = profile_log_probabilities(patient_profiles(study.notes))
+        roles = audited.groupby("group_id")["role"].first()
+        analysis = {}
+        for attack in BUCKETED_ATTACKS:
+            result = next((r for r in report["results"] if r["attack"] == attack and r["level"] == "group"
+                           and r["slice"] == "all"), None)
+            threshold = next((t["value"] for t in (result or {}).get("thresholds", [])
+                              if t["rule"] == "population" and t["alpha"] == 0.1), None)
+            if threshold is None:
+                analysis[f"{attack}: buckets"] = "not run: no patient-level population threshold (too few patients)"
+                continue
+            patient_scores = aggregate_by_group(audited["score_" + attack].to_numpy(), audited["group_id"].to_numpy())
+            rows = bucketed_leakage(log_probability.loc[patient_scores.index], roles.loc[patient_scores.index] == MEMBER,
+                                    patient_scores >= threshold)
+            analysis[f"{attack}: buckets"] = ({f"bucket {i + 1}": row for i, row in enumerate(rows)} if rows else
+                                              f"no bucket holds {MIN_PATIENTS} audited patients: more patients needed")
+        return analysis
+
+    return StudyPlan(
+        study="rare-disease",
+        description="Patient-level leakage against the rarity of the patient's disease profile: the profile's "
+                    "probability from the share of patients coded with each ICD code (codes assumed independent), "
+                    "patients bucketed on its log, buckets of fewer than 10 patients dropped, leakage (TPR - FPR at the "
+                    "patient-level population threshold) per bucket.",
+        paper="patients with rarer disease profiles leak more: a bucket's probability correlates negatively with its "
+              "leakage for most non-DP models after the first epoch (Figures 22-24).",
+        cells=[Cell("target", {"target": "demo"}, prepare)], x="target", analyse=analyse,
+        shown=(("loss", "group"), ("likelihood_ratio", "group")),
+        setup={"patients": study.size.patients, "seed": seed, "buckets": f"at most {MAX_BUCKETS}, one per "
+               f"{MIN_PATIENTS} audited patients", "minimum patients per bucket": MIN_PATIENTS},
+    )

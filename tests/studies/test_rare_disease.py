@@ -1,0 +1,36 @@
+"""The rare-disease analysis: the profile probability of Eqs. 4-5 and the buckets' leakage, by hand."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.studies.rare_disease import bucketed_leakage, patient_profiles, profile_log_probabilities
+
+
+def test_profiles_are_the_codes_over_all_of_a_patients_notes():
+    notes = pd.DataFrame({"group_id": ["p1", "p1", "p2"], "codes": ["I10;E11.9", "I10;J18.9", "I10"]})
+    assert patient_profiles(notes).to_dict() == {"p1": frozenset({"I10", "E11.9", "J18.9"}), "p2": frozenset({"I10"})}
+
+
+def test_profile_probability_by_hand():
+    profiles = pd.Series({"a": frozenset({"x", "y"}), "b": frozenset({"x"}), "c": frozenset({"z"}), "d": frozenset({"x"})})
+    # p(x) = 3/4, p(y) = 1/4, p(z) = 1/4 (Eq. 5); Eq. 4 multiplies p over the profile and 1 - p over the other codes
+    expected = {"a": 3 / 4 * 1 / 4 * 3 / 4, "b": 3 / 4 * 3 / 4 * 3 / 4, "c": 1 / 4 * 3 / 4 * 1 / 4, "d": 3 / 4 * 3 / 4 * 3 / 4}
+    log_probability = profile_log_probabilities(profiles)
+    for patient, probability in expected.items():
+        assert log_probability[patient] == pytest.approx(math.log(probability))
+
+
+def test_buckets_drop_small_ones_and_give_tpr_minus_fpr():
+    # 30 patients: log p in three clusters; 3 equal-width buckets (one per 10 patients), the middle one of 5 dropped
+    log_p = pd.Series(np.r_[np.full(15, -10.0), np.full(5, -6.0), np.full(10, -2.0)], index=[f"p{i}" for i in range(30)])
+    member = pd.Series(np.arange(30) % 2 == 0, index=log_p.index)
+    called = pd.Series(np.r_[np.ones(15, bool), np.zeros(5, bool), member.to_numpy()[20:]], index=log_p.index)
+    rows = bucketed_leakage(log_p, member, called)
+    assert [row["patients"] for row in rows] == [15, 10]
+    assert rows[0]["leakage"] == 0.0  # everyone called a member: TPR 1, FPR 1
+    assert rows[1]["leakage"] == 1.0  # exactly the members called: TPR 1, FPR 0
+    assert (rows[0]["members"], rows[0]["nonmembers"]) == (8, 7)
+    assert rows[0]["log p from"] == -10.0 and rows[1]["log p to"] == -2.0
