@@ -34,3 +34,15 @@ def test_buckets_drop_small_ones_and_give_tpr_minus_fpr():
     assert rows[1]["leakage"] == 1.0  # exactly the members called: TPR 1, FPR 0
     assert (rows[0]["members"], rows[0]["nonmembers"]) == (8, 7)
     assert rows[0]["log p from"] == -10.0 and rows[1]["log p to"] == -2.0
+
+
+def test_the_bucket_figure_is_drawn_only_when_a_bucket_has_a_leakage():
+    import base64
+
+    from lmaudit.studies.rare_disease import figure
+
+    bucket = {"mean log p": -3.0, "leakage": 0.2}
+    drawn = figure({"analysis": {"loss: buckets": {"bucket 1": bucket, "bucket 2": {**bucket, "mean log p": -1.0}},
+                                 "likelihood_ratio: buckets": "not run: no patient-level population threshold"}})
+    assert base64.b64decode(drawn).startswith(b"\x89PNG")
+    assert figure({"analysis": {"loss: buckets": "no bucket holds 10 audited patients: more patients needed"}}) is None

@@ -178,3 +178,17 @@ def study_figure(study: dict) -> str:
             axis.set_xticks(range(len(categories)), categories)
     left.legend(fontsize=6)
     return _png(figure)
+
+
+def bucket_figure(buckets: dict[str, list[dict]]) -> str:
+    """Leakage (TPR - FPR) of each bucket against its patients' mean log profile probability, one line per attack."""
+    figure, axis = plt.subplots(figsize=(6.5, 3.8))
+    for label, rows in buckets.items():
+        points = [(row["mean log p"], row["leakage"]) for row in rows if row["leakage"] is not None]
+        if points:
+            axis.plot(*zip(*sorted(points), strict=True), marker="o", label=label)
+    axis.axhline(0.0, color="grey", linestyle="--", linewidth=1)
+    axis.set_xlabel("mean log probability of the bucket's disease profiles (rarer: left)")
+    axis.set_ylabel("patient-level leakage (TPR - FPR)")
+    axis.legend(fontsize=7)
+    return _png(figure)

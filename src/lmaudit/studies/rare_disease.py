@@ -59,6 +59,15 @@ def bucketed_leakage(log_probability: pd.Series, member: pd.Series, called: pd.S
     return rows
 
 
+def figure(study: dict) -> str | None:
+    """Leakage against the buckets' log probability, one line per attack with buckets (None when none has any)."""
+    from lmaudit.report.plots import bucket_figure
+
+    buckets = {name.removesuffix(": buckets"): list(section.values())
+               for name, section in study["analysis"].items() if isinstance(section, dict)}
+    return bucket_figure(buckets) if buckets else None
+
+
 def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     """One cell (the demo's target and reference); the buckets are the study's analysis."""
     study = notes_study(out, size, seed, progress)
@@ -98,7 +107,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                     "patient-level population threshold) per bucket.",
         paper="patients with rarer disease profiles leak more: a bucket's probability correlates negatively with its "
               "leakage for most non-DP models after the first epoch (Figures 22-24).",
-        cells=[Cell("target", {"target": "demo"}, prepare)], x="target", analyse=analyse,
+        cells=[Cell("target", {"target": "demo"}, prepare)], x="target", analyse=analyse, analysis_figure=figure,
         shown=(("loss", "group"), ("likelihood_ratio", "group")),
         setup={"patients": study.size.patients, "seed": seed, "buckets": f"at most {MAX_BUCKETS}, one per "
                f"{MIN_PATIENTS} audited patients", "minimum patients per bucket": MIN_PATIENTS},

@@ -41,7 +41,8 @@ class Cell:
 class StudyPlan:
     """A study's cells and how to read them: the setting on the plot's x axis, the one that separates its lines, the
     attacks and levels the table and plot show, what the paper found, and results computed from all cells at the end
-    (`analyse(records)`: a dict added to study.json, e.g. a regression over the cells' samples)."""
+    (`analyse(records)`: a dict added to study.json, e.g. a regression over the cells' samples, drawn by
+    `analysis_figure`)."""
 
     study: str
     description: str
@@ -51,6 +52,7 @@ class StudyPlan:
     shown: tuple[tuple[str, str], ...] = (("loss", "sample"), ("likelihood_ratio", "sample"), ("likelihood_ratio", "group"))
     series: str | None = None
     analyse: Callable[[list[dict]], dict] | None = None
+    analysis_figure: Callable[[dict], str | None] | None = None  # study.json's document -> a base64 PNG, or None
     setup: dict = field(default_factory=dict)
 
 
@@ -112,6 +114,6 @@ def run_study(plan: StudyPlan, out: str | Path, progress: bool = False) -> dict:
                  "setup": plan.setup, "x": plan.x, "series": plan.series,
                  "shown": [list(pair) for pair in plan.shown], "cells": records,
                  "analysis": plan.analyse(records) if plan.analyse else None}
-        write_study(out, study)
+        write_study(out, study, plan.analysis_figure(study) if plan.analysis_figure and study["analysis"] else None)
     log.info("study %s: %d cells; wrote %s", plan.study, len(records), out / "study.html")
     return study
