@@ -623,7 +623,8 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
 @main.command(epilog="Studies: " + "; ".join(f"{spec.name}: {spec.summary}" for spec in STUDIES) + ".")
 @click.argument("name", required=False, type=click.Choice([spec.name for spec in STUDIES]), metavar="NAME")
 @click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False),
-              help="A study YAML file (a grid of training and audit settings; see docs/studies.md) instead of NAME.")
+              help="A study YAML file (a grid of training and audit settings, with its own size and seed; see "
+                   "docs/studies.md) instead of NAME.")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/study-NAME).")
 @_demo_size_option("smoke")
 @click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")

@@ -29,7 +29,8 @@ def study_lines(study: dict) -> list[str]:
         text = "  ".join(f"{str(cell['settings'].get(key, '')):<{w}}" for key, w in zip(keys, widths, strict=True))
         for attack, level in shown:
             summary = shown_summary(cell, attack, level)
-            text += f"  {(number(summary['auc']) + ' / ' + percent(summary['population_recall'])) if summary else 'not run':>34}"
+            recall = percent(summary["population_recall"]) or "n/a" if summary else ""
+            text += f"  {(number(summary['auc']) + ' / ' + recall) if summary else 'not run':>34}"
         lines.append(text)
     return lines
 
