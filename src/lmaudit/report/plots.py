@@ -172,8 +172,12 @@ def study_figure(study: dict) -> str:
     left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
     left.set_ylabel("attack AUC (95% interval)")
     right.set_ylabel("recall at the population's 10% FPR threshold")
+    # Settings spread over decades (log-spaced epochs, learning rates) read better on a log axis.
+    logarithmic = numeric and min(position) > 0 and max(position) >= 10 * min(position)
     for axis in (left, right):
         axis.set_xlabel(study["x"])
+        if logarithmic:
+            axis.set_xscale("log")
         if not numeric:
             axis.set_xticks(range(len(categories)), categories)
     left.legend(fontsize=6)
