@@ -174,27 +174,34 @@ PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", 
                "frequency_data")
 
 
-def validated(values: dict, source: str) -> AuditConfig:
-    """An AuditConfig, or an InputError naming the first bad field."""
+def validated(values: dict, source: str, model: type[BaseModel] | None = None) -> BaseModel:
+    """`model` (default AuditConfig) made of `values`, or an InputError naming `source` and the first bad field."""
     try:
-        return AuditConfig(**values)
+        return (model or AuditConfig)(**values)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "config"
-        raise InputError(f"{source}: {where}: {first['msg']}") from None
+        where = "".join(f"{'.'.join(str(p) for p in first['loc'])}: " if first["loc"] else "")
+        raise InputError(f"{source}: {where}{first['msg'].removeprefix('Value error, ')}") from None
+
+
+def read_yaml_settings(path: Path, what: str = "config") -> dict:
+    """The top-level mapping of a YAML settings file, or an InputError naming the file (`what`: how to call it)."""
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what} file") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(values, dict):
+        raise InputError(f"{path}: expected a mapping of settings at the top level")
+    return values
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> AuditConfig:
     """Read an audit YAML file; relative paths in it are relative to the file's folder."""
     path = Path(path)
-    try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such config file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    if not isinstance(values, dict):
-        raise InputError(f"{path}: expected a mapping of settings at the top level")
+    values = read_yaml_settings(path)
+
     def relative_to_file(value):
         return str(path.parent / value) if isinstance(value, str) and not Path(value).is_absolute() else value
 

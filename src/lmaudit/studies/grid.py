@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Literal
 
 import pandas as pd
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lmaudit.config import read_yaml_settings, validated
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.demos import DEMO_SIZES, REFERENCE_TRAIN
-from lmaudit.errors import InputError
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
 
@@ -86,23 +85,11 @@ class GridConfig(BaseModel):
 def load_grid_config(path: str | Path) -> GridConfig:
     """Read a study YAML file (paths relative to its folder), or InputError naming the file and the field."""
     path = Path(path)
-    try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such study file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    if not isinstance(values, dict):
-        raise InputError(f"{path}: expected a mapping of settings at the top level")
+    values = read_yaml_settings(path, "study")
     if isinstance(values.get("data"), dict):
         values["data"] = {key: str(path.parent / value) if isinstance(value, str) and not Path(value).is_absolute() else value
                           for key, value in values["data"].items()}
-    try:
-        return GridConfig(**values)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = "".join(f"{'.'.join(str(p) for p in first['loc'])}: " if first["loc"] else "")
-        raise InputError(f"{path}: {where}{first['msg'].removeprefix('Value error, ')}") from None
+    return validated(values, str(path), GridConfig)
 
 
 def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bool) -> NotesStudy:
