@@ -65,6 +65,23 @@ def wide_report_page(tmp_path_factory):
     return out / "report.html"
 
 
+@pytest.fixture(scope="module")
+def study_page(tmp_path_factory):
+    """A study page: three shown attacks with long names, two settings, the widest numbers."""
+    from lmaudit.report.study import write_study
+
+    out = tmp_path_factory.mktemp("study")
+    shown = [("likelihood_ratio", "sample"), ("min_k_plus_plus", "subgroup"), ("logistic_calibration", "group")]
+    cells = [{"cell": f"c{i}", "settings": {"model_size": "small", "learning_rate": 0.0001 * (i + 1)}, "seconds": 1234.5,
+              "verdict": "inconclusive",
+              "results": [{"attack": a, "signal": "mlm_energy", "level": lv, "auc": 0.5 + 0.01 * i, "auc_ci": [0.123, 0.987],
+                           "tpr_at_1pct_fpr": 0.123, "population_precision": 1.0, "population_recall": None}
+                          for a, lv in shown]} for i in range(6)]
+    write_study(out, {"study": "widths", "description": "x", "paper": "y", "setup": {}, "x": "learning_rate",
+                      "series": "model_size", "shown": [list(pair) for pair in shown], "cells": cells, "analysis": None})
+    return out / "study.html"
+
+
 def test_the_page_loads_nothing_from_outside_itself(report_page):
     html = report_page.read_text()
     assert not re.findall(r"""(?:src|href)\s*=\s*["'](?!data:|#)""", html)
@@ -88,13 +105,16 @@ def measured_widths(page, tmp_path, common) -> tuple[int, int, int]:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
-def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_page, wide_report_page, tmp_path):
+def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_page, wide_report_page, study_page,
+                                                                           tmp_path):
     common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
     page_width, table_right, tables = measured_widths(report_page, tmp_path, common)
     assert tables >= 5  # the verdict's, one per level, the level comparison
     assert page_width <= 1280 and table_right <= 1280
     page_width, table_right, tables = measured_widths(wide_report_page, tmp_path, common)
     assert tables >= 3 and page_width <= 1280 and table_right <= 1280
+    page_width, table_right, tables = measured_widths(study_page, tmp_path, common)
+    assert tables == 1 and page_width <= 1280 and table_right <= 1280
     screenshot = tmp_path / "top.png"
     subprocess.run([*common, f"--screenshot={screenshot}", report_page.as_uri()], capture_output=True, timeout=120)
     pixels = matplotlib.image.imread(screenshot)[:, :, :3]

@@ -16,17 +16,22 @@ def shown_summary(cell: dict, attack: str, level: str) -> dict | None:
     return next((s for s in cell["results"] if s["attack"] == attack and s["level"] == level), None)
 
 
+def setting(value) -> str:
+    """A setting as the table shows it: floats in %g (0.0003, not 0.00030000000000000003)."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def study_lines(study: dict) -> list[str]:
     """The study as text: one line per cell, its settings, then AUC and recall at the population threshold of each
     shown attack."""
     keys = list(dict.fromkeys(key for cell in study["cells"] for key in cell["settings"]))
     shown = [tuple(pair) for pair in study["shown"]]
-    widths = [max(len(key), *(len(str(c["settings"].get(key, ""))) for c in study["cells"])) for key in keys]
+    widths = [max(len(key), *(len(setting(c["settings"].get(key, ""))) for c in study["cells"])) for key in keys]
     header = "  ".join(f"{key:<{w}}" for key, w in zip(keys, widths, strict=True)) + "".join(
         f"  {f'{a} {lv}':>34}" for a, lv in shown)
     lines = [header, " " * sum(w + 2 for w in widths) + "".join(f"  {'AUC / recall at pop. 10% FPR':>34}" for _ in shown)]
     for cell in study["cells"]:
-        text = "  ".join(f"{str(cell['settings'].get(key, '')):<{w}}" for key, w in zip(keys, widths, strict=True))
+        text = "  ".join(f"{setting(cell['settings'].get(key, '')):<{w}}" for key, w in zip(keys, widths, strict=True))
         for attack, level in shown:
             summary = shown_summary(cell, attack, level)
             recall = percent(summary["population_recall"]) or "n/a" if summary else ""
@@ -40,7 +45,7 @@ def write_study(out: str | Path, study: dict, analysis_figure: str | None = None
     out = Path(out)
     keys = list(dict.fromkeys(key for cell in study["cells"] for key in cell["settings"]))
     shown = [tuple(pair) for pair in study["shown"]]
-    html = render_template("study.html.j2", study=study, keys=keys, shown=shown, summary=shown_summary,
+    html = render_template("study.html.j2", study=study, keys=keys, shown=shown, summary=shown_summary, setting=setting,
                            figure=study_figure(study), analysis_figure=analysis_figure)
     with staged(out / "study.html", out / "study.json") as (html_file, json_file):
         html_file.write_text(html, encoding="utf-8")
