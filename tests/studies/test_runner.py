@@ -87,3 +87,9 @@ def test_the_terminal_table_has_a_line_per_cell(tmp_path, audits):
     lines = study_lines(study)
     assert lines[0].split()[:3] == ["shift", "loss", "sample"] and len(lines) == 4
     assert lines[3].split()[0] == "2" and f"{study['cells'][1]['results'][0]['auc']:.3f}" in lines[3]
+
+
+def test_a_single_cell_study_has_its_table_but_no_plot_against_one_point(tmp_path, audits):
+    run_study(plan_of([1.0], []), tmp_path)
+    html = (tmp_path / "study.html").read_text()
+    assert "data:image/png;base64," not in html and '<td class="l">1</td>' in html

@@ -41,12 +41,14 @@ def study_lines(study: dict) -> list[str]:
 
 
 def write_study(out: str | Path, study: dict, analysis_figure: str | None = None) -> None:
-    """study.json and study.html (table and plot, and the analysis's figure, a base64 PNG) in `out`, both or neither."""
+    """study.json and study.html (the table, the plot against the studied setting when there are several cells, and the
+    analysis's figure, a base64 PNG) in `out`, both or neither."""
     out = Path(out)
     keys = list(dict.fromkeys(key for cell in study["cells"] for key in cell["settings"]))
     shown = [tuple(pair) for pair in study["shown"]]
     html = render_template("study.html.j2", study=study, keys=keys, shown=shown, summary=shown_summary, setting=setting,
-                           figure=study_figure(study), analysis_figure=analysis_figure)
+                           figure=study_figure(study) if len(study["cells"]) > 1 else None,
+                           analysis_figure=analysis_figure)
     with staged(out / "study.html", out / "study.json") as (html_file, json_file):
         html_file.write_text(html, encoding="utf-8")
         json_file.write_text(json_text(study), encoding="utf-8")
