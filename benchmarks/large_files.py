@@ -11,8 +11,6 @@ its finished child). Texts are 8-16 random words from a 2,000-word vocabulary.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -22,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from markdown_section import markdown_table, replace_section
+from markdown_section import markdown_table, replace_section, score_process_header
 
 
 def write_texts(path: Path, count: int, seed: int = 0) -> None:
@@ -82,9 +80,7 @@ def main() -> None:
             rows.append({"samples": f"{size:,}", "seconds": f"{seconds:.1f}", "ms per sample": f"{1000 * seconds / size:.3f}",
                          "peak memory MiB": f"{peak:.0f}", "input MiB": f"{data.stat().st_size / 2**20:.1f}"})
             print(rows[-1], flush=True)
-    text = (f"Machine: {platform.machine()}, {os.cpu_count()} threads; Python {platform.python_version()}, torch "
-            f"{torch.__version__}. Whole `lmaudit score --signal clm_loss` processes (tiny GPT-2, 2 x 64), fresh store.\n\n"
-            + markdown_table(rows))
+    text = score_process_header() + markdown_table(rows)
     print(text)
     if args.out:
         replace_section(args.out, "large-files", text)

@@ -8,16 +8,13 @@ tokenized, so the second process should cost about the text's own size more, not
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
-import torch
 from large_files import build_model, run, write_texts
-from markdown_section import markdown_table, replace_section
+from markdown_section import markdown_table, replace_section, score_process_header
 
 SENTENCE = "patient stable overnight, bp 120/80. "
 
@@ -45,9 +42,7 @@ def main() -> None:
         scores = {name: pd.read_parquet(work / f"{name}-scores.parquet").set_index("sample_id")["clm_loss"]
                   for name in ("short", "long")}
         assert scores["long"].loc[scores["short"].index].equals(scores["short"])  # the long text changes no other value
-    text = (f"Machine: {platform.machine()}, {os.cpu_count()} threads; Python {platform.python_version()}, torch "
-            f"{torch.__version__}. Whole `lmaudit score --signal clm_loss` processes (tiny GPT-2, 2 x 64), fresh store.\n\n"
-            + markdown_table(rows))
+    text = score_process_header() + markdown_table(rows)
     print(text)
     if args.out:
         replace_section(args.out, "long-text", text)

@@ -23,3 +23,14 @@ def markdown_table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(row[column]) for column in columns) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def score_process_header() -> str:
+    """The line above a table of whole `lmaudit score` processes: the machine, Python and torch, the model."""
+    import os
+    import platform
+
+    import torch
+
+    return (f"Machine: {platform.machine()}, {os.cpu_count()} threads; Python {platform.python_version()}, torch "
+            f"{torch.__version__}. Whole `lmaudit score --signal clm_loss` processes (tiny GPT-2, 2 x 64), fresh store.\n\n")

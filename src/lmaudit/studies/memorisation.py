@@ -6,7 +6,6 @@ frequencies of its three rarest tokens."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.roles import MEMBER
+from lmaudit.report.tables import population_threshold_at
 from lmaudit.studies.notes import TARGET_ROLES, notes_study
-from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.studies.runner import StudyPlan
 
 FEATURE_SETS = {"A digits": ["digits"], "B length": ["length"], "C non-alphanumeric": ["non_alphanumeric"],
                 "D 3 rarest tokens": ["rarest_1", "rarest_2", "rarest_3"]}
@@ -77,27 +77,21 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     """One cell (the demo's target and reference); the predictor is the study's analysis."""
     study = notes_study(out, size, seed, progress)
 
-    def prepare(folder: Path):
-        target = study.train("mlm", "target", study.texts(*TARGET_ROLES))
-        return study.audit(folder, target, [study.reference()])
-
     def analyse(records: list[dict]) -> dict:
         from lmaudit.models.load import load_tokenizer
 
-        cell_folder = out / "cells" / records[0]["cell"]
-        report = json.loads((cell_folder / "report.json").read_text(encoding="utf-8"))
+        report, scores = study.cell_outputs(records[0])
         result = next(r for r in report["results"] if r["attack"] == EXPOSING_ATTACK and r["level"] == "sample"
                       and r["slice"] == "all")
-        threshold = next((t["value"] for t in result["thresholds"] if t["rule"] == "population" and t["alpha"] == 0.1), None)
+        threshold = population_threshold_at(result)
         if threshold is None:
             return {"not run": "the population calibrates no 10% FPR threshold for the likelihood ratio"}
-        scores = pd.read_parquet(cell_folder / "scores.parquet")
         members = scores[scores["role"] == MEMBER].merge(study.notes[["sample_id", "text"]], on="sample_id")
         tokenizer = load_tokenizer(out / "models" / "target")
         encode = lambda texts: tokenizer(list(texts), add_special_tokens=False)["input_ids"]  # noqa: E731
         features = sample_features(members["text"].tolist(), encode(members["text"]),
                                    token_frequencies(encode(study.texts(*TARGET_ROLES))))
-        exposed = (members["score_" + EXPOSING_ATTACK] >= threshold).to_numpy()
+        exposed = (members["score_" + EXPOSING_ATTACK] >= threshold["value"]).to_numpy()
         patients = sorted(members["group_id"].unique())
         rng = np.random.default_rng(seed)
         train_patients = set(rng.permutation(patients)[: len(patients) // 2])
@@ -114,7 +108,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
         paper="non-alphanumeric characters predict exposure best alone (Table 7: test precision 69.2%, recall 47.5%); "
               "adding the rarest tokens' frequencies and the length helps (72.1%, 61.3%); digits and length alone "
               "predict nothing (0, 0).",
-        cells=[Cell("target", {"target": "demo"}, prepare)], x="target", analyse=analyse,
+        cells=[study.demo_cell()], x="target", analyse=analyse,
         shown=(("loss", "sample"), ("likelihood_ratio", "sample")),
         setup={"patients": study.size.patients, "seed": seed, "exposing attack": EXPOSING_ATTACK},
     )

@@ -4,6 +4,7 @@ for every cell, and the audit of a cell."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from lmaudit.demos import (
     train_language_model_unless_done,
 )
 from lmaudit.signals.store import default_cache_dir
+from lmaudit.studies.runner import Cell
 
 TARGET_ROLES = (MEMBER, CALIBRATION_MEMBER)  # the target trains on both; calibration members fit the learned attacks
 
@@ -64,6 +66,21 @@ class NotesStudy:
         train_language_model_unless_done(kind, self.texts(REFERENCE_TRAIN), folder, seed=self.seed + 1,
                                          label="reference", progress=self.progress, **recipe)
         return folder
+
+    def demo_cell(self) -> Cell:
+        """The one cell of a study that analyses the demo's audit: the target trained on the target roles, audited
+        against the in-domain reference."""
+        def prepare(folder: Path) -> AuditConfig:
+            target = self.train("mlm", "target", self.texts(*TARGET_ROLES))
+            return self.audit(folder, target, [self.reference()])
+
+        return Cell("target", {"target": "demo"}, prepare)
+
+    def cell_outputs(self, record: dict) -> tuple[dict, pd.DataFrame]:
+        """A finished cell's report.json document and scores.parquet table."""
+        folder = self.out / "cells" / record["cell"]
+        return (json.loads((folder / "report.json").read_text(encoding="utf-8")),
+                pd.read_parquet(folder / "scores.parquet"))
 
     def audit(self, folder: Path, target: Path, references: list[Path], signal: str = "mlm_energy",
               files: dict[str, Path] | None = None) -> AuditConfig:

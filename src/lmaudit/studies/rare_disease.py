@@ -5,7 +5,6 @@ dropped, and the patient-level leakage (TPR - FPR at the patient-level populatio
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,9 @@ import pandas as pd
 
 from lmaudit.attacks.base import aggregate_by_group
 from lmaudit.data.roles import MEMBER, NONMEMBER
-from lmaudit.studies.notes import TARGET_ROLES, notes_study
-from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.report.tables import population_threshold_at
+from lmaudit.studies.notes import notes_study
+from lmaudit.studies.runner import StudyPlan
 
 MAX_BUCKETS = 100
 MIN_PATIENTS = 10
@@ -72,14 +72,8 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     """One cell (the demo's target and reference); the buckets are the study's analysis."""
     study = notes_study(out, size, seed, progress)
 
-    def prepare(folder: Path):
-        target = study.train("mlm", "target", study.texts(*TARGET_ROLES))
-        return study.audit(folder, target, [study.reference()])
-
     def analyse(records: list[dict]) -> dict:
-        cell_folder = out / "cells" / records[0]["cell"]
-        report = json.loads((cell_folder / "report.json").read_text(encoding="utf-8"))
-        scores = pd.read_parquet(cell_folder / "scores.parquet")
+        report, scores = study.cell_outputs(records[0])
         audited = scores[scores["role"].isin([MEMBER, NONMEMBER])]
         log_probability = profile_log_probabilities(patient_profiles(study.notes))
         roles = audited.groupby("group_id")["role"].first()
@@ -87,14 +81,13 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
         for attack in BUCKETED_ATTACKS:
             result = next((r for r in report["results"] if r["attack"] == attack and r["level"] == "group"
                            and r["slice"] == "all"), None)
-            threshold = next((t["value"] for t in (result or {}).get("thresholds", [])
-                              if t["rule"] == "population" and t["alpha"] == 0.1), None)
+            threshold = population_threshold_at(result) if result else None
             if threshold is None:
                 analysis[f"{attack}: buckets"] = "not run: no patient-level population threshold (too few patients)"
                 continue
             patient_scores = aggregate_by_group(audited["score_" + attack].to_numpy(), audited["group_id"].to_numpy())
             rows = bucketed_leakage(log_probability.loc[patient_scores.index], roles.loc[patient_scores.index] == MEMBER,
-                                    patient_scores >= threshold)
+                                    patient_scores >= threshold["value"])
             analysis[f"{attack}: buckets"] = ({f"bucket {i + 1}": row for i, row in enumerate(rows)} if rows else
                                               f"no bucket holds {MIN_PATIENTS} audited patients: more patients needed")
         return analysis
@@ -107,7 +100,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                     "patient-level population threshold) per bucket.",
         paper="patients with rarer disease profiles leak more: a bucket's probability correlates negatively with its "
               "leakage for most non-DP models after the first epoch (Figures 22-24).",
-        cells=[Cell("target", {"target": "demo"}, prepare)], x="target", analyse=analyse, analysis_figure=figure,
+        cells=[study.demo_cell()], x="target", analyse=analyse, analysis_figure=figure,
         shown=(("loss", "group"), ("likelihood_ratio", "group")),
         setup={"patients": study.size.patients, "seed": seed, "buckets": f"at most {MAX_BUCKETS}, one per "
                f"{MIN_PATIENTS} audited patients", "minimum patients per bucket": MIN_PATIENTS},
