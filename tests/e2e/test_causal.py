@@ -7,11 +7,15 @@ from click.testing import CliRunner
 from lmaudit.attacks.base import TARGET_LOSS
 from lmaudit.attacks.registry import attacks_reading
 from lmaudit.cli import main
+from lmaudit.demos import DEMO_SIZES, DemoSize
 
 
-def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path):
+def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkeypatch):
+    """Every attack, level and ranking of the causal suite; what it checks holds at any size, so a smaller one than
+    smoke (30 patients, 5 epochs) keeps the test fast."""
     import json
 
+    monkeypatch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=30, epochs=5, k=2, bootstrap=50, references=2, neighbours=2))
     result = CliRunner().invoke(main, ["demo", "--suite", "causal", "--size", "smoke", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())

@@ -2,19 +2,25 @@
 
 import json
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from lmaudit.cli import main
+from lmaudit.demos import DEMO_SIZES, DemoSize
 from lmaudit.models.dp import privacy_spent
 from lmaudit.models.train import read_training_summary
 from lmaudit.studies.dp_sweep import run_dp_sweep
+
+CAP = 5  # notes per patient: binds (the generator writes more for most patients)
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    return out, run_dp_sweep(out, noises=(1.0, 0.0), size="smoke", epochs=2)
+    with pytest.MonkeyPatch.context() as patch:  # smaller than smoke: 40 patients, a 4-epoch reference
+        patch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=40, epochs=4, k=2, bootstrap=50, references=1, neighbours=2))
+        return out, run_dp_sweep(out, noises=(1.0, 0.0), size="smoke", epochs=2, max_samples_per_group=CAP)
 
 
 def test_sweep_rows_carry_the_accountants_epsilon_and_every_attack(sweep):
@@ -49,11 +55,9 @@ def test_sweep_rejects_bad_noise_levels(tmp_path):
     assert result.exit_code == 2 and ">= 0" in result.output
 
 
-def test_capped_notes_are_never_audited_as_members(tmp_path):
+def test_capped_notes_are_never_audited_as_members(sweep):
     """With a per-patient cap that binds, every audited member note is one the target trained on."""
-    import pandas as pd
-
-    run_dp_sweep(tmp_path, noises=(1.0,), size="smoke", epochs=1, max_samples_per_group=5)
-    members = pd.concat([pd.read_parquet(tmp_path / "data" / f"{role}.parquet") for role in ("member", "calibration_member")])
-    assert members.groupby("group_id").size().max() <= 5
-    assert read_training_summary(tmp_path / "models" / "target-sigma-1")["n_samples"] == len(members)
+    out, _ = sweep
+    members = pd.concat([pd.read_parquet(out / "data" / f"{role}.parquet") for role in ("member", "calibration_member")])
+    assert members.groupby("group_id").size().max() == CAP
+    assert read_training_summary(out / "models" / "target-sigma-1")["n_samples"] == len(members)

@@ -37,6 +37,14 @@ def test_auc_counts_ties_as_half():
     assert auc([1, 1, 0, 0], [2, 1, 1, 0]) == pytest.approx((1 + 1 + 0.5 + 1) / 4)
 
 
+def test_auc_equals_sklearn_with_ties_and_refuses_one_sided_labels(scored):
+    labels, scores = scored
+    assert auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    assert auc(labels, -scores) == pytest.approx(roc_auc_score(labels, -scores), abs=1e-12)
+    with pytest.raises(ValueError, match="one member and one non-member"):
+        auc(np.ones(3, bool), [0.1, 0.2, 0.3])
+
+
 def test_threshold_metrics_equal_sklearn(scored):
     labels, scores = scored
     for threshold in (-1.0, 0.0, 0.4, 1.3):
