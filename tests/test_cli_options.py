@@ -295,3 +295,18 @@ def test_docs_cli_md_is_generated_from_the_commands():
         "docs/cli.md is out of date: run .venv/bin/python scripts/cli_docs.py"
     for path, _ in all_commands():
         assert f"## `{' '.join(('lmaudit', *path))}`" in rendered
+
+
+def test_nonmembers_options_become_one_file_or_named_sets(tmp_path):
+    from lmaudit.cli import nonmember_files
+
+    assert nonmember_files(()) is None
+    assert nonmember_files(("a/notes.csv",)) == "a/notes.csv"
+    assert nonmember_files(("mimic=a.csv",)) == {"mimic": "a.csv"}
+    assert nonmember_files(("mimic=a.csv", "b/i2b2.csv")) == {"mimic": "a.csv", "i2b2": "b/i2b2.csv"}
+    odd = tmp_path / "x=y.csv"  # an existing file whose name holds '=' is a file, not a NAME=FILE
+    odd.write_text("text\nx\n")
+    assert nonmember_files((str(odd),)) == str(odd)
+    config = AuditConfig(target="t", members="m.csv", nonmembers={"b": "b.csv", "a": "a.csv"}, out="o")
+    assert [(f.role, f.path, f.nonmember_set) for f in config.role_files()] == [
+        ("member", "m.csv", None), ("nonmember", "b.csv", "b"), ("nonmember", "a.csv", "a")]

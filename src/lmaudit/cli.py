@@ -15,8 +15,8 @@ import click
 from pydantic import BaseModel
 
 from lmaudit.attacks.settings import AttackSettings
-from lmaudit.config import AUDITED_OUTPUTS, ROLE_FILE_FIELDS, AuditConfig
-from lmaudit.data.roles import SHADOW_MEMBER, SHADOW_NONMEMBER
+from lmaudit.config import AUDITED_OUTPUTS, NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig
+from lmaudit.data.roles import NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES
@@ -484,15 +484,40 @@ def score(model: str, adapter: str | None, data: str, signal: str, k: int, masks
 
 ROLE_FILE_HELP = {
     SHADOW_MEMBER: "The shadow classifier's training data.", SHADOW_NONMEMBER: "Data the shadow classifier did not see.",
+    NONMEMBER: "Samples the target did not train on. Repeat as NAME=FILE for several sets (e.g. other hospitals): each "
+               "result is also reported per set, and the verdict audits the first.",
 }
 
 
 def _role_file_options(function):
-    """One --<role file> option per role (--members, --nonmembers, ...), as the configuration names them."""
+    """One --<role file> option per role (--members, --nonmembers, ...), as the configuration names them; --nonmembers
+    may repeat, as NAME=FILE, for several non-member sets."""
     for role, field in reversed(ROLE_FILE_FIELDS.items()):
-        function = click.option(f"--{field.replace('_', '-')}", default=None, type=click.Path(),
+        several = {"multiple": True, "metavar": "[NAME=]FILE"} if role == NONMEMBER else {"default": None}
+        function = click.option(f"--{field.replace('_', '-')}", type=click.Path(), **several,
                                 help=ROLE_FILE_HELP.get(role, f"Samples of role {role}."))(function)
     return function
+
+
+def _named_set(value: str) -> bool:
+    name = value.split("=", 1)[0]
+    return "=" in value and NONMEMBER_SET_NAME.fullmatch(name) is not None and not Path(value).exists()
+
+
+def nonmember_files(values: tuple[str, ...]) -> str | dict[str, str] | None:
+    """--nonmembers as the configuration takes it: one FILE as given; several, or NAME=FILE, as sets by name (an
+    unnamed file is named by its stem)."""
+    if not values:
+        return None
+    if len(values) == 1 and not _named_set(values[0]):
+        return values[0]
+    sets: dict[str, str] = {}
+    for value in values:
+        name, path = value.split("=", 1) if _named_set(value) else (Path(value).stem, value)
+        if name in sets:
+            raise InputError(f"--nonmembers: two sets named '{name}'; name each set with NAME=FILE")
+        sets[name] = path
+    return sets
 
 
 def _audit_setting(*decls, field: str, help: str, model: type[BaseModel] = AuditConfig, **attrs):
@@ -550,6 +575,7 @@ def audit(config_path: str | None, **options) -> None:
     from lmaudit.pipeline import run_audit
     from lmaudit.report.tables import summary_table
 
+    options["nonmembers"] = nonmember_files(options["nonmembers"])
     options["reference"] = list(options["reference"]) or None
     options["reference_adapter"] = list(options["reference_adapter"]) or None
     options["slice_by"] = tuple(options["slice_by"]) or None

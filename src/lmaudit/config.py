@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import yaml
 from pydantic import (
@@ -38,8 +39,19 @@ ROLE_FILE_FIELDS = {
     MEMBER: "members", NONMEMBER: "nonmembers", POPULATION: "population", CALIBRATION_MEMBER: "calibration_members",
     SHADOW_MEMBER: "shadow_members", SHADOW_NONMEMBER: "shadow_nonmembers",
 }
+# What a non-member set may be called: it names a slice (nonmembers:NAME) and a command-line value (NAME=FILE).
+NONMEMBER_SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # The signals an audit can be run on: a language model's loss or per-token values, or a classifier's label probabilities.
 AUDITED_OUTPUTS = ("loss", "tokens", "log_probabilities")
+
+
+class RoleFile(NamedTuple):
+    """A data file of an audit: the role of its samples (None: its role column decides), and the name of the
+    non-member set it holds (None: its stem names its non-members' set)."""
+
+    role: str | None
+    path: str
+    nonmember_set: str | None = None
 
 
 class AuditConfig(BaseModel):
@@ -54,7 +66,9 @@ class AuditConfig(BaseModel):
                                          "per reference in the same order (none: the references as saved)")
     shadow: str | None = Field(None, description="shadow classifier, trained like the target on shadow_members")
     members: str | None = None
-    nonmembers: str | None = None
+    nonmembers: str | dict[str, str] | None = Field(
+        None, description="the non-members' file, or several sets of non-members by name (name: file); each result is "
+                          "then also reported per set, and the main results audit the first set")
     population: str | None = None
     calibration_members: str | None = None
     shadow_members: str | None = None
@@ -120,6 +134,17 @@ class AuditConfig(BaseModel):
             return []
         return [value] if isinstance(value, str) else value
 
+    @field_validator("nonmembers")
+    @classmethod
+    def _nonmember_set_names(cls, value: str | dict[str, str] | None) -> str | dict[str, str] | None:
+        if isinstance(value, dict):
+            if not value:
+                raise ValueError("no non-member set; give at least one name: file")
+            for name in value:
+                if not NONMEMBER_SET_NAME.fullmatch(name):
+                    raise ValueError(f"'{name}' cannot name a non-member set; use letters, digits, '_', '.' and '-'")
+        return value
+
     @model_validator(mode="after")
     def _one_adapter_per_reference(self) -> AuditConfig:
         if self.reference_adapter and len(self.reference_adapter) != len(self.reference):
@@ -146,15 +171,25 @@ class AuditConfig(BaseModel):
         """Where the signals are computed: None (in this process) or a Ray backend."""
         return signal_backend(self.backend, self.ray_address, self.ray_workers, self.placement().device)
 
-    def role_files(self) -> dict[str | None, str]:
-        """Files to load: role -> path (role None: the file's own role column decides); InputError without the members
-        and non-members (the Python API may give the samples as a DataFrame instead)."""
+    def nonmember_sets(self) -> dict[str, str]:
+        """Each non-member set's file by name, in the order given (one file: named by its stem)."""
+        if isinstance(self.nonmembers, dict):
+            return dict(self.nonmembers)
+        return {Path(self.nonmembers).stem: self.nonmembers} if self.nonmembers else {}
+
+    def role_files(self) -> list[RoleFile]:
+        """Files to load, in the order of ROLE_FILE_FIELDS and then the data file (whose role column decides);
+        InputError without the members and non-members (the Python API may give the samples as a DataFrame instead)."""
         if self.data is None and (self.members is None or self.nonmembers is None):
             raise InputError("give members and nonmembers files, or one data file with a role column")
-        chosen: dict[str | None, str] = {role: getattr(self, name) for role, name in ROLE_FILE_FIELDS.items()
-                                         if getattr(self, name)}
+        chosen = []
+        for role, name in ROLE_FILE_FIELDS.items():
+            if role == NONMEMBER:
+                chosen += [RoleFile(role, path, set_name) for set_name, path in self.nonmember_sets().items()]
+            elif getattr(self, name):
+                chosen.append(RoleFile(role, getattr(self, name)))
         if self.data:
-            chosen[None] = self.data
+            chosen.append(RoleFile(None, self.data))
         return chosen
 
 
@@ -207,6 +242,11 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AuditConfig:
 
     for key in set(PATH_FIELDS) & set(values):
         value = values[key]
-        values[key] = [relative_to_file(v) for v in value] if isinstance(value, list) else relative_to_file(value)
+        if isinstance(value, list):
+            values[key] = [relative_to_file(v) for v in value]
+        elif isinstance(value, dict):  # several non-member sets: name -> file
+            values[key] = {name: relative_to_file(v) for name, v in value.items()}
+        else:
+            values[key] = relative_to_file(value)
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return validated(values, str(path))

@@ -60,6 +60,11 @@ DEMO_LEARNING_RATE = 3e-3
 # trained on 30% of patients, against 4.5 +- 4.2 under the target trained on 40%).
 REFERENCE_TRAIN = "reference_train"  # not a role of the target: the reference model's training patients
 DEMO_SPLIT = {MEMBER: 0.24, CALIBRATION_MEMBER: 0.06, NONMEMBER: 0.12, POPULATION: 0.12, REFERENCE_TRAIN: 0.46}
+# The language-model demos' second non-member set (Mireshghallah et al. audit against MIMIC and i2b2 non-members): as
+# many patients as the first set, of another hospital, which keeps nursing and radiology notes only.
+OTHER_HOSPITAL_SECTIONS = ("nursing", "radiology")
+OTHER_HOSPITAL_SEED = 104729  # added to the demo's seed: patients independent of the first hospital's
+NONMEMBER_SET_NAMES = ("same-hospital", "other-hospital")
 # Each language-model suite: the model kind trained, the signal audited, and the per-token signal the token-level
 # attacks read (the causal suite's audited signal is one).
 LANGUAGE_MODEL_SUITES = {"mlm": ("mlm", "mlm_energy", "mlm_tokens"), "causal": ("clm", "clm_tokens", None)}
@@ -98,6 +103,18 @@ def split_and_write_roles(corpus: pd.DataFrame, split: dict[str, float], seed: i
     for role, path in files.items():
         write_table(corpus[corpus["role"] == role].drop(columns="role"), path)
     return files
+
+
+def write_other_hospital_nonmembers(notes: pd.DataFrame, seed: int, data_dir: Path) -> Path:
+    """data_dir/nonmember-other-hospital.parquet: the notes of as many patients as `notes` has non-member patients, from
+    another hospital (other patients, nursing and radiology notes only): non-members distributed unlike the members."""
+    from lmaudit.data.synth import generate_notes
+
+    patients = notes.loc[notes["role"] == NONMEMBER, "group_id"].nunique()
+    other = generate_notes(patients, seed + OTHER_HOSPITAL_SEED, sections=OTHER_HOSPITAL_SECTIONS, id_prefix="H2-")
+    path = data_dir / "nonmember-other-hospital.parquet"
+    write_table(other, path)
+    return path
 
 
 def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
@@ -143,6 +160,7 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
     notes = generate_notes(demo.patients, seed)
     files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
     log.info("demo: %d notes split into roles by patient, written to %s", len(notes), out / "data")
+    other_hospital = write_other_hospital_nonmembers(notes, seed, out / "data")
     models = out / "models"
     reference_texts = notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist()
     target_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
@@ -164,7 +182,8 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
         neighbours = {"neighbours": demo.neighbours, "neighbour_model": str(models / "neighbour-mlm")}
     config = AuditConfig(
         target=str(models / "target"), reference=[str(folder) for folder in references],
-        members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
+        members=str(files[MEMBER]), nonmembers=dict(zip(NONMEMBER_SET_NAMES, map(str, (files[NONMEMBER], other_hospital)),
+                                                        strict=True)),
         population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
         out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
         whitebox=True, token_signal=token_signal, **neighbours,

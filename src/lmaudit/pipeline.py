@@ -35,10 +35,12 @@ from lmaudit.attacks.base import (
     Skipped,
 )
 from lmaudit.attacks.registry import run_attacks
-from lmaudit.config import ROLE_FILE_FIELDS, AuditConfig
+from lmaudit.config import ROLE_FILE_FIELDS, AuditConfig, RoleFile
 from lmaudit.data.corpus import check_labels, combine_corpora, generated_id_prefixes, load_corpus
 from lmaudit.data.roles import (
     AUDITED_ROLES,
+    NONMEMBER,
+    NONMEMBER_SET,
     POPULATION,
     ROLES,
     SHADOW_ROLES,
@@ -53,7 +55,7 @@ from lmaudit.locks import output_lock
 from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.metrics.slices import sample_slices
+from lmaudit.metrics.slices import nonmember_sets, sample_slices
 from lmaudit.models.load import ModelSource, Placement
 from lmaudit.report.build import (
     build_report,
@@ -111,20 +113,28 @@ class ScoringPlan:
     label_ids: np.ndarray | None = None
 
 
-def load_audit_corpus(role_files: dict[str | None, str], columns: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Load every role file into one validated corpus (unique ids, roles disjoint by group), with the extra `columns`."""
-    prefixes = generated_id_prefixes(role_files.values())
-    return checked_audit_corpus(combine_corpora([load_corpus(path, role, columns, prefixes[str(path)])
-                                                 for role, path in role_files.items()]))
+def load_audit_corpus(role_files: list[RoleFile], columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Load every role file into one validated corpus (unique ids, roles and non-member sets disjoint by group), with
+    the extra `columns` and each non-member's set (NONMEMBER_SET)."""
+    prefixes = generated_id_prefixes(f.path for f in role_files)
+    parts = []
+    for role_file in role_files:
+        part = load_corpus(role_file.path, role_file.role, columns, prefixes[str(role_file.path)])
+        set_name = role_file.nonmember_set or Path(role_file.path).stem
+        part[NONMEMBER_SET] = np.where(part["role"] == NONMEMBER, set_name, None)
+        parts.append(part)
+    return checked_audit_corpus(combine_corpora(parts))
 
 
 def checked_audit_corpus(corpus: pd.DataFrame) -> pd.DataFrame:
-    """The corpus, once its roles are checked: enough members and non-members, every other role non-empty, roles
-    disjoint by group (InputError naming the first problem)."""
+    """The corpus, once its roles are checked: enough members and non-members, every other role non-empty, roles (and
+    non-member sets) disjoint by group (InputError naming the first problem)."""
     check_role_sizes(corpus, AUDITED_ROLES)
     present = set(corpus["role"])
     check_role_sizes(corpus, [r for r in ROLES if r in present and r not in AUDITED_ROLES])
     check_disjoint_groups(corpus)
+    if NONMEMBER_SET in corpus:
+        check_disjoint_groups(corpus, NONMEMBER_SET, "non-member sets")
     return corpus
 
 
@@ -137,6 +147,12 @@ class AuditOutcome:
     results: list[AttackResult]
     skipped: list[Skipped]
     scores: pd.DataFrame
+
+
+def audited_set_column(corpus: pd.DataFrame) -> list[str]:
+    """[NONMEMBER_SET] when the corpus's non-members come in two or more sets (so that results are reported per set),
+    else []."""
+    return [NONMEMBER_SET] if NONMEMBER_SET in corpus and corpus[NONMEMBER_SET].nunique() > 1 else []
 
 
 def run_audit(config: AuditConfig, progress: bool = False) -> dict:
@@ -206,7 +222,7 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement:
     caveats = tokenizer_caveats(config)
     per_model = model_signals(models, ids, texts, config.signal, _cache(config), progress, placement, backend)
     losses = {name: losses_of(frame["value"], spec.output) for name, frame in per_model.items()}
-    samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].copy()
+    samples = rows[["sample_id", "role", "group_id", "subgroup_id", *audited_set_column(rows)]].copy()
     for name, loss in losses.items():
         samples[f"{name}_{config.signal.signal}"] = loss
     samples["length"] = per_model["target"]["n_tokens"].to_numpy()
@@ -382,6 +398,7 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Pla
         features = classifier_features(np.stack(values["value"].to_numpy()), label_ids[scorer.rows])
         parts.append(pd.DataFrame({
             "sample_id": part["sample_id"].to_numpy(), "role": part["role"].to_numpy(), "group_id": part["group_id"].to_numpy(),
+            **{column: part[column].to_numpy() for column in audited_set_column(rows)},
             "label": part["label"].astype(str).str.strip().to_numpy(), "model": scorer.name,
             "length": values["n_tokens"].to_numpy(), "truncated": values["truncated"].to_numpy(), **features,
         }))
@@ -498,7 +515,7 @@ def finish_audit(out: str | Path, config: dict, samples: pd.DataFrame, attacks: 
     sample_id); `level_names`: what each level's unit is called."""
     slices = sample_slices(samples, evaluation, slice_columns)
     units = {level: f"{name}s" for level, name in level_names.items()}
-    results, not_evaluated = evaluate_attacks(attacks, evaluation, slices, units)
+    results, not_evaluated = evaluate_attacks(attacks, evaluation, slices, units, nonmember_sets(samples))
     skipped = skipped + not_evaluated
     if not results:
         raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))

@@ -31,13 +31,14 @@ def test_sample_ids_are_generated_when_absent(tmp_path):
 
 def test_generated_ids_of_two_files_with_one_name_do_not_collide(tmp_path):
     """members/notes.csv and population/notes.csv both generate ids: each keeps its folder, so none is a duplicate."""
+    from lmaudit.config import RoleFile
     from lmaudit.pipeline import load_audit_corpus
 
     for role in ("members", "nonmembers", "population"):
         (tmp_path / role).mkdir()
         pd.DataFrame({"text": [f"{role} one", f"{role} two"]}).to_csv(tmp_path / role / "notes.csv", index=False)
-    corpus = load_audit_corpus({role: str(tmp_path / folder / "notes.csv") for role, folder in
-                                (("member", "members"), ("nonmember", "nonmembers"), ("population", "population"))})
+    corpus = load_audit_corpus([RoleFile(role, str(tmp_path / folder / "notes.csv")) for role, folder in
+                                (("member", "members"), ("nonmember", "nonmembers"), ("population", "population"))])
     assert corpus["sample_id"].tolist() == ["members/notes.csv-1", "members/notes.csv-2", "nonmembers/notes.csv-1",
                                             "nonmembers/notes.csv-2", "population/notes.csv-1", "population/notes.csv-2"]
 

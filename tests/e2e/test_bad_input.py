@@ -72,6 +72,35 @@ def test_group_in_two_roles(files, tiny_model_dirs, tmp_path):
     assert_one_line_error(code, output, "group 'mg0'", "member", "population", "disjoint")
 
 
+def test_a_patient_in_two_nonmember_sets(files, tiny_model_dirs, tmp_path):
+    """Sets are compared as different people: one patient in two of them would be counted twice."""
+    other = write_csv(tmp_path / "other.csv", [{"sample_id": f"o{i}", "group_id": "ng1" if i == 1 else "og", "text": "x"}
+                                               for i in range(3)])
+    code, output = run_cli("audit", "--target", tiny_model_dirs[0], "--out", tmp_path / "out", "--members", files["members"],
+                           "--nonmembers", f"here={files['nonmembers']}", "--nonmembers", f"there={other}",
+                           "--population", files["population"])
+    assert_one_line_error(code, output, "group 'ng1' appears in non-member sets here (", "nonmembers.csv, row 3",
+                          "there (", "other.csv, row 2", "disjoint by group")
+    assert_nothing_written(tmp_path / "out")
+
+
+@pytest.mark.parametrize(("how", "fragments"), [
+    ("options", ("--nonmembers: two sets named 'x'", "NAME=FILE")),
+    ("yaml", ("audit.yaml: nonmembers", "'bad name' cannot name a non-member set")),
+])
+def test_nonmember_sets_need_distinct_simple_names(files, tiny_model_dirs, tmp_path, how, fragments):
+    if how == "options":
+        code, output = run_cli("audit", "--target", tiny_model_dirs[0], "--out", tmp_path / "out", "--members",
+                               files["members"], "--nonmembers", f"x={files['nonmembers']}", "--nonmembers",
+                               f"x={files['population']}")
+    else:
+        (tmp_path / "audit.yaml").write_text(f"target: {tiny_model_dirs[0]}\nmembers: {files['members']}\n"
+                                             f"nonmembers:\n  bad name: {files['nonmembers']}\nout: {tmp_path / 'out'}\n")
+        code, output = run_cli("audit", "--config", tmp_path / "audit.yaml")
+    assert_one_line_error(code, output, *fragments)
+    assert_nothing_written(tmp_path / "out")
+
+
 def test_role_with_fewer_than_two_samples(files, tiny_model_dirs, tmp_path):
     single = write_csv(tmp_path / "one.csv", [{"sample_id": "n0", "text": "only one"}])
     code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", nonmembers=single)

@@ -45,10 +45,11 @@ def test_report_json_follows_the_design_schema(demo_run):
     # Three length slices (tertiles of the audited lengths) that split every attack's samples between them.
     for attack, signal in attacks:
         sample = [r for r in report["results"] if (r["attack"], r["signal"], r["level"]) == (attack, signal, "sample")]
-        assert [r["slice"] for r in sample][0] == "all" and len(sample) == 4
-        assert all(r["slice"].startswith("length:") for r in sample[1:])
-        assert sum(r["n_members"] for r in sample[1:]) == sample[0]["n_members"]
-        assert sum(r["n_nonmembers"] for r in sample[1:]) == sample[0]["n_nonmembers"]
+        assert [r["slice"] for r in sample][0] == "all" and len(sample) == 6
+        lengths = [r for r in sample if r["slice"].startswith("length:")]
+        assert len(lengths) == 3
+        assert sum(r["n_members"] for r in lengths) == sample[0]["n_members"]
+        assert sum(r["n_nonmembers"] for r in lengths) == sample[0]["n_nonmembers"]
     for result in report["results"]:
         assert 0 <= result["auc_ci"][0] <= result["auc"] <= result["auc_ci"][1] <= 1
         assert set(result["tpr_at_fpr"]) == {"0.1", "0.01", "0.001"}
@@ -60,6 +61,31 @@ def test_report_json_follows_the_design_schema(demo_run):
             assert result["unavailable"]["population_threshold_0.1"].startswith("the highest population scores tie")
         assert (("mean_member_loss", None) in rules) == (result["attack"] == "loss")
         assert (("probability_0.5", None) in rules) == result["attack"].startswith("logistic")
+
+
+def test_every_result_is_also_reported_per_nonmember_set(demo_run):
+    """The demo's second non-member set (another hospital's notes): 'all' audits the first set, and each set has its
+    own result at every level, with every member."""
+    out = demo_run[0]
+    report = json.loads((out / "report.json").read_text())
+    sizes = {name: len(pd.read_parquet(out / "data" / file)) for name, file in
+             (("same-hospital", "nonmember.parquet"), ("other-hospital", "nonmember-other-hospital.parquet"))}
+    assert report["data"]["nonmember_sets"] == sizes
+    assert report["data"]["counts"]["nonmember"] == sum(sizes.values())
+    results = {(r["attack"], r["signal"], r["level"], r["slice"]): r for r in report["results"]}
+    for (attack, signal, level, name), result in results.items():
+        if name != "all":
+            continue
+        first = results[(attack, signal, level, "nonmembers:same-hospital")]
+        other = results[(attack, signal, level, "nonmembers:other-hospital")]
+        assert (first["auc"], first["n_nonmembers"]) == (result["auc"], result["n_nonmembers"])
+        assert other["n_members"] == result["n_members"]
+    loss = ("loss", "mlm_energy", "sample")  # scores every sample (logistic_split scores a held-out part)
+    assert [results[(*loss, name)]["n_nonmembers"] for name in ("all", "nonmembers:other-hospital")] == list(sizes.values())
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert scores.groupby("nonmember_set").size().to_dict() == sizes
+    html = (out / "report.html").read_text()
+    assert '<h2 id="nonmember-sets">Per non-member set</h2>' in html and "the first, same-hospital" in html
 
 
 def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):
@@ -87,7 +113,8 @@ def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path)
     config = json.loads((out / "report.json").read_text())["config"]
     references = [option for folder in config["reference"] for option in ("--reference", folder)]
     args = ["audit", "--target", config["target"], *references, "--members", config["members"],
-            "--nonmembers", config["nonmembers"], "--population", config["population"],
+            *[option for name, path in config["nonmembers"].items() for option in ("--nonmembers", f"{name}={path}")],
+            "--population", config["population"],
             "--calibration-members", config["calibration_members"], "--k", str(config["signal"]["k"]),
             "--cache-dir", str(out / "cache"), "--out", str(tmp_path / "again"), "--include-text"]
     result = CliRunner().invoke(main, args)

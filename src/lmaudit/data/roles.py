@@ -31,21 +31,26 @@ EVALUATED_ROLES = (*AUDITED_ROLES, POPULATION)
 TARGET_ROLES = (*EVALUATED_ROLES, CALIBRATION_MEMBER)
 # The shadow model's own members and non-members (classifier audits).
 SHADOW_ROLES = (SHADOW_MEMBER, SHADOW_NONMEMBER)
+# The column of a corpus (and of scores.parquet) naming each non-member's set: the name its file was given under, else
+# the file's stem. With two or more sets, every result is also reported per set (Mireshghallah et al.'s MIMIC and i2b2
+# columns); the first set is the one the main results audit.
+NONMEMBER_SET = "nonmember_set"
 
 
-def check_disjoint_groups(corpus: pd.DataFrame) -> None:
-    """Refuse a corpus in which one group (patient, user) has samples in two roles."""
-    grouped = corpus.dropna(subset=["group_id"])
-    roles_per_group = grouped.groupby("group_id", sort=False)["role"].nunique()
-    crossing = roles_per_group[roles_per_group > 1]
+def check_disjoint_groups(corpus: pd.DataFrame, column: str = "role", what: str = "roles") -> None:
+    """Refuse a corpus in which one group (patient, user) has samples in two roles (or two values of another `column`,
+    such as two non-member sets, which `what` names)."""
+    grouped = corpus.dropna(subset=["group_id", column])
+    values_per_group = grouped.groupby("group_id", sort=False)[column].nunique()
+    crossing = values_per_group[values_per_group > 1]
     if crossing.empty:
         return
     group = crossing.index[0]
-    rows = grouped[grouped["group_id"] == group].drop_duplicates("role")
-    where = " and ".join(f"{r['role']} ({row_location(r)})" for _, r in rows.iterrows())
+    rows = grouped[grouped["group_id"] == group].drop_duplicates(column)
+    where = " and ".join(f"{r[column]} ({row_location(r)})" for _, r in rows.iterrows())
     raise InputError(
-        f"group '{group}' appears in roles {where}; roles must be disjoint by group: "
-        "move all of the group's samples to one role"
+        f"group '{group}' appears in {what} {where}; {what} must be disjoint by group: "
+        f"move all of the group's samples to one of them"
     )
 
 

@@ -11,6 +11,8 @@ import pandas as pd
 from lmaudit.data.corpus import check_unique_sample_ids, read_table
 from lmaudit.data.roles import (
     AUDITED_ROLES,
+    NONMEMBER,
+    NONMEMBER_SET,
     ROLES,
     check_disjoint_groups,
     check_role_sizes,
@@ -37,8 +39,8 @@ def load_scores(path: str | Path, columns: tuple[str, ...] = ()) -> pd.DataFrame
 
 def scores_from_table(table: pd.DataFrame, path: str, columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Columns sample_id, role, target[, reference or reference_1, reference_2, ...] (losses: lower = more likely under
-    that model), group_id, subgroup_id, length, and the extra `columns` asked for (to slice by); every id and role
-    checked as for a corpus, errors naming `path` and the row."""
+    that model), group_id, subgroup_id, length, nonmember_set if the file has it, and the extra `columns` asked for (to
+    slice by); every id and role checked as for a corpus, errors naming `path` and the row."""
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; a scores file needs sample_id, role, target_loss")
@@ -52,6 +54,9 @@ def scores_from_table(table: pd.DataFrame, path: str, columns: tuple[str, ...] =
             signals[model] = values.to_numpy(dtype=float)
     for column in ("group_id", "subgroup_id", "length"):
         signals[column] = table[column].to_numpy() if column in table.columns else None
+    if NONMEMBER_SET in table.columns:  # as an audit with several non-member sets writes scores.parquet
+        signals[NONMEMBER_SET] = [value if role == NONMEMBER and pd.notna(value) else None
+                                  for role, value in zip(signals["role"], table[NONMEMBER_SET], strict=True)]
     signals["length"] = pd.to_numeric(signals["length"], errors="coerce")
     for column in columns:
         if column not in table.columns:
@@ -66,4 +71,6 @@ def scores_from_table(table: pd.DataFrame, path: str, columns: tuple[str, ...] =
     check_unique_sample_ids(corpus_like)
     check_role_sizes(corpus_like, AUDITED_ROLES)
     check_disjoint_groups(corpus_like)
+    if NONMEMBER_SET in signals:
+        check_disjoint_groups(corpus_like, NONMEMBER_SET, "non-member sets")
     return signals

@@ -217,10 +217,10 @@ def _samples_from_sentences(rng: np.random.Generator, sentences: list[str]) -> l
     return samples
 
 
-def _patients(rng: np.random.Generator, n_patients: int) -> list[Patient]:
+def _patients(rng: np.random.Generator, n_patients: int, id_prefix: str = "") -> list[Patient]:
     return [
         Patient(
-            patient_id=f"P{number:05d}",
+            patient_id=f"{id_prefix}P{number:05d}",
             first_name=str(rng.choice(FIRST_NAMES)),
             last_name=str(rng.choice(LAST_NAMES)),
             age=int(rng.integers(18, 96)),
@@ -230,20 +230,22 @@ def _patients(rng: np.random.Generator, n_patients: int) -> list[Patient]:
     ]
 
 
-def generate_notes(n_patients: int = 300, seed: int = 0, insert_names: bool = False) -> pd.DataFrame:
+def generate_notes(n_patients: int = 300, seed: int = 0, insert_names: bool = False, sections: tuple[str, ...] = SECTIONS,
+                   id_prefix: str = "") -> pd.DataFrame:
     """Generate a synthetic clinical corpus: one row per sample, with patient and admission ids, its note's section and
-    its admission's ICD-10 codes (`codes`, separated by ';')."""
+    its admission's ICD-10 codes (`codes`, separated by ';'). `sections`: the kinds of note written (another hospital
+    may keep other records); `id_prefix` keeps its patient ids apart from another corpus's."""
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, len(DIAGNOSES) + 1) ** 1.2
     weights /= weights.sum()
     rows = []
-    for patient in _patients(rng, n_patients):
+    for patient in _patients(rng, n_patients, id_prefix):
         for admission in range(1, int(rng.choice((1, 2, 3), p=(0.5, 0.3, 0.2))) + 1):
             codes = rng.choice(len(DIAGNOSES), size=int(rng.integers(1, 4)), replace=False, p=weights)
             diagnoses = [DIAGNOSES[i] for i in codes]
             admission_id = f"{patient.patient_id}-A{admission}"
-            sections = rng.choice(SECTIONS, size=int(rng.integers(3, 6)), replace=False)
-            for note_number, section in enumerate(sections, start=1):
+            written = rng.choice(sections, size=min(int(rng.integers(3, 6)), len(sections)), replace=False)
+            for note_number, section in enumerate(written, start=1):
                 sentences = _sentences(rng, str(section), patient, diagnoses)
                 for sample_number, text in enumerate(_samples_from_sentences(rng, sentences), start=1):
                     if insert_names:

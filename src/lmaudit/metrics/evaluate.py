@@ -22,7 +22,7 @@ from lmaudit.metrics.results import (
 )
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.metrics.slices import slice_order
+from lmaudit.metrics.slices import NONMEMBER_SLICE, NonmemberSets, slice_order
 from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
     balanced_subsets,
@@ -161,28 +161,31 @@ def evaluate_slice(
     )
 
 
-def _slices(attack: AttackScores, slices: pd.DataFrame | None) -> dict[str, pd.Series]:
-    """Row masks of the attack's frame: 'all', and at sample level one per slice of each slicing in `slices` (index
-    sample_id, one column of slice names per slicing)."""
+def _slices(attack: AttackScores, slices: pd.DataFrame | None, sets: NonmemberSets | None = None) -> dict[str, pd.Series]:
+    """Row masks of the attack's frame: 'all'; at sample level one per slice of each slicing in `slices` (index
+    sample_id, one column of slice names per slicing); and at every level one per non-member set. With several sets,
+    'all' and the other slices hold the first set's non-members only."""
     frame = attack.frame
-    masks = {"all": pd.Series(True, index=frame.index)}
-    if attack.level != "sample" or slices is None:
-        return masks
-    for column in slices.columns:
-        names = frame["id"].map(slices[column])
-        for name in slice_order(names):
-            masks[name] = names == name
+    in_set = sets.masks(attack.level, frame["id"]) if sets is not None else {}
+    audited = in_set[sets.names[0]] if sets is not None else pd.Series(True, index=frame.index)
+    masks = {"all": audited}
+    if attack.level == "sample" and slices is not None:
+        for column in slices.columns:
+            names = frame["id"].map(slices[column])
+            for name in slice_order(names):
+                masks[name] = (names == name) & audited
+    masks.update({NONMEMBER_SLICE + name: mask for name, mask in in_set.items()})
     return masks
 
 
 def evaluate_attack(attack: AttackScores, settings: EvaluationSettings, slices: pd.DataFrame | None = None,
-                    units: str | None = None) -> tuple[list[AttackResult], list[Skipped]]:
+                    units: str | None = None, sets: NonmemberSets | None = None) -> tuple[list[AttackResult], list[Skipped]]:
     """Results for every slice with at least 2 members and 2 non-members; and the slices skipped.
 
-    Population thresholds are calibrated on the population units of the same slice; `slices`: see `_slices`.
+    Population thresholds are calibrated on the population units of the same slice; `slices`, `sets`: see `_slices`.
     """
     results, skipped = [], []
-    for name, selected in _slices(attack, slices).items():
+    for name, selected in _slices(attack, slices, sets).items():
         part = attack.frame[selected]
         audited = part[part["role"].isin(AUDITED_ROLES)]
         counts = audited["role"].value_counts()
@@ -196,12 +199,13 @@ def evaluate_attack(attack: AttackScores, settings: EvaluationSettings, slices: 
 
 
 def evaluate_attacks(attacks: list[AttackScores], settings: EvaluationSettings, slices: pd.DataFrame | None = None,
-                     units: Mapping[str, str] | None = None) -> tuple[list[AttackResult], list[Skipped]]:
+                     units: Mapping[str, str] | None = None, sets: NonmemberSets | None = None
+                     ) -> tuple[list[AttackResult], list[Skipped]]:
     """Every attack evaluated, in order: the results, and the slices that could not be (`units`: each level's unit
-    word for the reasons, e.g. {'group': 'patients'})."""
+    word for the reasons, e.g. {'group': 'patients'}; `sets`: the non-member sets, when there are several)."""
     results, skipped = [], []
     for attack in attacks:
-        attack_results, attack_skipped = evaluate_attack(attack, settings, slices, (units or {}).get(attack.level))
+        attack_results, attack_skipped = evaluate_attack(attack, settings, slices, (units or {}).get(attack.level), sets)
         results += attack_results
         skipped += attack_skipped
     return results, skipped

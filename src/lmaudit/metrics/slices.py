@@ -1,15 +1,20 @@
-"""Sample-level slices from the data: token-length bins (quantiles of the audited samples, or given bounds) and the
-values of any corpus column, so every sample is in exactly one slice of each slicing."""
+"""Slices from the data. At sample level: token-length bins (quantiles of the audited samples, or given bounds) and
+the values of any corpus column, so every sample is in exactly one slice of each slicing. At every level: the
+non-member sets, each slice holding every member and one set's non-members."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from lmaudit.data.roles import AUDITED_ROLES
+from lmaudit.attacks.base import LEVEL_COLUMNS
+from lmaudit.data.roles import AUDITED_ROLES, NONMEMBER, NONMEMBER_SET
 from lmaudit.metrics.settings import EvaluationSettings
+
+NONMEMBER_SLICE = "nonmembers:"  # the prefix of a non-member set's slice name
 
 MISSING_VALUE = "(none)"  # the slice of samples that have no value in a slice_by column
 
@@ -66,3 +71,34 @@ def slice_order(names: pd.Series) -> list[str]:
         return (0, int(low), name) if name.startswith("length:") and low.isdigit() else (1, 0, name)
 
     return sorted(names.dropna().unique(), key=key)
+
+
+@dataclass(frozen=True)
+class NonmemberSets:
+    """Two or more sets of non-members: their names in the order given (the first is the one the main results audit)
+    and, per level, each non-member unit's set (index: the unit's id; members and the population have none)."""
+
+    names: tuple[str, ...]
+    by_level: dict[str, pd.Series]
+
+    def masks(self, level: str, ids: pd.Series) -> dict[str, pd.Series]:
+        """Per set, which of the units `ids` (of `level`) are in its slice: every unit without a set (members and the
+        population, which all sets share) and the set's own non-members."""
+        sets = ids.map(self.by_level[level])
+        return {name: sets.isna() | (sets == name) for name in self.names}
+
+
+def nonmember_sets(samples: pd.DataFrame) -> NonmemberSets | None:
+    """The non-member sets of the samples (sample_id, role, group_id, subgroup_id and NONMEMBER_SET), or None when the
+    samples have a single set (or none named)."""
+    if NONMEMBER_SET not in samples:
+        return None
+    nonmembers = samples[(samples["role"] == NONMEMBER) & samples[NONMEMBER_SET].notna()]
+    names = tuple(dict.fromkeys(nonmembers[NONMEMBER_SET]))
+    if len(names) < 2:
+        return None
+    by_level = {"sample": nonmembers.set_index("sample_id")[NONMEMBER_SET]}
+    for level, column in LEVEL_COLUMNS.items():
+        units = nonmembers.dropna(subset=[column])
+        by_level[level] = units.groupby(column, sort=False)[NONMEMBER_SET].first()
+    return NonmemberSets(names, by_level)

@@ -15,6 +15,7 @@ import pandas as pd
 from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.attacks.base import LEVELS, AttackScores, Skipped
+from lmaudit.data.roles import NONMEMBER_SET
 from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.html import render_html
@@ -53,14 +54,19 @@ def environment_info(device: str = "cpu") -> dict:
 
 
 def data_summary(signals: pd.DataFrame) -> dict:
-    """Counts per role, groups per role, and truncated samples."""
+    """Counts per role, groups per role, truncated samples, and the non-member samples of each set when there are
+    several (in the order given: the first is the one the main results audit)."""
     groups = signals.dropna(subset=["group_id"]).groupby("role")["group_id"].nunique()
     truncated = int(signals["truncated"].fillna(False).astype(bool).sum()) if "truncated" in signals else 0
-    return {
+    summary = {
         "counts": {role: int(n) for role, n in signals["role"].value_counts().sort_index().items()},
         "groups": {role: int(n) for role, n in groups.items()},
         "truncated": truncated,
     }
+    if NONMEMBER_SET in signals:
+        sets = signals[NONMEMBER_SET].dropna()
+        summary["nonmember_sets"] = {name: int((sets == name).sum()) for name in dict.fromkeys(sets)}
+    return summary
 
 
 def json_ready(value):

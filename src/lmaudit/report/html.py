@@ -19,6 +19,7 @@ from lmaudit.report.tables import (
     CLASSIFIER_ATTACKS,
     feature_attack_table,
     level_table,
+    nonmember_set_table,
     number,
     percent,
     population_threshold_at,
@@ -223,7 +224,7 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         slice_tables=slice_tables(report), roc_strongest=roc_strongest, roc_every=roc_every,
         histogram_images=histogram_images(report, attacks), attacks_run=attacks_run(report), glossary=GLOSSARY,
         feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS,
-        level_table=level_table(report["results"]), pct=percent, num=number,
+        level_table=level_table(report["results"]), set_table=nonmember_set_table(report), pct=percent, num=number,
         config_json=json.dumps(report["config"], indent=2), environment=report["environment"],
         several_signals=len({r["signal"] for r in report["results"]}) > 1,
     )

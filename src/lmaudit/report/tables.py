@@ -10,6 +10,7 @@ import math
 
 from lmaudit.attacks.base import CLASSIFIER_FEATURE, LEVELS
 from lmaudit.attacks.registry import ATTACKS, attack_spec, attacks_reading
+from lmaudit.metrics.slices import NONMEMBER_SLICE
 from lmaudit.report.verdict import verdict_lines
 
 # Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics), in registry order.
@@ -113,6 +114,25 @@ def level_table(results: list[dict]) -> list[dict]:
     return [{"attack": attack, "signal": signal, "levels": cells} for (attack, signal), cells in rows.items()]
 
 
+def nonmember_set_table(report: dict) -> list[dict]:
+    """Per level and attack (in the level's ranking order), the AUC with its interval and the population-threshold
+    advantage against each non-member set (Mireshghallah et al.'s MIMIC and i2b2 columns); empty with one set."""
+    sets = list(report["data"].get("nonmember_sets") or {})
+    if len(sets) < 2:
+        return []
+    cells: dict[tuple[str, str, str], dict] = {}
+    for result in report["results"]:
+        if result["slice"].startswith(NONMEMBER_SLICE):
+            population = population_threshold_at(result)
+            cells.setdefault((result["level"], result["attack"], result["signal"]), {})[
+                result["slice"].removeprefix(NONMEMBER_SLICE)] = {
+                "auc": result["auc"], "auc_ci": result["auc_ci"], "n_nonmembers": result["n_nonmembers"],
+                "advantage": population["advantage"] if population else None}
+    return [{"level": level, "attack": row["attack"], "signal": row["signal"],
+             "sets": cells.get((level, row["attack"], row["signal"]), {})}
+            for level, ranked in report["ranking"].items() for row in ranked]
+
+
 def _models_lines(report: dict) -> list[str]:
     return [
         f"{name}: {m['architecture']} {m['size']}, train accuracy {percent(m['train_accuracy'])}, "
@@ -147,4 +167,20 @@ def summary_table(report: dict) -> str:
     for level in LEVELS:
         if report.get("ranking", {}).get(level):
             lines += ["", f"{report.get('level_names', {}).get(level, level)} level:", *ranking_lines(report, level)]
+    lines += nonmember_set_lines(report)
     return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])
+
+
+def nonmember_set_lines(report: dict) -> list[str]:
+    """The per-set AUCs as text, one line per level and attack (nothing with one non-member set)."""
+    table = nonmember_set_table(report)
+    if not table:
+        return []
+    sets = list(report["data"]["nonmember_sets"])
+    names = report.get("level_names", {})
+    lines = ["", f"AUC per non-member set (the results above audit the first, {sets[0]}):",
+             f"{'level':<10}{'attack':<22}{'signal':<25}" + "".join(f"{name[:14]:>15}" for name in sets)]
+    for row in table:
+        cells = "".join(f"{row['sets'][name]['auc']:>15.3f}" if name in row["sets"] else f"{'n/a':>15}" for name in sets)
+        lines.append(f"{names.get(row['level'], row['level']):<10}{row['attack']:<22}{row['signal']:<25}{cells}")
+    return lines

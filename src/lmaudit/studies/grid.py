@@ -94,12 +94,13 @@ def load_grid_config(path: str | Path) -> GridConfig:
 
 def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bool) -> NotesStudy:
     """A NotesStudy over your files: each read and validated, the reference's texts as their own part."""
+    from lmaudit.config import RoleFile
     from lmaudit.pipeline import load_audit_corpus
 
     roles = {MEMBER: files.members, NONMEMBER: files.nonmembers, POPULATION: files.population}
     if files.calibration_members:
         roles[CALIBRATION_MEMBER] = files.calibration_members
-    corpus = load_audit_corpus(roles)
+    corpus = load_audit_corpus([RoleFile(role, path) for role, path in roles.items()])
     reference = load_corpus(files.reference_train).assign(role=REFERENCE_TRAIN)
     return NotesStudy(out, DEMO_SIZES[size], seed, pd.concat([corpus, reference], ignore_index=True),
                       {role: Path(path) for role, path in roles.items()}, progress)
