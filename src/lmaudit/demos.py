@@ -121,7 +121,7 @@ def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, 
     """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts, and every
     checkpoint asked for (`checkpoints`) is beside it (settings as for train_language_model; DP training is compared by
     its DP settings)."""
-    from lmaudit.models.train import checkpoint_folder, read_training_summary, train_language_model, train_unless_done
+    from lmaudit.models.train import missing_checkpoints, train_language_model, train_unless_done
 
     dp = settings.get("dp")
     wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate") if key in settings}
@@ -130,14 +130,8 @@ def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, 
     if dp is None:  # DP training caps each patient, so its sample count is not that of `texts`
         wanted["n_samples"] = len(texts)
     epochs = settings.get("epochs", 30)
-    missing = [e for e in settings.get("checkpoints", ()) if e < epochs and (read_training_summary(
-        checkpoint_folder(folder, e)) or {}).get("checkpoint_of") != epochs]
-    train = partial(train_language_model, kind, texts, folder, **settings)
-    if missing:  # trained again to save them (the model itself comes out the same: saving draws no random numbers)
-        log.info("training %s again: its checkpoints after epochs %s are missing", folder, ", ".join(map(str, missing)))
-        train()
-    else:
-        train_unless_done(folder, wanted, train)
+    missing = missing_checkpoints(folder, [e for e in settings.get("checkpoints", ()) if e < epochs], epochs)
+    train_unless_done(folder, wanted, partial(train_language_model, kind, texts, folder, **settings), missing)
 
 
 def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm",
@@ -194,34 +188,56 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
 
 def classifier_demo(out: Path, size: str, seed: int, progress: bool, architecture: str) -> dict:
     """User posts; target and shadow classifiers trained alike on disjoint users; audited with white-box."""
-    from lmaudit.data.users import generate_user_posts
-    from lmaudit.models.classifier import train_classifier
-    from lmaudit.models.train import train_unless_done
-
     demo = CLASSIFIER_DEMO_SIZES[size]
-    log.info("demo (classifier suite, %s size): generating the posts of %d users", size, demo.users)
-    posts = generate_user_posts(demo.users, seed)
-    files = split_and_write_roles(posts, CLASSIFIER_DEMO_SPLIT, seed, out / "data")
+    posts, files = write_classifier_roles(size, seed, out / "data")
     log.info("demo: %d posts split into roles by user, written to %s; training the target and the shadow %s "
              "classifiers unless already trained", len(posts), out / "data", architecture)
+    target, shadow = train_classifier_pair(posts, out / "models", size, seed, progress, architecture)
+    log.info("demo: auditing the target classifier (shadow-calibrated and white-box attacks)")
+    return run_audit(classifier_audit_config(target, shadow, files, out, demo.bootstrap, seed), progress=progress)
+
+
+def write_classifier_roles(size: str, seed: int, data_dir: Path) -> tuple[pd.DataFrame, dict[str, Path]]:
+    """The classifier demo's user posts, split into roles by user (seeded) and written to `data_dir`."""
+    from lmaudit.data.users import generate_user_posts
+
+    users = CLASSIFIER_DEMO_SIZES[size].users
+    log.info("generating the posts of %d users", users)
+    posts = generate_user_posts(users, seed)
+    return posts, split_and_write_roles(posts, CLASSIFIER_DEMO_SPLIT, seed, data_dir)
+
+
+def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: int, progress: bool,
+                          architecture: str = "bert", checkpoints: tuple[int, ...] = (),
+                          patience: int = 10) -> tuple[Path, Path]:
+    """models/target and models/shadow: classifiers trained alike (the demo's recipe) on the member and the shadow
+    member users, unless already trained so, each saved after the epochs in `checkpoints` too."""
+    from lmaudit.models.classifier import train_classifier
+    from lmaudit.models.train import missing_checkpoints, train_unless_done
 
     def texts_and_labels(role: str) -> tuple[list[str], list[str]]:
         rows = posts[posts["role"] == role]
         return rows["text"].tolist(), rows["label"].tolist()
 
-    recipe = {"architecture": architecture, "max_epochs": demo.max_epochs, "patience": 10,
+    recipe = {"architecture": architecture, "max_epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs, "patience": patience,
               "learning_rate": CLASSIFIER_DEMO_LEARNING_RATE[architecture]}
+    folders = []
     for name, role, model_seed in (("target", MEMBER, seed), ("shadow", SHADOW_MEMBER, seed + 1)):
-        folder = out / "models" / name
+        folder = models / name
         texts, labels = texts_and_labels(role)
         train = partial(train_classifier, texts, labels, folder, texts_and_labels(VALIDATION), texts_and_labels(TEST),
-                        seed=model_seed, label=name, progress=progress, **recipe)
-        train_unless_done(folder, {**recipe, "seed": model_seed, "n_samples": len(texts)}, train)
-    config = AuditConfig(
-        target=str(out / "models" / "target"), shadow=str(out / "models" / "shadow"),
-        members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
-        shadow_members=str(files[SHADOW_MEMBER]), shadow_nonmembers=str(files[SHADOW_NONMEMBER]),
-        out=str(out), signal={"signal": "classifier"}, evaluation={"bootstrap": demo.bootstrap, "seed": seed}, whitebox=True,
+                        seed=model_seed, label=name, progress=progress, checkpoints=checkpoints, **recipe)
+        train_unless_done(folder, {**recipe, "seed": model_seed, "n_samples": len(texts)}, train,
+                          missing_checkpoints(folder, checkpoints, recipe["max_epochs"]))
+        folders.append(folder)
+    return folders[0], folders[1]
+
+
+def classifier_audit_config(target: Path, shadow: Path, files: dict[str, Path], out: Path, bootstrap: int,
+                            seed: int, whitebox: bool = True) -> AuditConfig:
+    """The audit of a target classifier with its shadow, on the classifier roles' `files`."""
+    return AuditConfig(
+        target=str(target), shadow=str(shadow), members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
+        shadow_members=str(files[SHADOW_MEMBER]), shadow_nonmembers=str(files[SHADOW_NONMEMBER]), out=str(out),
+        signal={"signal": "classifier"}, evaluation={"bootstrap": bootstrap, "seed": seed}, whitebox=whitebox,
     )
-    log.info("demo: auditing the target classifier (shadow-calibrated and white-box attacks)")
-    return run_audit(config, progress=progress)

@@ -1,6 +1,7 @@
 """The demo at smoke size, end to end through the CLI, and what its output folder must hold."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -104,6 +105,11 @@ def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):
 def test_html_report_is_self_contained(demo_run):
     html = (demo_run[0] / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 6  # two ROC figures, four histograms
+    # Histograms of the attacks each level's main ROC figure draws: its six strongest, in the ranking's order.
+    report = json.loads((demo_run[0] / "report.json").read_text())
+    expected = [f"{row['attack']} ({row['signal']}), {report['level_names'][level]} level"
+                for level in ("sample", "subgroup", "group") for row in report["ranking"][level][:6]]
+    assert re.findall(r"<figcaption>([^<]*)</figcaption>", html) == expected
     assert "http://" not in html and "https://" not in html and "<script" not in html
 
 

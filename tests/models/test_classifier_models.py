@@ -28,8 +28,18 @@ def trained(request, posts, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param) / "model"
     texts, labels = split(posts, users[:24])
     summary = train_classifier(texts, labels, folder, split(posts, users[24:32]), split(posts, users[32:]),
-                               architecture=request.param, max_epochs=8, patience=2, seed=0)
+                               architecture=request.param, max_epochs=8, patience=2, seed=0, checkpoints=(1, 2))
     return request.param, folder, summary
+
+
+def validation_accuracy(folder, posts) -> float:
+    """The accuracy of the saved model in `folder` on the validation users, reloaded."""
+    loaded = load_classifier(folder)
+    users = sorted(posts["group_id"].unique())
+    texts, labels = split(posts, users[24:32])
+    label_ids = np.array([classifier_labels(folder).index(label) for label in labels])
+    encoded = loaded.tokenizer(texts, truncation=True, max_length=128)["input_ids"]
+    return accuracy(loaded.model, encoded, label_ids, loaded.tokenizer.pad_token_id)
 
 
 def test_generated_posts_are_deterministic_and_labelled(posts):
@@ -50,15 +60,22 @@ def test_early_stopping_keeps_the_best_validation_epoch(trained, posts):
     assert summary.epochs_run <= summary.best_epoch + 2  # patience 2
     assert summary.validation_accuracy == max(summary.validation_accuracies)
     # The saved weights are those of the best epoch: the reloaded model scores that validation accuracy.
-    loaded = load_classifier(folder)
-    users = sorted(posts["group_id"].unique())
-    texts, labels = split(posts, users[24:32])
-    label_ids = np.array([classifier_labels(folder).index(label) for label in labels])
-    encoded = loaded.tokenizer(texts, truncation=True, max_length=128)["input_ids"]
-    assert accuracy(loaded.model, encoded, label_ids, loaded.tokenizer.pad_token_id) == pytest.approx(summary.validation_accuracy)
+    assert validation_accuracy(folder, posts) == pytest.approx(summary.validation_accuracy)
     assert summary.generalization_gap == pytest.approx(summary.train_accuracy - summary.test_accuracy)
     assert summary.gap_measured_on == "test"
     assert list((folder).glob("*.safetensors")) and not list(folder.glob("*.bin"))
+
+
+def test_checkpoints_are_the_model_after_their_epoch_not_the_best_so_far(trained, posts):
+    from lmaudit.models.train import checkpoint_folder, read_training_summary
+
+    _, folder, summary = trained
+    for epoch in (1, 2):
+        checkpoint = checkpoint_folder(folder, epoch)
+        recorded = read_training_summary(checkpoint)
+        assert (recorded["epochs_run"], recorded["checkpoint_of"]) == (epoch, 8)
+        assert recorded["validation_accuracy"] == summary.validation_accuracies[epoch - 1]
+        assert validation_accuracy(checkpoint, posts) == pytest.approx(summary.validation_accuracies[epoch - 1])
 
 
 def test_log_probabilities_equal_one_sample_at_a_time(trained, posts):

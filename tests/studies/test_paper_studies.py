@@ -2,11 +2,12 @@
 cell trains what it studies and audits it; what must not change between cells does not."""
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
-from lmaudit.demos import DEMO_SIZES, DemoSize
+from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
 from lmaudit.models.train import read_training_summary
 from tests.helpers import assert_one_line_error, invoke, run_cli
 
@@ -113,19 +114,32 @@ def test_memorisation_predictor_labels_the_members_the_likelihood_ratio_exposes(
     assert "<h3>feature sets</h3>" in (tmp_path / "study.html").read_text()
 
 
-def test_epochs_audits_every_checkpoint_of_both_kinds_and_takes_the_maximum(tmp_path):
+def test_epochs_audits_every_checkpoint_of_every_kind_and_takes_the_maximum(tmp_path, monkeypatch):
+    # Two epochs of every kind: one checkpoint and the full run each (audits, not training, take the time).
+    monkeypatch.setitem(DEMO_SIZES, "smoke", replace(TINY, epochs=2))
+    monkeypatch.setitem(CLASSIFIER_DEMO_SIZES, "smoke", ClassifierDemoSize(users=48, max_epochs=2, bootstrap=20))
     invoke("study", "epochs", "--out", tmp_path)
     study = study_of(tmp_path)
     assert [(c["settings"]["kind"], c["settings"]["epochs"]) for c in study["cells"]] == [
-        (kind, epoch) for kind in ("mlm", "clm") for epoch in (1, 2, 3)]
+        (kind, epoch) for kind in ("mlm", "clm", "classifier") for epoch in (1, 2)]
     for cell in study["cells"]:
         report = json.loads((tmp_path / "cells" / cell["cell"] / "report.json").read_text())
-        expected = "target-" + cell["settings"]["kind"] + ("" if cell["settings"]["epochs"] == 3 else f"-epoch-{cell['settings']['epochs']}")
+        kind, epoch = cell["settings"]["kind"], cell["settings"]["epochs"]
+        if kind == "classifier":  # every epoch a checkpoint (the run's own folder keeps the best epoch), shadow alike
+            assert report["config"]["target"].endswith(f"classifier/target-epoch-{epoch}")
+            assert report["config"]["shadow"].endswith(f"classifier/shadow-epoch-{epoch}")
+            for model in ("target", "shadow"):
+                summary = read_training_summary(report["config"][model])
+                assert (summary["epochs_run"], summary["checkpoint_of"]) == (epoch, 2)
+            continue
+        expected = f"target-{kind}" + ("" if epoch == 2 else f"-epoch-{epoch}")
         assert report["config"]["target"].endswith(expected)
-        assert read_training_summary(report["config"]["target"])["epochs"] == cell["settings"]["epochs"]
+        assert read_training_summary(report["config"]["target"])["epochs"] == epoch
     best = study["analysis"]["maximum over epochs"]["clm loss sample"]
     aucs = {c["settings"]["epochs"]: auc(c, "loss") for c in study["cells"] if c["settings"]["kind"] == "clm"}
     assert best["max AUC"] == max(aucs.values()) and aucs[best["at epoch"]] == best["max AUC"]
+    # The classifier's attacks read several features: the maximum is per feature.
+    assert "classifier sample_threshold on confidence sample" in study["analysis"]["maximum over epochs"]
 
 
 def test_rare_disease_runs_and_says_when_no_bucket_is_big_enough(tmp_path):

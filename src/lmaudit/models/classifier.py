@@ -31,6 +31,7 @@ from lmaudit.models.lstm import LSTMClassifierConfig, LSTMForSequenceClassificat
 from lmaudit.models.pretrained import LoraSettings
 from lmaudit.models.train import (
     SIZES,
+    checkpoint_folder,
     default_learning_rate,
     length_bucketed_batches,
     mlm_config,
@@ -107,6 +108,7 @@ class ClassifierTrainingSummary:
     init_from: str | None = None
     init_fingerprint: str | None = None
     lora: dict | None = None
+    checkpoint_of: int | None = None  # a checkpoint saved after `epochs_run` epochs of a run of at most this many
 
 
 @torch.inference_mode()
@@ -189,14 +191,18 @@ def train_classifier(
     groups: Sequence[str | None] | None = None,
     init_from: str | Path | None = None,
     lora: LoraSettings | None = None,
+    checkpoints: Sequence[int] = (),
 ) -> ClassifierTrainingSummary:
     """Train a classifier, keep the epoch with the best validation accuracy (early stopping after
     `patience` epochs without improvement), and save it with its tokenizer and a summary. From scratch (`architecture`,
     `size`), or fine-tuned from the checkpoint `init_from` with a new head, fully or with `lora` adapters (then the
     adapter, with the head, is saved). With `dp`, DP-SGD with Poisson batches; the epsilon recorded covers every epoch
-    run, not only the one kept."""
+    run, not only the one kept. After each epoch in `checkpoints` that is run, the model as it is then (not the best
+    so far) is saved beside `out_dir` (`checkpoint_folder`)."""
     if architecture not in ARCHITECTURES:
         raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
+    if dp is not None and checkpoints:
+        raise InputError("checkpoints of a DP-SGD run are not saved: train one model per number of epochs instead")
     quiet_transformers()
     torch.manual_seed(seed)
     if dp is not None:
@@ -216,6 +222,7 @@ def train_classifier(
         return tokenizer(text_heads(tokenizer, values, max_length)[0], truncation=True, max_length=max_length)["input_ids"]
 
     encoded, validation_encoded = encode(texts), encode(validation[0])
+    test_encoded = None if test is None else (encode(test[0]), _label_ids(test[1], label2id, "test data"))
     pad, lengths, order_rng = tokenizer.pad_token_id, np.array([len(e) for e in encoded]), np.random.default_rng(seed)
     if dp is not None:
         swap_lstm(model, private=True)
@@ -224,6 +231,25 @@ def train_classifier(
     steps, epoch_losses, validation_accuracies = 0, [], []
     stopping = EarlyStopping(patience)
     started = time.monotonic()
+
+    def summary_now(epochs_run: int, best_epoch: int, validation_accuracy: float,
+                    checkpoint_of: int | None = None) -> ClassifierTrainingSummary:
+        """The summary of the model as it is now (accuracies measured on it), after `epochs_run` epochs."""
+        train_accuracy = accuracy(model, encoded, train_ids, pad)
+        test_accuracy = None if test_encoded is None else accuracy(model, *test_encoded, pad)
+        held_out = test_accuracy if test_accuracy is not None else validation_accuracy
+        return ClassifierTrainingSummary(
+            **{"size": size, "dropout": dropout, **start},
+            kind="classifier", architecture=architecture, n_samples=len(encoded), n_validation=len(validation_encoded),
+            n_test=0 if test is None else len(test[0]), labels=names, max_epochs=max_epochs, patience=patience,
+            epochs_run=epochs_run, best_epoch=best_epoch, seed=seed, batch_size=batch_size,
+            learning_rate=learning_rate, max_length=max_length, train_accuracy=train_accuracy,
+            validation_accuracy=validation_accuracy, test_accuracy=test_accuracy,
+            generalization_gap=train_accuracy - held_out, gap_measured_on="test" if test_accuracy is not None else "validation",
+            epoch_losses=list(epoch_losses), validation_accuracies=list(validation_accuracies),
+            dp=dp_record(private, steps) if private else None, checkpoint_of=checkpoint_of,
+        )
+
     log.info("training %s (%s %s): %d samples, %d labels, at most %d epochs (patience %d), batch size %d, learning rate %g%s",
              label, architecture, start.get("size", size), len(encoded), len(names), max_epochs, patience, batch_size,
              learning_rate, f", DP-SGD noise {dp.noise_multiplier:g}" if dp is not None else "")
@@ -237,31 +263,20 @@ def train_classifier(
         log.log(logging.DEBUG if progress else logging.INFO, "training %s: epoch %d/%d, loss %.3f, validation accuracy "
                 "%.1f%% (%.0f s)", label, epoch, max_epochs, epoch_loss, 100 * validation_accuracies[-1],
                 time.monotonic() - started)
+        if epoch in checkpoints:
+            save_model_folder(model, tokenizer, summary_now(epoch, epoch, validation_accuracies[-1], checkpoint_of=max_epochs),
+                              checkpoint_folder(out_dir, epoch))
         if stopping.should_stop(epoch, validation_accuracies[-1], model):
             log.info("training %s: stopped early after epoch %d, no better validation accuracy since epoch %d", label,
                      epoch, stopping.best_epoch)
             break
     model.load_state_dict(stopping.best_state)
-    model.eval()
-    train_accuracy = accuracy(model, encoded, train_ids, pad)
-    test_accuracy = None if test is None else accuracy(model, encode(test[0]), _label_ids(test[1], label2id, "test data"), pad)
-    held_out = test_accuracy if test_accuracy is not None else stopping.best_accuracy
-    summary = ClassifierTrainingSummary(
-        **{"size": size, "dropout": dropout, **start},
-        kind="classifier", architecture=architecture, n_samples=len(encoded), n_validation=len(validation_encoded),
-        n_test=0 if test is None else len(test[0]), labels=names, max_epochs=max_epochs, patience=patience,
-        epochs_run=len(epoch_losses), best_epoch=stopping.best_epoch, seed=seed, batch_size=batch_size,
-        learning_rate=learning_rate, max_length=max_length, train_accuracy=train_accuracy,
-        validation_accuracy=stopping.best_accuracy, test_accuracy=test_accuracy, generalization_gap=train_accuracy - held_out,
-        gap_measured_on="test" if test_accuracy is not None else "validation",
-        epoch_losses=epoch_losses, validation_accuracies=validation_accuracies,
-        dp=dp_record(private, steps) if private else None,
-    )
+    summary = summary_now(len(epoch_losses), stopping.best_epoch, stopping.best_accuracy)
     if private:
         model = private.finished_model()
         swap_lstm(model, private=False)
     save_model_folder(model, tokenizer, summary, Path(out_dir))
     log.info("trained %s: %d epochs (best %d) in %.1f s, train accuracy %.1f%%, %s accuracy %.1f%%; saved to %s", label,
-             len(epoch_losses), stopping.best_epoch, time.monotonic() - started, 100 * train_accuracy,
-             summary.gap_measured_on, 100 * held_out, out_dir)
+             len(epoch_losses), stopping.best_epoch, time.monotonic() - started, 100 * summary.train_accuracy,
+             summary.gap_measured_on, 100 * (summary.train_accuracy - summary.generalization_gap), out_dir)
     return summary

@@ -141,6 +141,12 @@ def checkpoint_folder(out_dir: str | Path, epoch: int) -> Path:
     return out_dir.with_name(f"{out_dir.name}-epoch-{epoch}")
 
 
+def missing_checkpoints(out_dir: str | Path, epochs: Sequence[int], run_length: int) -> list[int]:
+    """The epochs among `epochs` whose checkpoint, from a run of `run_length` epochs, is not beside `out_dir`."""
+    return [epoch for epoch in epochs
+            if (read_training_summary(checkpoint_folder(out_dir, epoch)) or {}).get("checkpoint_of") != run_length]
+
+
 def clm_config(size: str, vocab_size: int, max_length: int, tokenizer, dropout: float = 0.1):
     """A GPT-2 config of the named size (the same layer and width table as the MLMs)."""
     from transformers import GPT2Config
@@ -303,11 +309,15 @@ def _agrees(recorded, wanted) -> bool:
     return recorded == wanted
 
 
-def train_unless_done(folder: str | Path, wanted: dict, train: Callable[[], object]) -> None:
+def train_unless_done(folder: str | Path, wanted: dict, train: Callable[[], object], missing: Sequence[int] = ()) -> None:
     """Call `train()` unless `folder` holds a model whose training summary agrees with every entry of `wanted`
-    (a nested dict with every entry of its own), so that a rerun resumes after the models it already trained."""
+    (a nested dict with every entry of its own) and no checkpoint is `missing` (epochs), so that a rerun resumes after
+    the models it already trained."""
     done = read_training_summary(folder)
-    if done is None or not _agrees(done, wanted):
+    if missing:  # trained again to save them (the model itself comes out the same: saving draws no random numbers)
+        log.info("training %s again: its checkpoints after epochs %s are missing", folder, ", ".join(map(str, missing)))
+        train()
+    elif done is None or not _agrees(done, wanted):
         train()
     else:
         log.info("reusing %s: already trained the same way", folder)

@@ -193,13 +193,19 @@ def _histogram_threshold(result: dict) -> tuple[float | None, str]:
 
 
 def histogram_images(report: dict, attacks: list[AttackScores]) -> dict[str, str]:
-    """One histogram per attack, signal and level that was evaluated, titled by the three."""
+    """One histogram for each of the strongest attacks of each level (ROC_CURVES_SHOWN, by the ranking: the ones the
+    main ROC figure draws), titled by attack, signal and level. Every attack's would be dozens of figures on a
+    classifier's page (seconds to draw, and no one reads them); scores.parquet holds every score."""
+    by_key = {(a.attack, a.signal, a.level): a for a in attacks}
     images = {}
-    for attack in attacks:
-        result = result_of(report, attack.attack, attack.level, attack.signal)
-        if result is not None:
-            name = report["level_names"].get(attack.level, attack.level)
-            images[f"{attack.attack} ({attack.signal}), {name} level"] = histogram_figure(attack, *_histogram_threshold(result))
+    for level in LEVELS:
+        for row in report["ranking"].get(level, [])[:ROC_CURVES_SHOWN]:
+            attack = by_key.get((row["attack"], row["signal"], level))
+            result = result_of(report, row["attack"], level, row["signal"])
+            if attack is not None and result is not None:
+                name = report["level_names"].get(level, level)
+                images[f"{attack.attack} ({attack.signal}), {name} level"] = histogram_figure(
+                    attack, *_histogram_threshold(result))
     return images
 
 

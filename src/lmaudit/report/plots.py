@@ -15,6 +15,7 @@ from lmaudit.attacks.base import AttackScores  # noqa: E402
 from lmaudit.attacks.registry import attack_spec  # noqa: E402
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER  # noqa: E402
 from lmaudit.metrics.roc import roc_points  # noqa: E402
+from lmaudit.report.tables import shown_summary  # noqa: E402
 
 
 def _png(figure) -> str:
@@ -157,9 +158,9 @@ def study_figure(study: dict) -> str:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9))
     for attack, level in study["shown"]:
         for group in groups:
-            points = sorted((position[i], summary) for i, cell in enumerate(cells)
-                            if group is None or str(cell["settings"][series]) == group
-                            for summary in cell["results"] if summary["attack"] == attack and summary["level"] == level)
+            points = sorted(((position[i], summary) for i, cell in enumerate(cells)
+                             if group is None or str(cell["settings"][series]) == group
+                             if (summary := shown_summary(cell, attack, level)) is not None), key=lambda point: point[0])
             if not points:
                 continue
             x = np.array([p for p, _ in points])

@@ -8,12 +8,7 @@ from lmaudit.atomic import staged
 from lmaudit.report.build import json_text
 from lmaudit.report.html import render_template
 from lmaudit.report.plots import study_figure
-from lmaudit.report.tables import number, percent
-
-
-def shown_summary(cell: dict, attack: str, level: str) -> dict | None:
-    """The cell's summary of one attack at one level (its first signal), if it was evaluated."""
-    return next((s for s in cell["results"] if s["attack"] == attack and s["level"] == level), None)
+from lmaudit.report.tables import number, percent, shown_summary
 
 
 def setting(value) -> str:

@@ -133,6 +133,11 @@ def nonmember_set_table(report: dict) -> list[dict]:
             for level, ranked in report["ranking"].items() for row in ranked]
 
 
+def shown_summary(cell: dict, attack: str, level: str) -> dict | None:
+    """A study cell's summary of one attack at one level (its first signal), if it was evaluated."""
+    return next((s for s in cell["results"] if s["attack"] == attack and s["level"] == level), None)
+
+
 def _models_lines(report: dict) -> list[str]:
     return [
         f"{name}: {m['architecture']} {m['size']}, train accuracy {percent(m['train_accuracy'])}, "

@@ -33,8 +33,8 @@ STUDIES = [
               "reference_choice"),
     StudySpec("name-insertion", "names prepended to the members' training notes, audited with and without them "
               "(Table 6)", "name_insertion"),
-    StudySpec("epochs", "leakage after each training epoch of a masked and a causal LM, and its maximum (Jagannatha "
-              "et al., Figures 2-4)", "epochs"),
+    StudySpec("epochs", "leakage after each training epoch of a masked LM, a causal LM and a classifier, and its "
+              "maximum (Jagannatha et al., Figures 2-4)", "epochs"),
     StudySpec("rare-disease", "patient-level leakage per bucket of disease-profile probability (Jagannatha et al., "
               "Figures 22-24)", "rare_disease"),
     StudySpec("memorisation-predictor", "which member notes leak: a logistic regression on their digits, length, "
