@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -11,8 +12,13 @@ import torch
 from lmaudit.data.synth import generate_notes
 from lmaudit.models.train import mlm_config, train_tokenizer
 
-# Fingerprints remembered by the tests stay out of the user's ~/.cache.
-os.environ["LMAUDIT_CACHE_HOME"] = tempfile.mkdtemp(prefix="lmaudit-test-cache-")
+# Fingerprints remembered by the tests stay out of the user's ~/.cache, in a folder removed when the session ends.
+CACHE_HOME = tempfile.mkdtemp(prefix="lmaudit-test-cache-")
+os.environ["LMAUDIT_CACHE_HOME"] = CACHE_HOME
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(CACHE_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
