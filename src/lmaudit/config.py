@@ -45,6 +45,27 @@ NONMEMBER_SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 AUDITED_OUTPUTS = ("loss", "tokens", "log_probabilities")
 
 
+def checked_nonmember_sets(value: str | dict[str, str] | None) -> str | dict[str, str] | None:
+    """The non-members' file, or their sets by name; ValueError for no set or a name that cannot name one."""
+    if isinstance(value, dict):
+        if not value:
+            raise ValueError("no non-member set; give at least one name: file")
+        for name in value:
+            if not NONMEMBER_SET_NAME.fullmatch(name):
+                raise ValueError(f"'{name}' cannot name a non-member set; use letters, digits, '_', '.' and '-'")
+    return value
+
+
+def relative_to(folder: Path, value):
+    """A path setting read from a file in `folder`: relative paths (alone, in a list, or the values of a mapping)
+    made relative to the folder; anything else unchanged."""
+    if isinstance(value, list):
+        return [relative_to(folder, v) for v in value]
+    if isinstance(value, dict):
+        return {key: relative_to(folder, v) for key, v in value.items()}
+    return str(folder / value) if isinstance(value, str) and not Path(value).is_absolute() else value
+
+
 class RoleFile(NamedTuple):
     """A data file of an audit: the role of its samples (None: its role column decides), and the name of the
     non-member set it holds (None: its stem names its non-members' set)."""
@@ -137,13 +158,7 @@ class AuditConfig(BaseModel):
     @field_validator("nonmembers")
     @classmethod
     def _nonmember_set_names(cls, value: str | dict[str, str] | None) -> str | dict[str, str] | None:
-        if isinstance(value, dict):
-            if not value:
-                raise ValueError("no non-member set; give at least one name: file")
-            for name in value:
-                if not NONMEMBER_SET_NAME.fullmatch(name):
-                    raise ValueError(f"'{name}' cannot name a non-member set; use letters, digits, '_', '.' and '-'")
-        return value
+        return checked_nonmember_sets(value)
 
     @model_validator(mode="after")
     def _one_adapter_per_reference(self) -> AuditConfig:
@@ -236,17 +251,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AuditConfig:
     """Read an audit YAML file; relative paths in it are relative to the file's folder."""
     path = Path(path)
     values = read_yaml_settings(path)
-
-    def relative_to_file(value):
-        return str(path.parent / value) if isinstance(value, str) and not Path(value).is_absolute() else value
-
     for key in set(PATH_FIELDS) & set(values):
-        value = values[key]
-        if isinstance(value, list):
-            values[key] = [relative_to_file(v) for v in value]
-        elif isinstance(value, dict):  # several non-member sets: name -> file
-            values[key] = {name: relative_to_file(v) for name, v in value.items()}
-        else:
-            values[key] = relative_to_file(value)
+        values[key] = relative_to(path.parent, values[key])
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return validated(values, str(path))

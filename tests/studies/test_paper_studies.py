@@ -65,23 +65,30 @@ def test_name_insertion_puts_names_on_member_notes_only(tmp_path):
 
 
 def test_a_study_from_yaml_over_your_own_files(tmp_path, notes):
+    """Your files, paths relative to the YAML file, two non-member sets: every cell audits like `lmaudit audit`."""
     patients = sorted(notes["group_id"].unique())
-    parts = {"members": patients[:4], "nonmembers": patients[4:7], "population": patients[7:10], "public": patients[10:]}
+    parts = {"members": patients[:4], "nonmembers": patients[4:6], "other": patients[6:8], "population": patients[8:10],
+             "public": patients[10:]}
     for name, group in parts.items():
         notes[notes["group_id"].isin(group)].to_csv(tmp_path / f"{name}.csv", index=False)
     (tmp_path / "study.yaml").write_text(
-        "study: lr\nsize: smoke\ndata:\n  members: members.csv\n  nonmembers: nonmembers.csv\n  population: population.csv\n"
-        "  reference_train: public.csv\ngrid:\n  learning_rate: [0.001, 0.003]\n  k: [2]\n")
+        "study: lr\nsize: smoke\ndata:\n  members: members.csv\n  nonmembers: {here: nonmembers.csv, there: other.csv}\n"
+        "  population: population.csv\n  reference_train: public.csv\ngrid:\n  learning_rate: [0.001, 0.003]\n  k: [2]\n")
     invoke("study", "--config", tmp_path / "study.yaml", "--out", tmp_path / "out")
     study = study_of(tmp_path / "out")
     assert [c["settings"] for c in study["cells"]] == [{"learning_rate": 0.001, "k": 2}, {"learning_rate": 0.003, "k": 2}]
     assert study["x"] == "learning_rate" and study["series"] == "k"
     report = json.loads((tmp_path / "out" / "cells" / study["cells"][0]["cell"] / "report.json").read_text())
     assert report["config"]["members"] == str(tmp_path / "members.csv") and report["config"]["signal"]["k"] == 2
+    assert report["config"]["nonmembers"] == {"here": str(tmp_path / "nonmembers.csv"), "there": str(tmp_path / "other.csv")}
+    assert list(report["data"]["nonmember_sets"]) == ["here", "there"]
+    assert {"nonmembers:here", "nonmembers:there"} <= {r["slice"] for r in report["results"]}
 
 
 @pytest.mark.parametrize(("text", "fragments"), [
     ("grid:\n  colour: [1]\n", ("study.yaml: grid", "cannot vary colour")),
+    ("data: {members: m.csv, nonmembers: {a b: n.csv}, population: p.csv, reference_train: r.csv}\ngrid:\n  epochs: [1]\n",
+     ("study.yaml: data.nonmembers", "'a b' cannot name a non-member set")),
     ("grid:\n  epochs: [1]\nx: k\n", ("study.yaml: x: 'k' is not a setting of the grid",)),
     ("study: ../elsewhere\ngrid:\n  epochs: [1]\n", ("study.yaml: study: String should match pattern",)),
     ("grid: [1\n", ("study.yaml", "not valid YAML")),

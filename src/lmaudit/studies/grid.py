@@ -7,7 +7,7 @@ target per combination, trained on the demo's notes or on your files and audited
     data:                         # optional: your files instead of the demo's notes (paths relative to this file)
       members: members.csv        #   the target trains on members and calibration_members
       calibration_members: cal.csv
-      nonmembers: nonmembers.csv
+      nonmembers: nonmembers.csv  #   or several sets: {mimic: a.csv, i2b2: b.csv}
       population: population.csv
       reference_train: public.csv #   the reference trains on these, never on an audited sample
     grid:                         # every combination is a cell
@@ -26,7 +26,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lmaudit.config import read_yaml_settings, validated
+from lmaudit.config import checked_nonmember_sets, read_yaml_settings, relative_to, validated
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.demos import DEMO_SIZES, REFERENCE_TRAIN
@@ -45,9 +45,15 @@ class GridFiles(BaseModel):
     model_config = ConfigDict(extra="forbid")
     members: str
     calibration_members: str | None = None
-    nonmembers: str
+    nonmembers: str | dict[str, str] = Field(description="a file, or several sets of non-members by name (name: file), "
+                                                         "each audited as `lmaudit audit` audits them")
     population: str
     reference_train: str = Field(description="texts the reference trains on: never an audited sample")
+
+    @field_validator("nonmembers")
+    @classmethod
+    def _nonmember_set_names(cls, value: str | dict[str, str]) -> str | dict[str, str]:
+        return checked_nonmember_sets(value)
 
 
 class GridConfig(BaseModel):
@@ -87,8 +93,7 @@ def load_grid_config(path: str | Path) -> GridConfig:
     path = Path(path)
     values = read_yaml_settings(path, "study")
     if isinstance(values.get("data"), dict):
-        values["data"] = {key: str(path.parent / value) if isinstance(value, str) and not Path(value).is_absolute() else value
-                          for key, value in values["data"].items()}
+        values["data"] = {key: relative_to(path.parent, value) for key, value in values["data"].items()}
     return validated(values, str(path), GridConfig)
 
 
@@ -97,13 +102,15 @@ def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bo
     from lmaudit.config import RoleFile
     from lmaudit.pipeline import load_audit_corpus
 
-    roles = {MEMBER: files.members, NONMEMBER: files.nonmembers, POPULATION: files.population}
+    roles = {MEMBER: files.members, POPULATION: files.population}
     if files.calibration_members:
         roles[CALIBRATION_MEMBER] = files.calibration_members
-    corpus = load_audit_corpus([RoleFile(role, path) for role, path in roles.items()])
+    sets = files.nonmembers if isinstance(files.nonmembers, dict) else {Path(files.nonmembers).stem: files.nonmembers}
+    corpus = load_audit_corpus([RoleFile(role, path) for role, path in roles.items()] +
+                               [RoleFile(NONMEMBER, path, name) for name, path in sets.items()])
     reference = load_corpus(files.reference_train).assign(role=REFERENCE_TRAIN)
     return NotesStudy(out, DEMO_SIZES[size], seed, pd.concat([corpus, reference], ignore_index=True),
-                      {role: Path(path) for role, path in roles.items()}, progress)
+                      {role: Path(path) for role, path in roles.items()}, progress, nonmembers=files.nonmembers)
 
 
 def plan_from_config(config: GridConfig, out: Path, progress: bool = False) -> StudyPlan:

@@ -37,6 +37,7 @@ class NotesStudy:
     notes: pd.DataFrame
     files: dict[str, Path]
     progress: bool = False
+    nonmembers: str | dict[str, str] | None = None  # the audits' non-members: files[NONMEMBER] unless given (sets)
 
     def texts(self, *roles: str) -> list[str]:
         """The texts of the notes in `roles`."""
@@ -86,10 +87,12 @@ class NotesStudy:
               files: dict[str, Path] | None = None) -> AuditConfig:
         """The audit of one cell into `folder`: the target against the references on the study's roles (or `files`),
         sharing the study's signal store."""
-        files = {**self.files, **(files or {})}
+        given = files or {}
+        files = {**self.files, **given}
+        nonmembers = self.nonmembers if self.nonmembers is not None and NONMEMBER not in given else str(files[NONMEMBER])
         return AuditConfig(
             target=str(target), reference=[str(r) for r in references], members=str(files[MEMBER]),
-            nonmembers=str(files[NONMEMBER]), population=str(files[POPULATION]),
+            nonmembers=nonmembers, population=str(files[POPULATION]),
             calibration_members=str(files[CALIBRATION_MEMBER]) if CALIBRATION_MEMBER in files else None, out=str(folder),
             cache_dir=str(default_cache_dir(self.out)),
             signal={"signal": signal, "k": self.size.k, "seed": self.seed},
