@@ -61,9 +61,11 @@ def test_all_audits_the_first_set_and_each_set_has_its_own_result(samples):
         population = samples.loc[samples["role"] == "population", "score"].to_numpy()
         assert result.thresholds[0].value == population_threshold(population, 0.1)
     assert by_slice["nonmembers:b"].auc > by_slice["nonmembers:a"].auc  # set b was made easy to tell apart
-    # The length slices hold the first set's non-members only.
+    # The length slices hold the first set's non-members only, in the bins an audit of the first set alone draws.
     lengths = [r for r in results if r.slice.startswith("length:")]
     assert sum(r.n_nonmembers for r in lengths) == 9 and sum(r.n_members for r in lengths) == 12
+    first_only = samples[samples["nonmember_set"] != "b"]
+    assert sample_slices(samples, settings).loc[first_only["sample_id"]].equals(sample_slices(first_only, settings))
 
 
 def test_patient_level_results_are_per_set_too(samples):

@@ -51,7 +51,11 @@ def sample_slices(samples: pd.DataFrame, settings: EvaluationSettings, columns: 
     lengths = samples["length"].to_numpy(dtype=float) if "length" in samples else np.array([])
     wanted = settings.length_bounds or settings.length_slices >= 2
     if wanted and len(lengths) and np.isfinite(lengths).all():
-        audited = samples["role"].isin(AUDITED_ROLES).to_numpy()
+        audited = samples["role"].isin(AUDITED_ROLES)
+        sets = nonmember_sets(samples)
+        if sets is not None:  # the bins of the results they slice, which audit the first set
+            audited &= (samples["role"] != NONMEMBER) | (samples[NONMEMBER_SET] == sets.names[0])
+        audited = audited.to_numpy()
         edges = length_edges(lengths[audited], settings.length_slices, settings.length_bounds)
         if edges:
             slices["length"] = length_slice_names(lengths, edges)
