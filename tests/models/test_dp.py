@@ -136,6 +136,48 @@ def test_private_training_records_its_epsilon_and_saves_a_loadable_model(tmp_pat
     assert head.bias is head.decoder.bias  # the tensor hidden from Opacus is registered again
 
 
+def test_private_checkpoints_carry_the_epsilon_of_their_epoch_and_leave_the_run_unchanged(tmp_path, notes):
+    from lmaudit.models.load import load_masked_lm
+    from lmaudit.models.train import checkpoint_folder, read_training_summary, train_language_model
+
+    settings = DPSettings(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, max_samples_per_group=5)
+    run = {"epochs": 3, "batch_size": 8, "dp": settings, "groups": notes["group_id"].tolist(), "vocab_size": 600,
+           "max_length": 64}
+    final = train_language_model("mlm", notes["text"].tolist(), tmp_path / "with", checkpoints=(1, 2), **run)
+    plain = train_language_model("mlm", notes["text"].tolist(), tmp_path / "without", **run)
+    with_checkpoints, without = load_masked_lm(tmp_path / "with").model, load_masked_lm(tmp_path / "without").model
+    for (name, value), (_, other) in zip(with_checkpoints.state_dict().items(), without.state_dict().items(), strict=True):
+        assert torch.equal(value, other), name  # saving mid-run draws no random number and changes no weight
+    assert final.dp == plain.dp
+    steps = []
+    for epoch in (1, 2):
+        folder = checkpoint_folder(tmp_path / "with", epoch)
+        record = read_training_summary(folder)["dp"]
+        assert record["epsilon_prv"] == pytest.approx(
+            privacy_spent(record["sample_rate"], 1.0, record["steps"], 1e-5)["epsilon_prv"])
+        steps.append(record["steps"])
+        head = load_masked_lm(folder).model.cls.predictions
+        assert head.bias is head.decoder.bias and torch.count_nonzero(head.bias) > 0  # saved, not left out
+    assert 0 < steps[0] < steps[1] < final.dp["steps"]
+    assert read_training_summary(checkpoint_folder(tmp_path / "with", 1))["dp"]["epsilon_prv"] < final.dp["epsilon_prv"]
+
+
+def test_private_lstm_checkpoints_are_saved_as_the_plain_lstm(tmp_path):
+    from lmaudit.data.users import generate_user_posts
+    from lmaudit.models.classifier import train_classifier
+    from lmaudit.models.load import load_classifier
+    from lmaudit.models.train import checkpoint_folder, read_training_summary
+
+    posts = generate_user_posts(12, seed=4)
+    texts, labels = posts["text"].tolist(), posts["label"].tolist()
+    train_classifier(texts, labels, tmp_path / "lstm", (texts, labels), architecture="lstm", max_epochs=2, patience=2,
+                     dp=DPSettings(noise_multiplier=1.0), checkpoints=(1,))
+    checkpoint = checkpoint_folder(tmp_path / "lstm", 1)
+    assert type(load_classifier(checkpoint).model.lstm) is torch.nn.LSTM
+    recorded = read_training_summary(checkpoint)
+    assert recorded["epochs_run"] == 1 and 0 < recorded["dp"]["steps"] < read_training_summary(tmp_path / "lstm")["dp"]["steps"]
+
+
 def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
     from click.testing import CliRunner
 

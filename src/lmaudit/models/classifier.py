@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,6 +36,7 @@ from lmaudit.models.train import (
     default_learning_rate,
     length_bucketed_batches,
     mlm_config,
+    save_checkpoint,
     save_model_folder,
     starting_model,
 )
@@ -53,8 +55,25 @@ def swap_lstm(model: torch.nn.Module, private: bool) -> None:
     kind = DPLSTM if private else torch.nn.LSTM
     replacement = kind(config.hidden_size, config.hidden_size, num_layers=config.num_layers, batch_first=True,
                        dropout=config.dropout if config.num_layers > 1 else 0.0)
-    replacement.load_state_dict(model.lstm.state_dict())
+    state = model.lstm.state_dict()
+    if isinstance(model.lstm, DPLSTM):
+        # In DP-SGD training its LSTM-named aliases are hidden from Opacus (make_private): read its cells' own weights.
+        state = {model.lstm.old_to_new.get(name, name): value.detach() for name, value in model.lstm.named_parameters()}
+    replacement.load_state_dict(state)
     model.lstm = replacement
+
+
+@contextmanager
+def plain_lstm(model: torch.nn.Module) -> Iterator[None]:
+    """While the block runs, the plain LSTM in place of a DP-SGD run's DPLSTM (whose state holds every weight under
+    two names, which safetensors refuses to save); the DPLSTM, which Opacus and the optimizer hold, is put back after."""
+    private_lstm = getattr(model, "lstm", None)
+    swap_lstm(model, private=False)
+    try:
+        yield
+    finally:
+        if private_lstm is not None:
+            model.lstm = private_lstm
 
 
 ARCHITECTURES = ("bert", "lstm")
@@ -201,8 +220,6 @@ def train_classifier(
     so far) is saved beside `out_dir` (`checkpoint_folder`)."""
     if architecture not in ARCHITECTURES:
         raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
-    if dp is not None and checkpoints:
-        raise InputError("checkpoints of a DP-SGD run are not saved: train one model per number of epochs instead")
     quiet_transformers()
     torch.manual_seed(seed)
     if dp is not None:
@@ -264,8 +281,9 @@ def train_classifier(
                 "%.1f%% (%.0f s)", label, epoch, max_epochs, epoch_loss, 100 * validation_accuracies[-1],
                 time.monotonic() - started)
         if epoch in checkpoints:
-            save_model_folder(model, tokenizer, summary_now(epoch, epoch, validation_accuracies[-1], checkpoint_of=max_epochs),
-                              checkpoint_folder(out_dir, epoch))
+            summary = summary_now(epoch, epoch, validation_accuracies[-1], checkpoint_of=max_epochs)
+            with plain_lstm(model) if private else nullcontext():
+                save_checkpoint(model, private, tokenizer, summary, checkpoint_folder(out_dir, epoch))
         if stopping.should_stop(epoch, validation_accuracies[-1], model):
             log.info("training %s: stopped early after epoch %d, no better validation accuracy since epoch %d", label,
                      epoch, stopping.best_epoch)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,13 +109,30 @@ class PrivateTraining:
         """Epsilon after `steps` optimizer steps."""
         return privacy_spent(self.sample_rate, self.settings.noise_multiplier, steps, self.settings.delta)
 
+    @contextmanager
+    def saveable(self) -> Iterator[torch.nn.Module]:
+        """The model in training, with the tensors hidden from Opacus registered again while the block runs (to save a
+        checkpoint: a model after e epochs of DP-SGD is (epsilon after e epochs)-DP, a post-processing of those steps)."""
+        # Some come back on their own in the forward pass (Opacus's DPLSTM re-adds its LSTM-named aliases): only those
+        # absent now are hidden again after.
+        absent = [(module, name) for module, name, _ in self.unregistered if name not in module._parameters]
+        self._register()
+        try:
+            yield self.model._module
+        finally:
+            for module, name in absent:
+                del module._parameters[name]
+
     def finished_model(self) -> torch.nn.Module:
         """The trained model, unwrapped, with the tensors hidden from Opacus registered again."""
         model = self.model._module
         self.model.remove_hooks()
+        self._register()
+        return model
+
+    def _register(self) -> None:
         for module, name, parameter in self.unregistered:
             module.register_parameter(name, parameter)
-        return model
 
 
 def training_step(loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer,

@@ -8,6 +8,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -21,6 +22,7 @@ from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
 from lmaudit.models.dp import (
     DPSettings,
+    PrivateTraining,
     cap_samples_per_group,
     dp_record,
     make_private,
@@ -224,8 +226,6 @@ def train_language_model(
     `checkpoints` (before the last), the model as it is then is saved beside `out_dir` (`checkpoint_folder`)."""
     from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
-    if dp is not None and checkpoints:
-        raise InputError("checkpoints of a DP-SGD run are not saved: train one model per number of epochs instead")
     quiet_transformers()
     torch.manual_seed(seed)
     if dp is not None:
@@ -276,8 +276,8 @@ def train_language_model(
         log.log(logging.DEBUG if progress else logging.INFO, "training %s: epoch %d/%d, loss %.3f (%.0f s)", label,
                 epoch + 1, epochs, epoch_losses[-1], time.monotonic() - started)
         if epoch + 1 in checkpoints and epoch + 1 < epochs:
-            save_model_folder(model.eval(), tokenizer, summary_after(epoch_losses, checkpoint_of=epochs),
-                              checkpoint_folder(out_dir, epoch + 1))
+            save_checkpoint(model.eval(), private, tokenizer, summary_after(epoch_losses, checkpoint_of=epochs),
+                            checkpoint_folder(out_dir, epoch + 1))
             model.train()
     summary = summary_after(epoch_losses)
     save_model_folder((private.finished_model() if private else model).eval(), tokenizer, summary, Path(out_dir))
@@ -295,6 +295,12 @@ def save_model_folder(model, tokenizer, summary, out: Path) -> None:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
+
+
+def save_checkpoint(model, private: PrivateTraining | None, tokenizer, summary, out: Path) -> None:
+    """Save the model as it is in the middle of training (a DP-SGD model with the tensors hidden from Opacus)."""
+    with private.saveable() if private else nullcontext(model) as saved:
+        save_model_folder(saved, tokenizer, summary, out)
 
 
 def read_training_summary(folder: str | Path) -> dict | None:
