@@ -11,6 +11,7 @@ import logging
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -27,6 +28,9 @@ from lmaudit.data.roles import (
 )
 from lmaudit.locks import output_lock
 from lmaudit.pipeline import run_audit
+
+if TYPE_CHECKING:  # the training stack loads only when a model trains
+    from lmaudit.models.dp import DPSettings
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +129,8 @@ def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, 
 
     dp = settings.get("dp")
     wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate") if key in settings}
-    wanted |= {"kind": kind, "dp": asdict(dp) if dp is not None else None}
+    wanted |= {"kind": kind, "dp": asdict(dp) if dp is not None else None,
+               "init_from": str(settings["init_from"]) if settings.get("init_from") is not None else None}
     wanted |= {key: settings[key] for key in ("size", "batch_size") if key in settings}
     if dp is None:  # DP training caps each patient, so its sample count is not that of `texts`
         wanted["n_samples"] = len(texts)
@@ -208,27 +213,35 @@ def write_classifier_roles(size: str, seed: int, data_dir: Path) -> tuple[pd.Dat
 
 
 def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: int, progress: bool,
-                          architecture: str = "bert", checkpoints: tuple[int, ...] = (),
-                          patience: int = 10) -> tuple[Path, Path]:
-    """models/target and models/shadow: classifiers trained alike (the demo's recipe) on the member and the shadow
-    member users, unless already trained so, each saved after the epochs in `checkpoints` too."""
+                          architecture: str = "bert", checkpoints: tuple[int, ...] = (), patience: int = 10,
+                          dp: DPSettings | None = None, init_from: Path | None = None) -> tuple[Path, Path]:
+    """models/target and models/shadow: classifiers trained alike (the demo's recipe; with `dp`, DP-SGD capped per user;
+    from scratch, or fine-tuned from the checkpoint `init_from`) on the member and the shadow member users, unless
+    already trained so, each saved after the epochs in `checkpoints` too."""
     from lmaudit.models.classifier import train_classifier
     from lmaudit.models.train import missing_checkpoints, train_unless_done
 
+    def rows_of(role: str) -> pd.DataFrame:
+        return posts[posts["role"] == role]
+
     def texts_and_labels(role: str) -> tuple[list[str], list[str]]:
-        rows = posts[posts["role"] == role]
-        return rows["text"].tolist(), rows["label"].tolist()
+        return rows_of(role)["text"].tolist(), rows_of(role)["label"].tolist()
 
     recipe = {"architecture": architecture, "max_epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs, "patience": patience,
               "learning_rate": CLASSIFIER_DEMO_LEARNING_RATE[architecture]}
+    wanted = {**recipe, "dp": None if dp is None else asdict(dp), "init_from": None if init_from is None else str(init_from)}
+    if init_from is not None:  # a checkpoint brings its own architecture
+        wanted.pop("architecture")
     folders = []
     for name, role, model_seed in (("target", MEMBER, seed), ("shadow", SHADOW_MEMBER, seed + 1)):
         folder = models / name
         texts, labels = texts_and_labels(role)
         train = partial(train_classifier, texts, labels, folder, texts_and_labels(VALIDATION), texts_and_labels(TEST),
-                        seed=model_seed, label=name, progress=progress, checkpoints=checkpoints, **recipe)
-        train_unless_done(folder, {**recipe, "seed": model_seed, "n_samples": len(texts)}, train,
-                          missing_checkpoints(folder, checkpoints, recipe["max_epochs"]))
+                        seed=model_seed, label=name, progress=progress, checkpoints=checkpoints, dp=dp,
+                        groups=rows_of(role)["group_id"].tolist(), init_from=init_from, **recipe)
+        # DP-SGD caps each user, so its sample count is not that of `texts`
+        done_when = {**wanted, "seed": model_seed} | ({"n_samples": len(texts)} if dp is None else {})
+        train_unless_done(folder, done_when, train, missing_checkpoints(folder, checkpoints, recipe["max_epochs"]))
         folders.append(folder)
     return folders[0], folders[1]
 

@@ -157,3 +157,56 @@ def test_rare_disease_runs_and_says_when_no_bucket_is_big_enough(tmp_path):
     assert all(isinstance(value, str) and ("more patients needed" in value or "not run" in value)
                for value in analysis.values())
     assert "codes" in pd.read_parquet(tmp_path / "data" / "member.parquet").columns
+
+
+
+# Four cells of the dp study cover every family, both starts, DP and non-DP, and two checkpoints of one DP run.
+DP_CELLS = ("mlm-scratch-sigma-1-epoch-1", "mlm-scratch-sigma-1-epoch-2", "clm-fine-tuned-non-dp-epoch-2",
+            "classifier-fine-tuned-sigma-1-epoch-2")
+
+
+def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path, monkeypatch):
+    from lmaudit.metrics.privacy import group_privacy
+    from lmaudit.models.dp import privacy_spent
+    from lmaudit.studies.dp import DP_GRIDS, PAPER_DELTA, DPGrid, plan
+    from lmaudit.studies.runner import run_study
+
+    monkeypatch.setitem(DEMO_SIZES, "smoke", replace(TINY, epochs=2))
+    monkeypatch.setitem(CLASSIFIER_DEMO_SIZES, "smoke", ClassifierDemoSize(users=48, max_epochs=2, bootstrap=20))
+    monkeypatch.setitem(DP_GRIDS, "smoke", DPGrid(noises=(1.0, None), checkpoints=2))
+    planned = plan(tmp_path, "smoke", 0)
+    models = [f"{family}, {start}" for family in ("mlm", "clm", "classifier") for start in ("scratch", "fine-tuned")]
+    assert [(c.settings["model"], c.settings["noise"], c.settings["epochs"]) for c in planned.cells] == [
+        (model, noise, epoch) for model in models for noise in ("1", "non-DP") for epoch in (1, 2)]
+    study = run_study(replace(planned, cells=[c for c in planned.cells if c.name in DP_CELLS]), tmp_path)
+    assert [c["cell"] for c in study["cells"]] == list(DP_CELLS)
+    for cell in study["cells"]:
+        report = json.loads((tmp_path / "cells" / cell["cell"] / "report.json").read_text())
+        target = read_training_summary(report["config"]["target"])
+        family, start = cell["settings"]["model"].split(", ")
+        epochs = target["epochs_run"] if family == "classifier" else target["epochs"]
+        assert epochs == cell["settings"]["epochs"]
+        assert (target["init_from"] is not None) == (start == "fine-tuned")
+        if family == "classifier":  # the shadow is trained alike: same start, same noise, same epoch
+            shadow = read_training_summary(report["config"]["shadow"])
+            assert (shadow["epochs_run"], shadow["dp"] is None, shadow["init_from"] is None) == (
+                epochs, target["dp"] is None, target["init_from"] is None)
+        assert any(r["attack"] == "logistic_split" for r in cell["results"])  # white-box attacks ran
+        measured = cell["measured"]
+        assert ("held_out_loss" in measured) == (family != "classifier") and ("test_accuracy" in measured) == (family == "classifier")
+        if cell["settings"]["noise"] == "non-DP":
+            assert target["dp"] is None and measured["epsilon_rdp"] is None
+            continue
+        dp = target["dp"]
+        assert (dp["noise_multiplier"], dp["delta"], dp["max_grad_norm"], dp["max_samples_per_group"]) == (1.0, PAPER_DELTA, 1.0, 50)
+        # The checkpoint's epsilon is the accountant's for its own steps; the group epsilon is k times it.
+        assert measured["epsilon_rdp"] == pytest.approx(privacy_spent(dp["sample_rate"], 1.0, dp["steps"], PAPER_DELTA)["epsilon_rdp"])
+        assert measured["group_epsilon"] == pytest.approx(group_privacy(measured["epsilon_rdp"], PAPER_DELTA, measured["group_size"])[0])
+    first, last = study["cells"][:2]
+    assert 0 < first["measured"]["epsilon_rdp"] < last["measured"]["epsilon_rdp"]
+    best = study["analysis"]["maximum over epochs: mlm"]["scratch, sigma 1"]
+    assert best["loss sample: max AUC"] == max(auc(first, "loss"), auc(last, "loss"))
+    assert best["epsilon"] == last["measured"]["epsilon_rdp"]  # the last epoch's: what the whole run spent
+    assert set(study["analysis"]["maximum over epochs: clm"]) == {"fine-tuned, non-DP"}
+    assert set(study["analysis"]) == {f"maximum over epochs: {f}" for f in ("mlm", "clm", "classifier")}
+    assert "data:image/png;base64," in (tmp_path / "study.html").read_text()

@@ -25,3 +25,13 @@ def empirical_epsilon(tp: int, fn: int, fp: int, tn: int, delta: float, level: f
     if 1 - delta - fpr_high > 0 and tpr_low < 1:
         bounds.append(math.log((1 - delta - fpr_high) / (1 - tpr_low)))
     return max(bounds)
+
+
+def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
+    """The (epsilon, delta) that (epsilon, delta)-DP gives a group of k records, e.g. one patient's k notes (Dwork & Roth,
+    as Jagannatha et al. Section 2 state it): (k epsilon, k e^((k-1) epsilon) delta); a delta of 1 or more is vacuous,
+    and +inf stands for one too large for a float."""
+    if k < 1:
+        raise ValueError("a group has at least one record")
+    log_delta = math.log(k) + (k - 1) * epsilon + math.log(delta) if delta > 0 else -math.inf
+    return k * epsilon, math.exp(log_delta) if log_delta < 700 else math.inf

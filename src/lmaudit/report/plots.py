@@ -197,3 +197,40 @@ def bucket_figure(buckets: dict[str, list[dict]]) -> str:
     axis.set_ylabel("patient-level leakage (TPR - FPR)")
     axis.legend(fontsize=7)
     return _png(figure)
+
+
+def dp_study_figure(study: dict) -> str:
+    """The DP study against the noise multiplier (categories, most noise left, non-DP right), one line per model family
+    and start: the largest sample-level AUC over the epochs (loss; the classifier's sample threshold), the largest
+    group-level advantage at the population threshold, and the utility of the last epoch (LMs: held-out loss;
+    classifiers: test accuracy)."""
+    headline = {"sample": ("loss sample", "sample_threshold sample"), "group": ("loss group", "user_threshold_avg group")}
+    figure, axes = plt.subplots(1, 4, figsize=(15, 3.6))
+    noises: list[str] = []
+    for name, rows in study["analysis"].items():
+        family = name.rsplit(": ", 1)[1]
+        # Rows are named "START, sigma S" or "START, non-DP"
+        named = [(*key.split(", ", 1), row) for key, row in rows.items()]
+        for start in dict.fromkeys(start for start, _, _ in named):
+            points = [(noise.removeprefix("sigma "), row) for each_start, noise, row in named if each_start == start]
+            noises += [noise for noise, _ in points if noise not in noises]
+            x = [noises.index(noise) for noise, _ in points]
+            label = f"{family}, {start}"
+            for axis, level in ((axes[0], "sample"), (axes[1], "group")):
+                attack = next(a for a in headline[level] if f"{a}: max AUC" in points[0][1])
+                column = f"{attack}: max AUC" if level == "sample" else f"{attack}: max adv."
+                axis.plot(x, [np.nan if row[column] is None else row[column] for _, row in points], marker="o",
+                          label=f"{label} ({attack.split(' ')[0]})")
+            utility = "held_out_loss" if "held_out_loss" in points[0][1] else "test_accuracy"
+            axes[2 if utility == "held_out_loss" else 3].plot(x, [row[utility] for _, row in points], marker="o",
+                                                              label=label)
+    axes[0].axhline(0.5, color="grey", linestyle="--", linewidth=1)
+    axes[1].axhline(0.0, color="grey", linestyle="--", linewidth=1)
+    for axis, title in zip(axes, ("max sample-level AUC over epochs", "max group-level advantage (population threshold)",
+                                  "held-out loss per token (nats), last epoch", "test accuracy, last epoch"), strict=True):
+        axis.set_title(title, fontsize=8)
+        axis.set_xticks(range(len(noises)), noises, fontsize=7)
+        axis.set_xlabel("noise multiplier sigma", fontsize=8)
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=6)
+    return _png(figure)

@@ -28,6 +28,7 @@ from lmaudit.locks import output_lock
 from lmaudit.pipeline import default_cache_dir, run_audit
 from lmaudit.report.sweep import write_sweep
 from lmaudit.report.tables import population_threshold_at, result_of
+from lmaudit.studies.notes import held_out_loss
 
 DEFAULT_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 0.0)
 SWEPT_LEVELS = ("sample", "group")
@@ -39,15 +40,6 @@ def swept_attacks() -> list[tuple[str, str]]:
     level (the token-level attacks need a per-token signal, which the sweep's masked LMs do not give)."""
     return [(spec.name, level) for level in SWEPT_LEVELS for spec in attacks_reading(TARGET_LOSS)
             if level in spec.levels and set(spec.reads) <= {TARGET_LOSS, REFERENCE_LOSSES}]
-
-
-def held_out_loss(model_dir: Path, sample_ids: list[str], texts: list[str], k: int, seed: int, cache: Path) -> float:
-    """Mean NLL per masked token (nats) of the model on held-out texts: the energy with normalize = mean."""
-    from lmaudit.signals.base import SignalSettings
-    from lmaudit.signals.compute import model_signal
-
-    values = model_signal(model_dir, sample_ids, texts, SignalSettings(k=k, normalize="mean", seed=seed), cache)
-    return float(values["value"].mean())
 
 
 def sweep_row(noise: float, training: dict, report: dict, utility: float) -> dict:
@@ -117,7 +109,8 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
             log.info("dp sweep: noise %g: auditing the target", noise)
             report = run_audit(config, progress=progress)
             log.info("dp sweep: noise %g: the target's held-out loss on the population", noise)
-            utility = held_out_loss(target, population["sample_id"].tolist(), population["text"].tolist(), demo.k, seed, cache)
+            utility = held_out_loss(target, "mlm_energy", population["sample_id"].tolist(), population["text"].tolist(),
+                                    demo.k, seed, cache)
             rows.append(sweep_row(noise, read_training_summary(target), report, utility))
         sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
                                                      "max_samples_per_group": max_samples_per_group},

@@ -50,10 +50,11 @@ class NotesStudy:
 
     def train(self, kind: str, name: str, texts: list[str], seed: int | None = None, **settings) -> Path:
         """out/models/NAME: an LM of `kind` trained on `texts` with the demo's recipe (settings override it) unless
-        already trained the same way."""
+        already trained the same way; on the first reference's tokenizer, or fine-tuned from `init_from` (a model of
+        the study, so on that tokenizer too)."""
         folder = self.out / "models" / name
         recipe = {"epochs": self.size.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, **settings}
-        if folder != self.tokenizer_source:
+        if folder != self.tokenizer_source and recipe.get("init_from") is None:
             self.reference()
             recipe["tokenizer_dir"] = self.tokenizer_source
         train_language_model_unless_done(kind, texts, folder, seed=self.seed if seed is None else seed, label=name,
@@ -98,6 +99,17 @@ class NotesStudy:
             signal={"signal": signal, "k": self.size.k, "seed": self.seed},
             evaluation={"bootstrap": self.size.bootstrap, "seed": self.seed},
         )
+
+
+def held_out_loss(model_dir: Path, signal: str, sample_ids: list[str], texts: list[str], k: int, seed: int,
+                  cache: Path) -> float:
+    """The model's mean loss per token (nats) on held-out texts: `signal` (mlm_energy: masked tokens, k masks each;
+    clm_loss: every next token) averaged per text, then over the texts."""
+    from lmaudit.signals.base import SignalSettings
+    from lmaudit.signals.compute import model_signal
+
+    settings = SignalSettings(signal=signal, k=k, normalize="mean", seed=seed)
+    return float(model_signal(model_dir, sample_ids, texts, settings, cache)["value"].mean())
 
 
 def notes_study(out: str | Path, size: str, seed: int, progress: bool = False) -> NotesStudy:

@@ -35,6 +35,8 @@ STUDIES = [
               "(Table 6)", "name_insertion"),
     StudySpec("epochs", "leakage after each training epoch of a masked LM, a causal LM and a classifier, and its "
               "maximum (Jagannatha et al., Figures 2-4)", "epochs"),
+    StudySpec("dp", "leakage, epsilon and utility against the DP-SGD noise for a masked LM, a causal LM and a "
+              "classifier, from scratch and fine-tuned, maximum over epochs (Jagannatha et al., Tables 2-3)", "dp"),
     StudySpec("rare-disease", "patient-level leakage per bucket of disease-profile probability (Jagannatha et al., "
               "Figures 22-24)", "rare_disease"),
     StudySpec("memorisation-predictor", "which member notes leak: a logistic regression on their digits, length, "

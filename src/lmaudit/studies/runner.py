@@ -30,11 +30,14 @@ STUDY_FORMAT = 1
 @dataclass(frozen=True)
 class Cell:
     """One point of a study's grid: a folder name, the settings it studies (JSON values, the table's first columns),
-    and `prepare(folder)`, which trains what the cell needs unless done and returns the audit to run into `folder`."""
+    `prepare(folder)`, which trains what the cell needs unless done and returns the audit to run into `folder`, and
+    `measure()`, what the cell measures besides the audit once it ran (e.g. the accountant's epsilon and the utility of
+    its model; the table's next columns)."""
 
     name: str
     settings: dict
     prepare: Callable[[Path], AuditConfig]
+    measure: Callable[[], dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class StudyPlan:
     analyse: Callable[[list[dict]], dict] | None = None
     analysis_figure: Callable[[dict], str | None] | None = None  # study.json's document -> a base64 PNG, or None
     setup: dict = field(default_factory=dict)
+    grid_figure: bool = True  # False where the cells are no one line per series (the analysis figure stands instead)
 
 
 def result_summary(result: dict) -> dict:
@@ -74,9 +78,10 @@ def result_summary(result: dict) -> dict:
 
 
 def cell_record(cell: Cell, report: dict, seconds: float) -> dict:
-    """A cell's line of study.json: its settings, the seconds it took, and every attack's summary on all samples."""
-    return {"cell": cell.name, "settings": cell.settings, "seconds": round(seconds, 1),
-            "verdict": report["summary"]["risk"],
+    """A cell's line of study.json: its settings, what it measured, the seconds it took, and every attack's summary on
+    all samples."""
+    return {"cell": cell.name, "settings": cell.settings, "measured": cell.measure() if cell.measure else {},
+            "seconds": round(seconds, 1), "verdict": report["summary"]["risk"],
             "results": [result_summary(r) for r in report["results"] if r["slice"] == "all"]}
 
 
@@ -112,7 +117,7 @@ def run_study(plan: StudyPlan, out: str | Path, progress: bool = False) -> dict:
             records.append(record)
         study = {"format": STUDY_FORMAT, "study": plan.study, "description": plan.description, "paper": plan.paper,
                  "setup": plan.setup, "x": plan.x, "series": plan.series,
-                 "shown": [list(pair) for pair in plan.shown], "cells": records,
+                 "shown": [list(pair) for pair in plan.shown], "grid_figure": plan.grid_figure, "cells": records,
                  "analysis": plan.analyse(records) if plan.analyse else None}
         write_study(out, study, plan.analysis_figure(study) if plan.analysis_figure and study["analysis"] else None)
     log.info("study %s: %d cells; wrote %s", plan.study, len(records), out / "study.html")
