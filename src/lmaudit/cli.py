@@ -654,7 +654,11 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/study-NAME).")
 @_demo_size_option("smoke")
 @click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")
-def study(name: str | None, config_file: str | None, out: str | None, size: str, seed: int) -> None:
+@click.option("--cells", "cell_patterns", multiple=True, metavar="PATTERN",
+              help="Run only the cells whose names match this shell pattern (repeatable), e.g. 'classifier-*'; "
+                   "study.json and study.html then tabulate those.")
+def study(name: str | None, config_file: str | None, out: str | None, size: str, seed: int,
+          cell_patterns: tuple[str, ...]) -> None:
     """Run a study: train and audit a grid of settings, then tabulate and plot it (study.json, study.html); NAME is one
     of the studies below. A rerun keeps every finished cell."""
     from lmaudit.report.study import study_lines
@@ -666,10 +670,10 @@ def study(name: str | None, config_file: str | None, out: str | None, size: str,
         from lmaudit.studies.grid import load_grid_config
 
         out = out or f"runs/study-{load_grid_config(config_file).study}"
-        document = run_config_study(config_file, out, _progress())
+        document = run_config_study(config_file, out, _progress(), cell_patterns)
     else:
         out = out or f"runs/study-{name}"
-        document = run_named_study(name, out, size, seed, _progress())
+        document = run_named_study(name, out, size, seed, _progress(), cell_patterns)
     click.echo("\n".join(study_lines(document)))
     click.echo(f"report: {Path(out) / 'study.html'}")
 

@@ -93,3 +93,32 @@ def test_a_single_cell_study_has_its_table_but_no_plot_against_one_point(tmp_pat
     run_study(plan_of([1.0], []), tmp_path)
     html = (tmp_path / "study.html").read_text()
     assert "data:image/png;base64," not in html and '<td class="l">1</td>' in html
+
+
+def test_what_a_cell_measures_is_kept_and_tabulated_after_its_settings(tmp_path, audits):
+    from dataclasses import replace
+
+    plan = plan_of([0.0, 2.0], [])
+    measured = [replace(cell, measure=lambda shift=cell.settings["shift"]: {"epsilon": 10 * shift + 0.25, "k": None})
+                for cell in plan.cells]
+    study = run_study(replace(plan, cells=measured, grid_figure=False), tmp_path)
+    assert [c["measured"] for c in study["cells"]] == [{"epsilon": 0.25, "k": None}, {"epsilon": 20.25, "k": None}]
+    assert study_lines(study)[0].split()[:3] == ["shift", "epsilon", "k"]
+    assert study_lines(study)[3].split()[:3] == ["2", "20.25", "-"]  # None: does not apply
+    html = (tmp_path / "study.html").read_text()
+    assert '<td class="l">20.25</td>' in html and "data:image/png;base64," not in html  # grid figure turned off
+    assert json.loads((tmp_path / "cells" / "shift-2.0" / "cell.json").read_text())["measured"]["epsilon"] == 20.25
+
+
+def test_cells_patterns_choose_the_cells_that_run(tmp_path, audits):
+    from lmaudit.errors import InputError
+    from lmaudit.studies.registry import only_cells
+
+    prepared = []
+    plan = plan_of([0.0, 1.0, 2.0], prepared)
+    study = run_study(only_cells(plan, ["shift-1*", "shift-2*"]), tmp_path)
+    assert prepared == [1.0, 2.0] and [c["cell"] for c in study["cells"]] == ["shift-1.0", "shift-2.0"]
+    assert only_cells(plan, []) is plan
+    with pytest.raises(InputError, match=r"--cells lstm-\*: no cell of the study shifts matches; its cells are "
+                                         r"shift-0.0, shift-1.0, shift-2.0"):
+        only_cells(plan, ["lstm-*"])

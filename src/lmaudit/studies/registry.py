@@ -4,13 +4,18 @@ runs, so the command line lists the studies without loading the training stack."
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
+
+if TYPE_CHECKING:  # the runner loads when a study runs
+    from lmaudit.studies.runner import StudyPlan
 
 
 @dataclass(frozen=True)
@@ -52,20 +57,33 @@ def study_spec(name: str) -> StudySpec:
     raise InputError(f"unknown study '{name}'; use one of {', '.join(s.name for s in STUDIES)} or --config FILE")
 
 
-def run_named_study(name: str, out: str | Path, size: str = "smoke", seed: int = 0, progress: bool = False) -> dict:
-    """Plan (writing the study's data into `out`) and run the study called `name`."""
+def only_cells(plan: StudyPlan, patterns: Sequence[str]) -> StudyPlan:
+    """The plan with only the cells whose names match one of the shell-style `patterns` (all of them when none are
+    given), or InputError naming the study's cells when none matches."""
+    if not patterns:
+        return plan
+    cells = [cell for cell in plan.cells if any(fnmatch.fnmatchcase(cell.name, pattern) for pattern in patterns)]
+    if not cells:
+        names = ", ".join(cell.name for cell in plan.cells)
+        raise InputError(f"--cells {' '.join(patterns)}: no cell of the study {plan.study} matches; its cells are {names}")
+    return replace(plan, cells=cells)
+
+
+def run_named_study(name: str, out: str | Path, size: str = "smoke", seed: int = 0, progress: bool = False,
+                    cells: Sequence[str] = ()) -> dict:
+    """Plan (writing the study's data into `out`) and run the study called `name`, or only its `cells` (patterns)."""
     from lmaudit.studies.runner import run_study
 
     spec = study_spec(name)
     with output_lock(out):
-        return run_study(spec.plan(Path(out), size, seed, progress), out, progress)
+        return run_study(only_cells(spec.plan(Path(out), size, seed, progress), cells), out, progress)
 
 
-def run_config_study(path: str | Path, out: str | Path, progress: bool = False) -> dict:
-    """Run the grid study a YAML file describes (studies/grid.py)."""
+def run_config_study(path: str | Path, out: str | Path, progress: bool = False, cells: Sequence[str] = ()) -> dict:
+    """Run the grid study a YAML file describes (studies/grid.py), or only its `cells` (patterns)."""
     from lmaudit.studies.grid import load_grid_config, plan_from_config
     from lmaudit.studies.runner import run_study
 
     config = load_grid_config(path)
     with output_lock(out):
-        return run_study(plan_from_config(config, Path(out), progress), out, progress)
+        return run_study(only_cells(plan_from_config(config, Path(out), progress), cells), out, progress)
