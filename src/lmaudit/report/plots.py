@@ -201,9 +201,9 @@ def bucket_figure(buckets: dict[str, list[dict]]) -> str:
 
 def dp_study_figure(study: dict) -> str:
     """The DP study against the noise multiplier (categories, most noise left, non-DP right), one line per model family
-    and start: the largest sample-level AUC over the epochs (loss; the classifier's sample threshold), the largest
-    group-level advantage at the population threshold, and the utility of the last epoch (LMs: held-out loss;
-    classifiers: test accuracy)."""
+    and start: the largest sample-level and group-level AUC over the epochs (loss; the classifier's sample threshold
+    and user threshold on the average), and the utility of the last epoch (LMs: held-out loss; classifiers: test
+    accuracy). AUC, not advantage: small populations calibrate no group-level threshold."""
     headline = {"sample": ("loss sample", "sample_threshold sample"), "group": ("loss group", "user_threshold_avg group")}
     figure, axes = plt.subplots(1, 4, figsize=(15, 3.6))
     noises: list[str] = []
@@ -218,15 +218,14 @@ def dp_study_figure(study: dict) -> str:
             label = f"{family}, {start}"
             for axis, level in ((axes[0], "sample"), (axes[1], "group")):
                 attack = next(a for a in headline[level] if f"{a}: max AUC" in points[0][1])
-                column = f"{attack}: max AUC" if level == "sample" else f"{attack}: max adv."
-                axis.plot(x, [np.nan if row[column] is None else row[column] for _, row in points], marker="o",
-                          label=f"{label} ({attack.split(' ')[0]})")
+                axis.plot(x, [np.nan if row[f"{attack}: max AUC"] is None else row[f"{attack}: max AUC"]
+                              for _, row in points], marker="o", label=f"{label} ({attack.split(' ')[0]})")
             utility = "held_out_loss" if "held_out_loss" in points[0][1] else "test_accuracy"
             axes[2 if utility == "held_out_loss" else 3].plot(x, [row[utility] for _, row in points], marker="o",
                                                               label=label)
-    axes[0].axhline(0.5, color="grey", linestyle="--", linewidth=1)
-    axes[1].axhline(0.0, color="grey", linestyle="--", linewidth=1)
-    for axis, title in zip(axes, ("max sample-level AUC over epochs", "max group-level advantage (population threshold)",
+    for axis in axes[:2]:
+        axis.axhline(0.5, color="grey", linestyle="--", linewidth=1)
+    for axis, title in zip(axes, ("max sample-level AUC over epochs", "max patient- or user-level AUC over epochs",
                                   "held-out loss per token (nats), last epoch", "test accuracy, last epoch"), strict=True):
         axis.set_title(title, fontsize=8)
         axis.set_xticks(range(len(noises)), noises, fontsize=7)
