@@ -105,6 +105,13 @@ def test_a_study_needs_a_name_or_a_file(tmp_path):
     assert_one_line_error(*run_cli("study", "no-such-study"), "'no-such-study' is not one of")
 
 
+def test_cells_that_match_nothing_are_refused_and_leave_no_folder(tmp_path):
+    # The study's data is written when it is planned; the refusal takes it back out of a folder it created.
+    assert_one_line_error(*run_cli("study", "rare-disease", "--cells", "lstm-*", "--out", tmp_path / "out"),
+                          "--cells lstm-*: no cell of the study rare-disease matches; its cells are target")
+    assert not (tmp_path / "out").exists()
+
+
 def test_memorisation_predictor_labels_the_members_the_likelihood_ratio_exposes(tmp_path):
     invoke("study", "memorisation-predictor", "--out", tmp_path)
     analysis = study_of(tmp_path)["analysis"]

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lmaudit.errors import InputError
-from lmaudit.locks import output_lock
+from lmaudit.locks import LOCK_NAME, output_lock
 
 if TYPE_CHECKING:  # the runner loads when a study runs
     from lmaudit.studies.runner import StudyPlan
@@ -69,21 +70,38 @@ def only_cells(plan: StudyPlan, patterns: Sequence[str]) -> StudyPlan:
     return replace(plan, cells=cells)
 
 
+def run_planned(plan: Callable[[Path], StudyPlan], out: str | Path, progress: bool, cells: Sequence[str]) -> dict:
+    """Plan the study into `out` (`plan(out)` writes its data) and run it, or only its `cells` (patterns). Patterns that
+    match no cell are refused before anything runs, and a folder this call created is left as it was: absent."""
+    from lmaudit.studies.runner import run_study
+
+    out = Path(out)
+    fresh = not out.exists()
+    with output_lock(out):
+        planned = plan(out)
+        try:
+            chosen = only_cells(planned, cells)
+        except InputError:
+            if fresh:  # only the study's data is in it yet, written by this call
+                for child in out.iterdir():
+                    if child.is_dir():
+                        shutil.rmtree(child)
+                    elif child.name != LOCK_NAME:
+                        child.unlink()
+            raise
+        return run_study(chosen, out, progress)
+
+
 def run_named_study(name: str, out: str | Path, size: str = "smoke", seed: int = 0, progress: bool = False,
                     cells: Sequence[str] = ()) -> dict:
     """Plan (writing the study's data into `out`) and run the study called `name`, or only its `cells` (patterns)."""
-    from lmaudit.studies.runner import run_study
-
     spec = study_spec(name)
-    with output_lock(out):
-        return run_study(only_cells(spec.plan(Path(out), size, seed, progress), cells), out, progress)
+    return run_planned(lambda folder: spec.plan(folder, size, seed, progress), out, progress, cells)
 
 
 def run_config_study(path: str | Path, out: str | Path, progress: bool = False, cells: Sequence[str] = ()) -> dict:
     """Run the grid study a YAML file describes (studies/grid.py), or only its `cells` (patterns)."""
     from lmaudit.studies.grid import load_grid_config, plan_from_config
-    from lmaudit.studies.runner import run_study
 
     config = load_grid_config(path)
-    with output_lock(out):
-        return run_study(only_cells(plan_from_config(config, Path(out), progress), cells), out, progress)
+    return run_planned(lambda folder: plan_from_config(config, folder, progress), out, progress, cells)
