@@ -85,8 +85,8 @@ def dp_measurements(training: dict, group_size: int) -> dict:
 
 def maximum_over_epochs(records: list[dict]) -> dict:
     """Per model family: one row per (start, noise) with the last checkpoint's epsilon, group epsilon and utility, and
-    per attack of the family the largest AUC, population-threshold advantage and (loss) mean-training-loss advantage
-    over the audited epochs."""
+    per attack of the family the largest AUC, population-threshold advantage (LMs; None where the population calibrates
+    no threshold) and (loss) mean-training-loss advantage over the audited epochs."""
     by_model: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for record in records:
         family, start = record["settings"]["model"].split(", ")
@@ -100,8 +100,10 @@ def maximum_over_epochs(records: list[dict]) -> dict:
         for attack, level in ATTACKS[family]:
             summaries = [s for cell in cells if (s := shown_summary(cell, attack, level)) is not None]
             row[f"{attack} {level}: max AUC"] = max((s["auc"] for s in summaries), default=None)
-            row[f"{attack} {level}: max adv."] = max(
-                (s["population_advantage"] for s in summaries if s["population_advantage"] is not None), default=None)
+            if family != "classifier":  # a classifier audit calibrates on its shadow: it has no population threshold
+                row[f"{attack} {level}: max adv."] = max(
+                    (s["population_advantage"] for s in summaries if s["population_advantage"] is not None),
+                    default=None)
             if attack == "loss":
                 row[f"{attack} {level}: max adv. at mean train loss"] = max(
                     (s["mean_member_loss_advantage"] for s in summaries if s["mean_member_loss_advantage"] is not None),
@@ -234,6 +236,9 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                "language-model epochs": study.size.epochs, "classifier epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs,
                "noise multipliers": noises, "clipping norm": CLIPPING_NORM, "delta": PAPER_DELTA,
                "samples per patient or user, at most": PAPER_CAP, "seed": seed,
-               "epsilon": "RDP accountant (study.json has PRV too where computed); '-' without DP-SGD"},
+               "epsilon": "the RDP accountant's, as the paper's (the table has PRV too where computed); '-' and n/a: "
+                          "without DP-SGD",
+               "max adv.": "at the population's 10% FPR threshold; n/a where the population is too small to calibrate "
+                           "it (the patient level at smoke size); classifiers calibrate on their shadow instead"},
     )
 
