@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmaudit.data.roles import POPULATION
+from lmaudit.data.roles import MEMBER, POPULATION
 from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_LEARNING_RATE, DEMO_SIZES, REFERENCE_TRAIN
 from lmaudit.metrics.privacy import group_privacy
 from lmaudit.report.tables import shown_summary
@@ -176,7 +176,7 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
     demo = CLASSIFIER_DEMO_SIZES[size]
     epochs = checkpoint_epochs(demo.max_epochs, grid.checkpoints)
     posts, files = write_classifier_roles(size, seed, out / "data-classifier")
-    k = group_sizes(posts, PAPER_CAP)
+    k = group_sizes(posts[posts["role"] == MEMBER], PAPER_CAP)  # the target's users (its shadow's are others)
     pretrained = out / "models" / "classifier-pretrained-mlm"
 
     def pretrain() -> Path:
