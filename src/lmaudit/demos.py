@@ -121,19 +121,22 @@ def write_other_hospital_nonmembers(notes: pd.DataFrame, seed: int, data_dir: Pa
     return path
 
 
+def trained_from(dp: DPSettings | None, init_from: Path | None, n_texts: int) -> dict:
+    """What a model's training summary must record for it to be reused: its DP settings, its start, and (without DP)
+    its sample count; DP-SGD caps each patient or user, so its count is not that of the texts given."""
+    return {"dp": None if dp is None else asdict(dp), "init_from": None if init_from is None else str(init_from)} | (
+        {"n_samples": n_texts} if dp is None else {})
+
+
 def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
     """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts, and every
     checkpoint asked for (`checkpoints`) is beside it (settings as for train_language_model; DP training is compared by
     its DP settings)."""
     from lmaudit.models.train import missing_checkpoints, train_language_model, train_unless_done
 
-    dp = settings.get("dp")
     wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate") if key in settings}
-    wanted |= {"kind": kind, "dp": asdict(dp) if dp is not None else None,
-               "init_from": str(settings["init_from"]) if settings.get("init_from") is not None else None}
+    wanted |= {"kind": kind, **trained_from(settings.get("dp"), settings.get("init_from"), len(texts))}
     wanted |= {key: settings[key] for key in ("size", "batch_size") if key in settings}
-    if dp is None:  # DP training caps each patient, so its sample count is not that of `texts`
-        wanted["n_samples"] = len(texts)
     epochs = settings.get("epochs", 30)
     missing = missing_checkpoints(folder, [e for e in settings.get("checkpoints", ()) if e < epochs], epochs)
     train_unless_done(folder, wanted, partial(train_language_model, kind, texts, folder, **settings), missing)
@@ -229,7 +232,7 @@ def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: in
 
     recipe = {"architecture": architecture, "max_epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs, "patience": patience,
               "learning_rate": CLASSIFIER_DEMO_LEARNING_RATE[architecture]}
-    wanted = {**recipe, "dp": None if dp is None else asdict(dp), "init_from": None if init_from is None else str(init_from)}
+    wanted = dict(recipe)
     if init_from is not None:  # a checkpoint brings its own architecture
         wanted.pop("architecture")
     folders = []
@@ -239,8 +242,7 @@ def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: in
         train = partial(train_classifier, texts, labels, folder, texts_and_labels(VALIDATION), texts_and_labels(TEST),
                         seed=model_seed, label=name, progress=progress, checkpoints=checkpoints, dp=dp,
                         groups=rows_of(role)["group_id"].tolist(), init_from=init_from, **recipe)
-        # DP-SGD caps each user, so its sample count is not that of `texts`
-        done_when = {**wanted, "seed": model_seed} | ({"n_samples": len(texts)} if dp is None else {})
+        done_when = {**wanted, "seed": model_seed, **trained_from(dp, init_from, len(texts))}
         train_unless_done(folder, done_when, train, missing_checkpoints(folder, checkpoints, recipe["max_epochs"]))
         folders.append(folder)
     return folders[0], folders[1]
