@@ -17,9 +17,11 @@ import pandas as pd
 
 from lmaudit.attacks.base import (
     CLASSIFIER_FEATURE,
+    CLASSIFIER_RAW_FEATURE,
     COMPRESSED_BYTES,
     FEATURE_VECTORS,
     GRADIENT_NORMS,
+    LABEL_RANKS,
     LOWERCASE_LOSS,
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
@@ -403,8 +405,8 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Pla
             "length": values["n_tokens"].to_numpy(), "truncated": values["truncated"].to_numpy(), **features,
         }))
     samples = pd.concat(parts, ignore_index=True)
-    inputs = [AttackInput(feature, samples, {CLASSIFIER_FEATURE: direction * samples[feature].to_numpy(dtype=float)},
-                          config.evaluation.seed, CLASSIFIER_ROLES)
+    inputs = [AttackInput(feature, samples, feature_values(samples, feature, direction), config.evaluation.seed,
+                          CLASSIFIER_ROLES)
               for feature, direction in FEATURE_DIRECTIONS.items()]
     models = {name: summary for name, summary in (("target", training_summary(config.target)),
                                                   ("shadow", training_summary(config.shadow))) if summary}
@@ -413,6 +415,13 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Pla
     plan = ScoringPlan(rows, scorers, CLASSIFIER_ROLES, label_ids)
     whitebox, skipped = whitebox_inputs(config, plan, samples, placement, backend, progress)
     return ScoredSamples(samples, inputs + whitebox, skipped, models)
+
+
+def feature_values(samples: pd.DataFrame, feature: str, direction: float) -> dict[str, np.ndarray]:
+    """What the classifier attacks read of one feature: the feature oriented (higher = member) and raw, and with the
+    rank feature the ranks themselves, which the rank-histogram attack reads (once, not once per feature)."""
+    raw = samples[feature].to_numpy(dtype=float)
+    return {CLASSIFIER_FEATURE: direction * raw, CLASSIFIER_RAW_FEATURE: raw} | ({LABEL_RANKS: raw} if feature == "rank" else {})
 
 
 def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFrame, placement: Placement,

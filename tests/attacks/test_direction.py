@@ -12,9 +12,11 @@ import pytest
 
 from lmaudit.attacks.base import (
     CLASSIFIER_FEATURE,
+    CLASSIFIER_RAW_FEATURE,
     COMPRESSED_BYTES,
     FEATURE_VECTORS,
     GRADIENT_NORMS,
+    LABEL_RANKS,
     LOWERCASE_LOSS,
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
@@ -64,14 +66,18 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
     log_probs = padded(rng.normal(-9.0, 1.0, (n, 20)) + 1.5 * member[:, None], lengths)
     prefixed = log_probs - 0.2 - 1.0 * member[:, None]  # a non-member prefix costs members more likelihood
     prefixed[np.flatnonzero(samples["role"].to_numpy() == "population")[:3]] = np.nan  # the prefix's own samples
+    # Higher and steadier for members, so every user statistic (including the variance) separates them.
+    classifier_feature = np.where(member, rng.normal(3.0, 0.3, n), rng.normal(0.0, 1.0, n))
     return {
         # A member's loss is lower than its reference losses; difficulty varies far more than membership moves it.
         TARGET_LOSS: difficulty - 1.5 * member,
         REFERENCE_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 3)),
         FEATURE_VECTORS: features,
         GRADIENT_NORMS: rng.uniform(1, 2, (n, 4)) - 0.5 * member[:, None],
-        # Higher and steadier for members, so every user statistic (including the variance) separates them.
-        CLASSIFIER_FEATURE: np.where(member, rng.normal(3.0, 0.3, n), rng.normal(0.0, 1.0, n)),
+        CLASSIFIER_FEATURE: classifier_feature,
+        CLASSIFIER_RAW_FEATURE: classifier_feature,  # a feature where higher means member, as confidence
+        # A member's true label ranks first more often.
+        LABEL_RANKS: np.where(member & (rng.random(n) < 0.8), 1, rng.integers(1, 4, n)).astype(float),
         TOKEN_LOG_PROBS: log_probs,
         TOKEN_MEANS: padded(rng.normal(-9.0, 0.3, (n, 20)), lengths),
         TOKEN_STDS: padded(rng.uniform(0.5, 1.5, (n, 20)), lengths),

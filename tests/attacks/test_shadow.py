@@ -5,12 +5,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks import shadow
-from lmaudit.attacks.base import CLASSIFIER_FEATURE, AttackInput
+from lmaudit.attacks import rank_histogram, shadow
+from lmaudit.attacks.base import CLASSIFIER_FEATURE, CLASSIFIER_RAW_FEATURE, LABEL_RANKS, AttackInput
+from lmaudit.attacks.rank_histogram import rank_histograms
 from lmaudit.attacks.registry import run_attacks
 from lmaudit.attacks.shadow import (
     best_separating_threshold,
     classwise_thresholds,
+    feature_direction,
     shadow_accuracy,
     user_statistics,
 )
@@ -19,9 +21,11 @@ from lmaudit.data.roles import AUDITED_ROLES, SHADOW_ROLES
 
 def build_feature_attacks(table, feature, direction, seed=0):
     """Algorithms 1-4 on one feature of a table whose shadow rows were scored by the shadow model."""
-    oriented = direction * table[feature].to_numpy(dtype=float)
-    data = AttackInput(feature, table, {CLASSIFIER_FEATURE: oriented}, seed, AUDITED_ROLES + SHADOW_ROLES)
+    raw = table[feature].to_numpy(dtype=float)
+    data = AttackInput(feature, table, {CLASSIFIER_FEATURE: direction * raw, CLASSIFIER_RAW_FEATURE: raw}, seed,
+                       AUDITED_ROLES + SHADOW_ROLES)
     return run_attacks([data], shadow.SPECS)
+
 
 def _brute_force_threshold(members, nonmembers):
     """Every candidate on a fine grid; the smallest value reaching the best accuracy."""
@@ -156,3 +160,73 @@ def test_shadow_samples_without_users_skip_the_shadow_fitted_user_attacks_only()
     assert {s.attack for s in skipped} == {"user_threshold_avg", "user_threshold_min", "user_threshold_max",
                                           "user_threshold_var", "user_logistic"}
     assert all("shadow samples without group_id" in s.reason for s in skipped)
+
+
+def test_user_statistics_are_of_the_raw_feature_as_the_paper_names_them():
+    """The paper's Minimum loss is a user's smallest loss (not the minimum of the negated loss, which is the largest
+    loss): each statistic, negated for loss, against the threshold fitted on shadow users."""
+    table = feature_table(users_per_role=20)
+    attacks, _ = build_feature_attacks(table, "loss", -1.0)
+    names = {a.attack: a for a in attacks}
+    audited = table[table["role"].isin(["member", "nonmember"])]
+    for statistic, aggregate in (("min", "min"), ("max", "max"), ("avg", "mean")):
+        attack = names[f"user_threshold_{statistic}"]
+        raw = audited.groupby("group_id")["loss"].agg(aggregate)
+        assert attack.calibration["orientation"] == -1.0
+        scores = attack.frame.set_index("id")["score"].loc[raw.index]
+        assert np.allclose(scores, -raw - attack.calibration["threshold"])
+    # The logistic regression reads the same four raw statistics.
+    assert names["user_logistic"].calibration["features"] == ["avg", "min", "max", "var"]
+
+
+def test_feature_direction():
+    raw = np.array([0.5, 2.0, 0.0])
+    assert feature_direction(raw, raw) == 1.0 and feature_direction(-raw, raw) == -1.0
+    with pytest.raises(ValueError):
+        feature_direction(raw + 1.0, raw)
+
+
+def test_rank_histograms_hand_made():
+    histograms = rank_histograms(np.array([1, 1, 2, 3, 1]), np.array(["a", "a", "b", "b", "c"]), 3)
+    assert histograms.loc["a"].tolist() == [1.0, 0.0, 0.0]
+    assert histograms.loc["b"].tolist() == [0.0, 0.5, 0.5]
+    assert histograms.loc["c"].tolist() == [1.0, 0.0, 0.0]
+    assert np.allclose(histograms.sum(axis=1), 1.0)
+
+
+def rank_table(seed=0, users_per_role=15, samples_per_user=8):
+    """Members' true labels rank first more often (0.8 against 0.4 of their samples); 4 classes."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for role in ("member", "nonmember", "shadow_member", "shadow_nonmember"):
+        top = 0.8 if role in ("member", "shadow_member") else 0.4
+        for user in range(users_per_role):
+            for sample in range(samples_per_user):
+                rank = 1 if rng.random() < top else int(rng.integers(2, 5))
+                rows.append({"sample_id": f"{role}-{user}-{sample}", "role": role, "group_id": f"{role}-u{user}",
+                             "label": "c0", "rank": float(rank)})
+    return pd.DataFrame(rows)
+
+
+def _rank_attack(table):
+    data = AttackInput("rank", table, {LABEL_RANKS: table["rank"].to_numpy(dtype=float)}, 0, AUDITED_ROLES + SHADOW_ROLES)
+    (attack,), skipped = run_attacks([data], [rank_histogram.SPEC])
+    assert not skipped
+    return attack
+
+
+def test_rank_histogram_baseline_tells_members_apart_and_fits_on_shadow_users_only():
+    table = rank_table()
+    attack = _rank_attack(table)
+    assert attack.level == "group" and attack.calibration["ranks"] == 4
+    frame = attack.frame
+    assert frame.loc[frame["role"] == "member", "score"].mean() > frame.loc[frame["role"] == "nonmember", "score"].mean()
+    # The first rank's coefficient is the largest: a member's labels rank first more often.
+    coefficients = attack.calibration["coefficients"]
+    assert coefficients[0] == max(coefficients)
+    # Relabelling which audited users are members changes nothing fitted; changing the shadow data does.
+    flipped = table.replace({"role": {"member": "nonmember", "nonmember": "member"}})
+    assert _rank_attack(flipped).calibration == attack.calibration
+    moved = table.copy()
+    moved.loc[moved["role"] == "shadow_member", "rank"] = 1.0
+    assert _rank_attack(moved).calibration != attack.calibration

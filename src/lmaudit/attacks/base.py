@@ -27,6 +27,8 @@ REFERENCE_LOSSES = "reference_losses"  # (n, R) each reference model's signal on
 FEATURE_VECTORS = "feature_vectors"  # (n, d) white-box features of the model that scored each row
 GRADIENT_NORMS = "gradient_norms"  # (n, P) L2 norm of the gradient of the sample's loss, one per parameter tensor
 CLASSIFIER_FEATURE = "classifier_feature"  # (n,) a feature of a classifier's output, oriented so higher = member
+CLASSIFIER_RAW_FEATURE = "classifier_raw_feature"  # (n,) the same feature in its own unit, as the paper defines it
+LABEL_RANKS = "label_ranks"  # (n,) rank of the true label among the classifier's labels (1 = its top prediction)
 TOKEN_LOG_PROBS = "token_log_probs"  # (n, T) log p(x_t | context) under the target (nats)
 TOKEN_MEANS = "token_means"  # (n, T) E_z log p(z | context) under the target's predictive distribution at t (nats)
 TOKEN_STDS = "token_stds"  # (n, T) standard deviation of log p(z | context) under that distribution (nats)
@@ -44,6 +46,8 @@ VALUES = {
     FEATURE_VECTORS: "white-box features (give --whitebox)",
     GRADIENT_NORMS: "gradient norms (give --whitebox)",
     CLASSIFIER_FEATURE: "classifier output features (give --signal classifier)",
+    CLASSIFIER_RAW_FEATURE: "classifier output features (give --signal classifier)",
+    LABEL_RANKS: "ranks of the true labels (give --signal classifier)",
     TOKEN_LOG_PROBS: "per-token log-probabilities (" + TOKEN_SIGNAL_ADVICE + ")",
     TOKEN_MEANS: "per-token predictive means (" + TOKEN_SIGNAL_ADVICE + ")",
     TOKEN_STDS: "per-token predictive standard deviations (" + TOKEN_SIGNAL_ADVICE + ")",

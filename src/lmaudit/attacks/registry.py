@@ -19,6 +19,7 @@ from lmaudit.attacks import (
     min_k,
     min_k_plus_plus,
     neighbourhood,
+    rank_histogram,
     recall,
     rmia,
     shadow,
@@ -40,7 +41,7 @@ from lmaudit.data.roles import AUDITED_ROLES
 ATTACKS: tuple[AttackSpec, ...] = (
     loss.SPEC, likelihood_ratio.SPEC, rmia.SPEC, lira.SPEC,
     zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, neighbourhood.SPEC,
-    gradnorm.SPEC, *learned.SPECS, *shadow.SPECS,
+    gradnorm.SPEC, *learned.SPECS, *shadow.SPECS, rank_histogram.SPEC,
 )
 _BY_NAME = {spec.name: spec for spec in ATTACKS}
 

@@ -2,8 +2,9 @@
 
 Every threshold, orientation and logistic regression here is fitted on shadow data only (the
 shadow model's features on its own members and non-members); the audited samples are only
-scored. The input feature is already oriented (higher = member); each attack's scores follow
-the package convention and its decision is `score >= its shadow threshold`.
+scored. The sample-level attacks read the feature oriented so that higher = member; the user statistics (Algorithms 2
+and 3) are the paper's, of the raw feature: a user's Minimum loss is their smallest loss. Each attack's scores follow the
+package convention and its decision is `score >= its shadow threshold`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 
 from lmaudit.attacks.base import (
     CLASSIFIER_FEATURE,
+    CLASSIFIER_RAW_FEATURE,
     AttackInput,
     AttackSpec,
     NotRun,
@@ -27,6 +29,8 @@ from lmaudit.data.roles import AUDITED_ROLES, SHADOW_MEMBER, SHADOW_ROLES
 
 USER_STATISTICS = ("avg", "min", "max", "var")
 _PANDAS_STATISTIC = {"avg": "mean", "min": "min", "max": "max", "var": "var"}
+# The paper's column for each statistic (Shejwalkar et al., Table 2).
+PAPER_STATISTIC = {"avg": "Average", "min": "Minimum", "max": "Maximum", "var": "Variance"}
 
 
 def shadow_accuracy(member_scores: np.ndarray, nonmember_scores: np.ndarray, threshold: float) -> float:
@@ -82,29 +86,46 @@ def _class_threshold_of(labels: np.ndarray, thresholds: dict[str, float]) -> np.
     return np.array([thresholds.get(label, thresholds["*"]) for label in np.asarray(labels).astype(str)])
 
 
-def _user_frame(audited: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
+def user_frame(audited: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
+    """User-level scores: `values` (indexed by user) with each user's role, as an attack's frame (id, role, score)."""
     roles = audited.groupby("group_id", sort=True)["role"].first()
     return pd.DataFrame({"id": values.index, "role": roles.loc[values.index].to_numpy(), "score": values.to_numpy()})
 
 
 @dataclass(frozen=True)
 class _Sides:
-    """The oriented feature split into the shadow rows (which calibrate) and the audited rows (which are scored)."""
+    """The feature split into the shadow rows (which calibrate) and the audited rows (which are scored): oriented
+    (`*_score`) and raw (`*_raw`), and the sign that orients it."""
 
     shadow: pd.DataFrame
     audited: pd.DataFrame
     shadow_score: np.ndarray
     audited_score: np.ndarray
     shadow_member: np.ndarray
+    shadow_raw: np.ndarray
+    audited_raw: np.ndarray
+    direction: float
+
+
+def feature_direction(oriented: np.ndarray, raw: np.ndarray) -> float:
+    """+1 when the oriented feature is the raw one (a larger value means a likelier member), -1 when it is its
+    negation; ValueError for anything else."""
+    if np.array_equal(oriented, raw):
+        return 1.0
+    if np.array_equal(oriented, -raw):
+        return -1.0
+    raise ValueError("the oriented classifier feature is neither the raw feature nor its negation")
 
 
 def _sides(data: AttackInput) -> _Sides:
     score = np.asarray(data.values[CLASSIFIER_FEATURE], dtype=float)
+    raw = np.asarray(data.values[CLASSIFIER_RAW_FEATURE], dtype=float)
     shadow_rows = data.samples["role"].isin(SHADOW_ROLES).to_numpy()
     audited_rows = data.samples["role"].isin(AUDITED_ROLES).to_numpy()
     shadow = data.samples[shadow_rows]
     return _Sides(shadow, data.samples[audited_rows], score[shadow_rows], score[audited_rows],
-                  (shadow["role"] == SHADOW_MEMBER).to_numpy())
+                  (shadow["role"] == SHADOW_MEMBER).to_numpy(), raw[shadow_rows], raw[audited_rows],
+                  feature_direction(score, raw))
 
 
 def _class_thresholds(sides: _Sides) -> tuple[dict[str, float], list[str], np.ndarray]:
@@ -125,8 +146,8 @@ def sample_threshold(data: AttackInput) -> Scored:
 
 @dataclass(frozen=True)
 class _Users:
-    """Per-user statistics (avg, min, max, var; rows sorted by user) of the shadow users, which of them were members,
-    and of the audited users."""
+    """Per-user statistics of the raw feature (avg, min, max, var; rows sorted by user) of the shadow users, which of
+    them were members, and of the audited users."""
 
     shadow: pd.DataFrame
     shadow_member: np.ndarray
@@ -137,25 +158,26 @@ def _users(sides: _Sides) -> _Users | NotRun:
     # Audited samples without a user never reach a user-level attack: the registry skips the level.
     if sides.shadow["group_id"].isna().any():
         return NotRun("shadow samples without group_id (the user): the user thresholds are fitted on shadow users")
-    shadow_users = user_statistics(sides.shadow_score, sides.shadow["group_id"].to_numpy())
+    shadow_users = user_statistics(sides.shadow_raw, sides.shadow["group_id"].to_numpy())
     roles = sides.shadow.groupby("group_id", sort=True)["role"].first()
     shadow_user_member = (roles == SHADOW_MEMBER).loc[shadow_users.index].to_numpy()
-    return _Users(shadow_users, shadow_user_member, user_statistics(sides.audited_score, sides.audited["group_id"].to_numpy()))
+    return _Users(shadow_users, shadow_user_member, user_statistics(sides.audited_raw, sides.audited["group_id"].to_numpy()))
 
 
 def user_threshold(statistic: str):
-    """Algorithm 2 on one user statistic (avg, min, max, var): a threshold fitted on shadow users."""
+    """Algorithm 2 on one user statistic (avg, min, max, var) of the raw feature: a threshold fitted on shadow users."""
 
     def attack(data: AttackInput) -> Scored | NotRun:
         sides = _sides(data)
         users = _users(sides)
         if isinstance(users, NotRun):
             return users
-        # A member's scores may vary more or less than a non-member's: the shadow users decide which.
+        # A mean, minimum or maximum moves with the feature, so it keeps the feature's direction; a member's scores
+        # may vary more or less than a non-member's: for the variance the shadow users decide which.
         values, member = users.shadow[statistic].to_numpy(), users.shadow_member
-        orientation = _shadow_orientation(values, member) if statistic == "var" else 1.0
+        orientation = _shadow_orientation(values, member) if statistic == "var" else sides.direction
         threshold = best_separating_threshold(orientation * values[member], orientation * values[~member])
-        return Scored(_user_frame(sides.audited, orientation * users.audited[statistic] - threshold), [Threshold("shadow", 0.0)],
+        return Scored(user_frame(sides.audited, orientation * users.audited[statistic] - threshold), [Threshold("shadow", 0.0)],
                       {"orientation": orientation, "threshold": threshold})
 
     return attack
@@ -171,7 +193,7 @@ def user_logistic(data: AttackInput) -> Scored | NotRun:
     regression.fit(users.shadow.to_numpy(), users.shadow_member)
     logit = pd.Series(regression.decision_function(users.audited.to_numpy()), index=users.audited.index)
     model = regression[-1]
-    return Scored(_user_frame(sides.audited, logit), [Threshold("shadow", 0.0)],
+    return Scored(user_frame(sides.audited, logit), [Threshold("shadow", 0.0)],
                   {"features": list(USER_STATISTICS), "coefficients": model.coef_[0].tolist(),
                    "intercept": float(model.intercept_[0])})
 
@@ -182,22 +204,25 @@ def sample_to_user(data: AttackInput) -> Scored:
     thresholds, _, audited_threshold = _class_thresholds(sides)
     decisions = (sides.audited_score >= audited_threshold).astype(float)
     share_called = pd.Series(decisions).groupby(sides.audited["group_id"].to_numpy(), sort=True).mean()
-    return Scored(_user_frame(sides.audited, share_called), [Threshold("majority", 0.5)], {"class_thresholds": thresholds})
+    return Scored(user_frame(sides.audited, share_called), [Threshold("majority", 0.5)], {"class_thresholds": thresholds})
 
 
-_SHADOW = {"fitted_on": SHADOW_ROLES, "reads": (CLASSIFIER_FEATURE,),
+_SHADOW = {"fitted_on": SHADOW_ROLES, "reads": (CLASSIFIER_FEATURE, CLASSIFIER_RAW_FEATURE),
            "paper": "Shejwalkar et al. 2021, Membership inference attacks against NLP classification models"}
-_STATISTIC_NAMES = {"avg": "average", "min": "minimum", "max": "maximum", "var": "variance"}
 SPECS = (
     AttackSpec("sample_threshold", "Algorithm 1 (Shejwalkar et al.): the feature against a per-class threshold fitted on "
                "the shadow model's members and non-members", build=sample_threshold,
                score_label="membership score = oriented feature - class threshold", **_SHADOW),
-    *(AttackSpec(f"user_threshold_{statistic}", f"Algorithm 2 (Shejwalkar et al.): the user's {_STATISTIC_NAMES[statistic]} "
-                 "of the feature against a threshold fitted on shadow users", build=user_threshold(statistic), level="group",
-                 score_label=f"membership score = user {statistic} - shadow threshold", **_SHADOW)
+    *(AttackSpec(f"user_threshold_{statistic}", f"Algorithm 2 (Shejwalkar et al.), the paper's {PAPER_STATISTIC[statistic]} "
+                 f"column: the {PAPER_STATISTIC[statistic].lower()} of the user's raw feature values against a threshold fitted "
+                 "on shadow users" + (", oriented by the shadow users" if statistic == "var" else
+                                      ", negated for features where lower means member (loss, mentropy, rank)"),
+                 build=user_threshold(statistic), level="group",
+                 score_label=f"membership score = orientation x user {PAPER_STATISTIC[statistic].lower()} of the raw feature - "
+                             "shadow threshold", **_SHADOW)
       for statistic in USER_STATISTICS),
     AttackSpec("user_logistic", "Algorithm 3 (Shejwalkar et al.): logistic regression on the user's average, minimum, "
-               "maximum and variance of the feature, trained on shadow users", build=user_logistic, level="group",
+               "maximum and variance of the raw feature, trained on shadow users", build=user_logistic, level="group",
                score_label="membership score = log-odds of the regression", **_SHADOW),
     AttackSpec("sample_to_user", "Algorithm 4 (Shejwalkar et al.): the share of the user's samples that Algorithm 1 "
                "calls members, majority vote", build=sample_to_user, level="group",

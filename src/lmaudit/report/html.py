@@ -17,6 +17,7 @@ from lmaudit.attacks.registry import attack_spec
 from lmaudit.report.plots import histogram_figure, roc_figure
 from lmaudit.report.tables import (
     CLASSIFIER_ATTACKS,
+    PAPER_COLUMNS,
     feature_attack_table,
     level_table,
     nonmember_set_table,
@@ -229,7 +230,7 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         report=report, levels=levels, names=report["level_names"], results_tables=results_tables(report),
         slice_tables=slice_tables(report), roc_strongest=roc_strongest, roc_every=roc_every,
         histogram_images=histogram_images(report, attacks), attacks_run=attacks_run(report), glossary=GLOSSARY,
-        feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS,
+        feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS, paper_columns=PAPER_COLUMNS,
         level_table=level_table(report["results"]), set_table=nonmember_set_table(report), pct=percent, num=number,
         config_json=json.dumps(report["config"], indent=2), environment=report["environment"],
         several_signals=len({r["signal"] for r in report["results"]}) > 1,

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import math
 
-from lmaudit.attacks.base import CLASSIFIER_FEATURE, LEVELS
+from lmaudit.attacks.base import CLASSIFIER_FEATURE, LABEL_RANKS, LEVELS
 from lmaudit.attacks.registry import ATTACKS, attack_spec, attacks_reading
+from lmaudit.attacks.shadow import PAPER_STATISTIC
 from lmaudit.metrics.slices import NONMEMBER_SLICE
 from lmaudit.report.verdict import verdict_lines
 
-# Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics), in registry order.
-CLASSIFIER_ATTACKS = tuple(spec.name for spec in attacks_reading(CLASSIFIER_FEATURE))
+# Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics) and their baseline (Song and Shmatikov's
+# rank histograms, on the rank feature only), in registry order.
+CLASSIFIER_ATTACKS = tuple(spec.name for spec in (*attacks_reading(CLASSIFIER_FEATURE), *attacks_reading(LABEL_RANKS)))
+# Each one's column in the paper (Table 1 names the algorithms, Table 2 the statistics of Algorithm 2).
+PAPER_COLUMNS = {"sample_threshold": "Alg. 1", "user_logistic": "Alg. 3", "sample_to_user": "Alg. 4",
+                 "rank_histogram": "Song & Shmatikov",
+                 **{f"user_threshold_{statistic}": f"Alg. 2 {name}" for statistic, name in PAPER_STATISTIC.items()}}
 # Attacks scored at several levels (sample, and the mean over admissions and patients).
 MULTI_LEVEL_ATTACKS = tuple(spec.name for spec in ATTACKS if spec.aggregated_to)
 
@@ -153,7 +159,8 @@ def feature_attack_lines(report: dict) -> list[str]:
     if not table:
         return []
     header = f"{'feature':<13}" + "".join(f"{name:>21}" for name in CLASSIFIER_ATTACKS)
-    lines = [header, "-" * len(header)]
+    paper = f"{'(the paper)':<13}" + "".join(f"{PAPER_COLUMNS[name]:>21}" for name in CLASSIFIER_ATTACKS)
+    lines = [header, paper, "-" * len(header)]
     for row in table:
         cells = []
         for name in CLASSIFIER_ATTACKS:
