@@ -294,13 +294,19 @@ def train_clm_command(**options) -> None:
 @click.option("--max-epochs", default=30, type=click.IntRange(min=1), help="Epochs at most (see --patience).")
 @click.option("--patience", default=5, type=click.IntRange(min=1),
               help="Stop after this many epochs without a better validation accuracy.")
+@click.option("--tokenization", default="wordpiece", type=click.Choice(["wordpiece", "word"]),
+              help="The tokenizer trained on the training texts (unless --tokenizer or --init-from): WordPiece, or "
+                   "word-level (other words become [UNK]).")
+@click.option("--vocab-size", default=4000, type=click.IntRange(min=10), help="Tokens in that tokenizer, at most.")
+@click.option("--max-length", default=128, type=click.IntRange(min=4),
+              help="Tokens per text, at most (longer texts are cut).")
 @_model_options
 @_start_options
 @_dp_options
 def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, architecture: str, size: str,
-                             max_epochs: int, patience: int, tokenizer: str | None, seed: int, batch_size: int,
-                             init_from: str | None, lora: bool, lora_rank: int, learning_rate: float | None,
-                             **dp_options) -> None:
+                             max_epochs: int, patience: int, tokenization: str, vocab_size: int, max_length: int,
+                             tokenizer: str | None, seed: int, batch_size: int, init_from: str | None, lora: bool,
+                             lora_rank: int, learning_rate: float | None, **dp_options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
     head (--init-from, fully or with LoRA); save as safetensors."""
     from lmaudit.data.corpus import check_labels, load_corpus
@@ -322,6 +328,7 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
         architecture=architecture, size=size, max_epochs=max_epochs, patience=patience, learning_rate=learning_rate,
         tokenizer_dir=tokenizer, seed=seed, batch_size=batch_size, progress=_progress(), dp=_dp_settings(**dp_options),
         groups=groups, init_from=init_from, lora=_lora_settings(lora, lora_rank), label=Path(out).name,
+        tokenization=tokenization, vocab_size=vocab_size, max_length=max_length,
     )
     held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "

@@ -92,6 +92,7 @@ CLASSIFIER_DEMO_SIZES = {
 VALIDATION, TEST = "validation", "test"  # not roles of the target: held out for training the classifiers
 CLASSIFIER_DEMO_SPLIT = {MEMBER: 0.21, NONMEMBER: 0.21, SHADOW_MEMBER: 0.21, SHADOW_NONMEMBER: 0.21, VALIDATION: 0.08, TEST: 0.08}
 CLASSIFIER_DEMO_LEARNING_RATE = {"bert": 2e-3, "lstm": 5e-3}
+PUBLIC_POSTS_SEED = 7919  # added to the seed: the pretraining users of fine-tuned classifiers, apart from the audited
 
 
 def default_out(suite: str) -> str:
@@ -205,22 +206,35 @@ def classifier_demo(out: Path, size: str, seed: int, progress: bool, architectur
     return run_audit(classifier_audit_config(target, shadow, files, out, demo.bootstrap, seed), progress=progress)
 
 
-def write_classifier_roles(size: str, seed: int, data_dir: Path) -> tuple[pd.DataFrame, dict[str, Path]]:
-    """The classifier demo's user posts, split into roles by user (seeded) and written to `data_dir`."""
+def write_classifier_roles(size: str, seed: int, data_dir: Path, **generation) -> tuple[pd.DataFrame, dict[str, Path]]:
+    """The classifier demo's user posts, split into roles by user (seeded) and written to `data_dir`; `generation`
+    changes how they are generated (generate_user_posts' n_users, posts_per_user, n_topics)."""
     from lmaudit.data.users import generate_user_posts
 
-    users = CLASSIFIER_DEMO_SIZES[size].users
-    log.info("generating the posts of %d users", users)
-    posts = generate_user_posts(users, seed)
+    generation = {"n_users": CLASSIFIER_DEMO_SIZES[size].users, **generation}
+    log.info("generating the posts of %d users", generation["n_users"])
+    posts = generate_user_posts(seed=seed, **generation)
     return posts, split_and_write_roles(posts, CLASSIFIER_DEMO_SPLIT, seed, data_dir)
+
+
+def train_posts_mlm(folder: Path, size: str, seed: int, progress: bool) -> Path:
+    """A masked LM pretrained (without DP, unless already trained so) on the posts of as many users as the classifier
+    demo has, generated apart from them (in no role): the start of fine-tuned classifiers."""
+    from lmaudit.data.users import generate_user_posts
+
+    public = generate_user_posts(CLASSIFIER_DEMO_SIZES[size].users, seed + PUBLIC_POSTS_SEED)["text"].tolist()
+    train_language_model_unless_done("mlm", public, folder, seed=seed + 2, epochs=DEMO_SIZES[size].epochs, dropout=0.1,
+                                     learning_rate=DEMO_LEARNING_RATE, label="pretrained mlm (posts)", progress=progress)
+    return folder
 
 
 def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: int, progress: bool,
                           architecture: str = "bert", checkpoints: tuple[int, ...] = (), patience: int = 10,
-                          dp: DPSettings | None = None, init_from: Path | None = None) -> tuple[Path, Path]:
+                          dp: DPSettings | None = None, init_from: Path | None = None, **tokens) -> tuple[Path, Path]:
     """models/target and models/shadow: classifiers trained alike (the demo's recipe; with `dp`, DP-SGD capped per user;
     from scratch, or fine-tuned from the checkpoint `init_from`) on the member and the shadow member users, unless
-    already trained so, each saved after the epochs in `checkpoints` too."""
+    already trained so, each saved after the epochs in `checkpoints` too. `tokens`: train_classifier's max_length, and
+    from scratch its tokenization and vocab_size."""
     from lmaudit.models.classifier import train_classifier
     from lmaudit.models.train import missing_checkpoints, train_unless_done
 
@@ -231,10 +245,11 @@ def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: in
         return rows_of(role)["text"].tolist(), rows_of(role)["label"].tolist()
 
     recipe = {"architecture": architecture, "max_epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs, "patience": patience,
-              "learning_rate": CLASSIFIER_DEMO_LEARNING_RATE[architecture]}
+              "learning_rate": CLASSIFIER_DEMO_LEARNING_RATE[architecture], **tokens}
     wanted = dict(recipe)
-    if init_from is not None:  # a checkpoint brings its own architecture
-        wanted.pop("architecture")
+    if init_from is not None:  # a checkpoint brings its own architecture and tokenizer
+        for key in ("architecture", "tokenization", "vocab_size"):
+            wanted.pop(key, None)
     folders = []
     for name, role, model_seed in (("target", MEMBER, seed), ("shadow", SHADOW_MEMBER, seed + 1)):
         folder = models / name

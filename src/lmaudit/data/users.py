@@ -46,17 +46,21 @@ def _personal_words(rng: np.random.Generator, count: int) -> list[str]:
     return ["".join(rng.choice(SYLLABLES, size=3)) for _ in range(count)]
 
 
-def generate_user_posts(n_users: int = 200, seed: int = 0, posts_per_user: tuple[int, int] = (8, 16)) -> pd.DataFrame:
-    """One row per post: sample_id, group_id (the user), text, label (the topic)."""
+def generate_user_posts(n_users: int = 200, seed: int = 0, posts_per_user: tuple[int, int] = (8, 16),
+                        n_topics: int = len(TOPICS)) -> pd.DataFrame:
+    """One row per post: sample_id, group_id (the user), text, label (the topic); each user writes between
+    `posts_per_user` posts (inclusive) on the first `n_topics` topics (2 to 8)."""
+    if not 2 <= n_topics <= len(TOPICS):
+        raise ValueError(f"n_topics must be between 2 and {len(TOPICS)}, not {n_topics}")
     rng = np.random.default_rng(seed)
-    topics = list(TOPICS)
-    topic_words = {t: words.split() for t, words in TOPICS.items()}
+    topics = list(TOPICS)[:n_topics]
+    topic_words = {t: TOPICS[t].split() for t in topics}
     popularity = 1.0 / np.arange(1, len(topics) + 1) ** 1.3
     popularity /= popularity.sum()
     rows = []
     for user in range(n_users):
         user_id = f"u{user:04d}"
-        n_favourites = int(rng.integers(1, 4))
+        n_favourites = int(rng.integers(1, min(3, n_topics) + 1))
         favourites = list(rng.choice(topics, size=n_favourites, replace=False, p=popularity))
         personal = _personal_words(rng, 5)
         chatter = float(rng.uniform(0.6, 0.8))

@@ -128,6 +128,9 @@ class ClassifierTrainingSummary:
     init_fingerprint: str | None = None
     lora: dict | None = None
     checkpoint_of: int | None = None  # a checkpoint saved after `epochs_run` epochs of a run of at most this many
+    # The tokenizer trained for it (None: it came with `tokenizer_dir` or the checkpoint started from).
+    tokenization: str | None = None
+    vocab_size: int | None = None
 
 
 @torch.inference_mode()
@@ -211,13 +214,15 @@ def train_classifier(
     init_from: str | Path | None = None,
     lora: LoraSettings | None = None,
     checkpoints: Sequence[int] = (),
+    tokenization: str = "wordpiece",
 ) -> ClassifierTrainingSummary:
     """Train a classifier, keep the epoch with the best validation accuracy (early stopping after
     `patience` epochs without improvement), and save it with its tokenizer and a summary. From scratch (`architecture`,
     `size`), or fine-tuned from the checkpoint `init_from` with a new head, fully or with `lora` adapters (then the
     adapter, with the head, is saved). With `dp`, DP-SGD with Poisson batches; the epsilon recorded covers every epoch
     run, not only the one kept. After each epoch in `checkpoints` that is run, the model as it is then (not the best
-    so far) is saved beside `out_dir` (`checkpoint_folder`)."""
+    so far) is saved beside `out_dir` (`checkpoint_folder`). A tokenizer trained here is fitted on `texts`: WordPiece
+    or word-level (`tokenization`), of at most `vocab_size` tokens."""
     if architecture not in ARCHITECTURES:
         raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
     quiet_transformers()
@@ -230,7 +235,8 @@ def train_classifier(
     train_ids, validation_ids = _label_ids(labels, label2id, "training data"), _label_ids(validation[1], label2id, "validation data")
     model, tokenizer, max_length, start = starting_model(
         "classifier", texts, tokenizer_dir, init_from, lora, max_length, vocab_size,
-        lambda tokenizer: classifier_model(architecture, size, tokenizer, names, max_length, dropout), names)
+        lambda tokenizer: classifier_model(architecture, size, tokenizer, names, max_length, dropout), names, tokenization)
+    trained_tokenizer = {"tokenization": tokenization, "vocab_size": vocab_size} if tokenizer_dir is None and init_from is None else {}
     if init_from is not None:
         architecture = model.config.model_type
     learning_rate = learning_rate or default_learning_rate(init_from, lora)
@@ -264,7 +270,7 @@ def train_classifier(
             validation_accuracy=validation_accuracy, test_accuracy=test_accuracy,
             generalization_gap=train_accuracy - held_out, gap_measured_on="test" if test_accuracy is not None else "validation",
             epoch_losses=list(epoch_losses), validation_accuracies=list(validation_accuracies),
-            dp=dp_record(private, steps) if private else None, checkpoint_of=checkpoint_of,
+            dp=dp_record(private, steps) if private else None, checkpoint_of=checkpoint_of, **trained_tokenizer,
         )
 
     log.info("training %s (%s %s): %d samples, %d labels, at most %d epochs (patience %d), batch size %d, learning rate %g%s",

@@ -45,11 +45,15 @@ SIZES = {
 }
 
 
-def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: int = 128):
-    """A lower-casing WordPiece tokenizer for `texts`, wrapped for transformers; the same texts give the same tokenizer.
+TOKENIZATIONS = ("wordpiece", "word")
 
-    The vocabulary is the special tokens, every character (alone and as a ## continuation) and then
-    the most frequent words, ties broken alphabetically; other words split into known pieces.
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: int = 128, tokenization: str = "wordpiece"):
+    """A lower-casing tokenizer for `texts`, wrapped for transformers; the same texts give the same tokenizer.
+
+    WordPiece: the vocabulary is the special tokens, every character (alone and as a ## continuation) and then
+    the most frequent words, ties broken alphabetically; other words split into known pieces. Word-level ("word"):
+    the special tokens and the most frequent words; every other word is [UNK] (Shejwalkar et al., Figure 4).
     tokenizers' WordPieceTrainer is not used because it breaks ties in hash-map order, so two runs
     on the same texts give different vocabularies (measured: 52 tokens apart on 30 patients' notes),
     and then different models and a different report for the same seed.
@@ -69,15 +73,20 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: in
     words = Counter(
         word for text in texts for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
     )
+    if tokenization not in TOKENIZATIONS:
+        raise InputError(f"unknown tokenization '{tokenization}'; use one of {', '.join(TOKENIZATIONS)}")
     characters = sorted({character for word in words for character in word})
-    vocabulary = SPECIAL_TOKENS + characters + [f"##{c}" for c in characters]
+    vocabulary = SPECIAL_TOKENS + (characters + [f"##{c}" for c in characters] if tokenization == "wordpiece" else [])
     known = set(vocabulary)
     by_frequency = sorted(words.items(), key=lambda item: (-item[1], item[0]))
     vocabulary += [word for word, _ in by_frequency if word not in known][: max(0, vocab_size - len(vocabulary))]
-    core = Tokenizer(models.WordPiece({token: index for index, token in enumerate(vocabulary)}, unk_token="[UNK]"))
+    ids = {token: index for index, token in enumerate(vocabulary)}
+    core = Tokenizer(models.WordPiece(ids, unk_token="[UNK]") if tokenization == "wordpiece" else
+                     models.WordLevel(ids, unk_token="[UNK]"))
     core.normalizer = normalizer
     core.pre_tokenizer = pre_tokenizer
-    core.decoder = decoders.WordPiece()
+    if tokenization == "wordpiece":
+        core.decoder = decoders.WordPiece()
     cls_id, sep_id = core.token_to_id("[CLS]"), core.token_to_id("[SEP]")
     core.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
@@ -179,14 +188,14 @@ def default_learning_rate(init_from: str | Path | None, lora: LoraSettings | Non
 
 def starting_model(kind: str, texts: Sequence[str], tokenizer_dir: str | Path | None, init_from: str | Path | None,
                    lora: LoraSettings | None, max_length: int, vocab_size: int, build: Callable[[object], torch.nn.Module],
-                   labels: list[str] | None = None) -> tuple[torch.nn.Module, object, int, dict]:
+                   labels: list[str] | None = None, tokenization: str = "wordpiece") -> tuple[torch.nn.Module, object, int, dict]:
     """(model, tokenizer, max_length, what the summary records): a checkpoint's model and tokenizer (with LoRA adapters
     when asked; a classifier gets a new head for `labels`), or `build(tokenizer)` with the tokenizer of `tokenizer_dir` or
-    one trained on `texts`."""
+    one trained on `texts` (`tokenization`, `vocab_size`)."""
     if lora is not None and init_from is None:
         raise InputError("--lora needs --init-from: LoRA adapters fine-tune a pretrained model")
     if init_from is None:
-        tokenizer = (load_tokenizer(tokenizer_dir) if tokenizer_dir is not None else train_tokenizer(texts, vocab_size, max_length))
+        tokenizer = (load_tokenizer(tokenizer_dir) if tokenizer_dir is not None else train_tokenizer(texts, vocab_size, max_length, tokenization))
         return build(tokenizer), tokenizer, max_length, {}
     if tokenizer_dir is not None:
         raise InputError("--tokenizer with --init-from: a checkpoint brings its own tokenizer; give one of them")

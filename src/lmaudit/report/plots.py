@@ -233,3 +233,31 @@ def dp_study_figure(study: dict) -> str:
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize=6)
     return _png(figure)
+
+
+def ablation_figure(study: dict) -> str:
+    """A classifier ablation against its setting (categories in the cells' order): each attack's mean AUC over the runs
+    with its standard deviation, the tokenizer alone's user-level AUC (dashed), and the target's test accuracy and
+    generalisation gap."""
+    means = study["analysis"]["mean and spread over runs"]
+    values = list(means)
+    x = np.arange(len(values))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9))
+    keys = list(dict.fromkeys(key for row in means.values() for key in row))
+    for key in (k for k in keys if k.endswith("AUC") and f"{k} sd" in keys):
+        mean = np.array([np.nan if means[v].get(key) is None else means[v][key] for v in values])
+        spread = np.array([means[v].get(f"{key} sd") or 0.0 for v in values])
+        axis, style = (left, "--") if key.startswith("tokenizer") else (left, "-")
+        axis.errorbar(x, mean, yerr=spread, marker="o", capsize=3, linestyle=style, label=key.removesuffix(" AUC"))
+    for key in ("test accuracy", "gap"):
+        mean = np.array([np.nan if means[v].get(key) is None else means[v][key] for v in values])
+        spread = np.array([means[v].get(f"{key} sd") or 0.0 for v in values])
+        right.errorbar(x, mean, yerr=spread, marker="o", capsize=3, label=f"target {key}")
+    left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
+    left.set_ylabel("AUC, mean and sd over runs")
+    right.set_ylabel("fraction, mean and sd over runs")
+    for axis in (left, right):
+        axis.set_xticks(x, values)
+        axis.set_xlabel(study["x"])
+        axis.legend(fontsize=6)
+    return _png(figure)

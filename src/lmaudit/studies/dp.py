@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmaudit.data.roles import MEMBER, POPULATION
-from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_LEARNING_RATE, DEMO_SIZES, REFERENCE_TRAIN
+from lmaudit.demos import CLASSIFIER_DEMO_SIZES, REFERENCE_TRAIN
 from lmaudit.metrics.privacy import group_privacy
 from lmaudit.report.tables import shown_summary
 from lmaudit.signals.store import default_cache_dir
@@ -45,7 +45,6 @@ SIGNAL_OF = {"mlm": "mlm_energy", "clm": "clm_loss"}
 ATTACKS = {"mlm": (("loss", "sample"), ("likelihood_ratio", "sample"), ("loss", "group"), ("logistic_split", "sample")),
            "classifier": (("sample_threshold", "sample"), ("user_threshold_avg", "group"), ("logistic_split", "sample"))}
 ATTACKS["clm"] = ATTACKS["mlm"]
-PUBLIC_POSTS_SEED = 7919  # the classifier's pretraining users: generated apart from the audited users
 
 
 @dataclass(frozen=True)
@@ -163,13 +162,7 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, progress: bool) -> lis
 def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bool) -> list[Cell]:
     """One cell per (start, noise, checkpoint epoch) of the classifier demo's target, audited with its shadow's
     checkpoint of the same epoch."""
-    from lmaudit.data.users import generate_user_posts
-    from lmaudit.demos import (
-        classifier_audit_config,
-        train_classifier_pair,
-        train_language_model_unless_done,
-        write_classifier_roles,
-    )
+    from lmaudit.demos import classifier_audit_config, train_classifier_pair, train_posts_mlm, write_classifier_roles
     from lmaudit.models.dp import DPSettings
     from lmaudit.models.train import checkpoint_folder, read_training_summary
 
@@ -178,13 +171,6 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
     posts, files = write_classifier_roles(size, seed, out / "data-classifier")
     k = group_sizes(posts[posts["role"] == MEMBER], PAPER_CAP)  # the target's users (its shadow's are others)
     pretrained = out / "models" / "classifier-pretrained-mlm"
-
-    def pretrain() -> Path:
-        public = generate_user_posts(demo.users, seed + PUBLIC_POSTS_SEED)["text"].tolist()
-        train_language_model_unless_done("mlm", public, pretrained, seed=seed + 2, epochs=DEMO_SIZES[size].epochs,
-                                         dropout=0.1, learning_rate=DEMO_LEARNING_RATE, label="pretrained mlm (posts)",
-                                         progress=progress)
-        return pretrained
 
     def cell(start: str, noise: float | None, epoch: int) -> Cell:
         name = f"classifier-{start}-{'non-dp' if noise is None else f'sigma-{noise:g}'}"
@@ -195,7 +181,7 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
             # Patience as long as the run: every checkpoint is reached, none is cut by early stopping.
             trained, shadow = train_classifier_pair(posts, out / "models" / name, size, seed, progress,
                                                     checkpoints=tuple(epochs), patience=demo.max_epochs, dp=dp,
-                                                    init_from=pretrain() if start == "fine-tuned" else None)
+                                                    init_from=train_posts_mlm(pretrained, size, seed, progress) if start == "fine-tuned" else None)
             audit = classifier_audit_config(checkpoint_folder(trained, epoch), checkpoint_folder(shadow, epoch), files,
                                             folder, demo.bootstrap, seed)
             return audit.model_copy(update={"evaluation": audit.evaluation.model_copy(update={"delta": PAPER_DELTA})})

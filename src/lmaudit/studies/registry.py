@@ -8,7 +8,8 @@ import fnmatch
 import importlib
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,16 +22,22 @@ if TYPE_CHECKING:  # the runner loads when a study runs
 
 @dataclass(frozen=True)
 class StudySpec:
-    """A named study: what it shows, and the module (in lmaudit.studies) whose `plan` plans its cells."""
+    """A named study: what it shows, the module (in lmaudit.studies) whose `plan` plans its cells, and the keyword
+    arguments that choose this study among the module's (one module can plan several studies)."""
 
     name: str
     summary: str
     module: str
+    options: dict = field(default_factory=dict)
 
     @property
     def plan(self) -> Callable:
-        """The module's plan(out, size, seed, progress) -> StudyPlan."""
-        return importlib.import_module(f"lmaudit.studies.{self.module}").plan
+        """The module's plan(out, size, seed, progress, **options) -> StudyPlan, with the study's options."""
+        return partial(importlib.import_module(f"lmaudit.studies.{self.module}").plan, **self.options)
+
+
+def _ablation(name: str, summary: str) -> StudySpec:
+    return StudySpec(name, summary, "classifier_ablations", {"ablation": name})
 
 
 STUDIES = [
@@ -47,6 +54,15 @@ STUDIES = [
               "Figures 22-24)", "rare_disease"),
     StudySpec("memorisation-predictor", "which member notes leak: a logistic regression on their digits, length, "
               "punctuation and rare tokens (Table 7)", "memorisation"),
+    _ablation("samples-per-user", "a classifier's leakage against its users' number of posts, 3 runs each "
+              "(Shejwalkar et al., Figure 2a)"),
+    _ablation("users", "a classifier's leakage against its number of users, 3 runs each (Figure 2b)"),
+    _ablation("classes", "a classifier's leakage against its number of labels, 3 runs each (Figure 2c)"),
+    _ablation("tokenizer", "a classifier's leakage against its tokenizer: WordPiece or word-level, vocabulary size; "
+              "what the tokenizer alone leaks, 3 runs each (Figure 4)"),
+    _ablation("max-length", "a classifier's leakage against the tokens it reads per post, 3 runs each (Figure 5)"),
+    _ablation("architecture", "a classifier's leakage as an LSTM, a BERT from scratch and a fine-tuned BERT, 3 runs "
+              "each (Figure 3)"),
 ]
 
 
