@@ -233,8 +233,9 @@ def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: in
                           dp: DPSettings | None = None, init_from: Path | None = None, **tokens) -> tuple[Path, Path]:
     """models/target and models/shadow: classifiers trained alike (the demo's recipe; with `dp`, DP-SGD capped per user;
     from scratch, or fine-tuned from the checkpoint `init_from`) on the member and the shadow member users, unless
-    already trained so, each saved after the epochs in `checkpoints` too. `tokens`: train_classifier's max_length, and
-    from scratch its tokenization and vocab_size."""
+    already trained so, each saved after the epochs in `checkpoints` too. Both predict every label of `posts`, also
+    one that only held-out users write (few posts per user). `tokens`: train_classifier's max_length, and from scratch
+    its tokenization and vocab_size."""
     from lmaudit.models.classifier import train_classifier
     from lmaudit.models.train import missing_checkpoints, train_unless_done
 
@@ -256,7 +257,8 @@ def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: in
         texts, labels = texts_and_labels(role)
         train = partial(train_classifier, texts, labels, folder, texts_and_labels(VALIDATION), texts_and_labels(TEST),
                         seed=model_seed, label=name, progress=progress, checkpoints=checkpoints, dp=dp,
-                        groups=rows_of(role)["group_id"].tolist(), init_from=init_from, **recipe)
+                        groups=rows_of(role)["group_id"].tolist(), init_from=init_from,
+                        all_labels=sorted(posts["label"].unique()), **recipe)
         done_when = {**wanted, "seed": model_seed, **trained_from(dp, init_from, len(texts))}
         train_unless_done(folder, done_when, train, missing_checkpoints(folder, checkpoints, recipe["max_epochs"]))
         folders.append(folder)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lmaudit.data.users import generate_user_posts
+from lmaudit.errors import InputError
 from lmaudit.models.classifier import accuracy, train_classifier
 from lmaudit.models.load import classifier_labels, load_classifier
 from lmaudit.signals.base import SignalSettings
@@ -96,3 +97,18 @@ def test_log_probabilities_equal_one_sample_at_a_time(trained, posts):
 def test_labels_sorted_and_recorded_in_the_config(trained, posts):
     _, folder, summary = trained
     assert classifier_labels(folder) == sorted(set(posts["label"])) == summary.labels
+
+
+def test_a_label_no_training_sample_has_is_still_predicted_and_evaluated(posts, tmp_path):
+    """With few posts per user a topic may be written only by held-out users: without `all_labels` the validation data
+    is refused; with it the head has that label too, and its held-out posts count as errors, not as missing."""
+    users = sorted(posts["group_id"].unique())
+    texts, labels = split(posts, users[:24])
+    kept = [i for i, label in enumerate(labels) if label != labels[0]]  # drop one topic from training
+    texts, labels = [texts[i] for i in kept], [labels[i] for i in kept]
+    validation = split(posts, users[24:32])
+    with pytest.raises(InputError, match="do not occur in the training data"):
+        train_classifier(texts, labels, tmp_path / "refused", validation, max_epochs=1)
+    summary = train_classifier(texts, labels, tmp_path / "model", validation, max_epochs=1,
+                               all_labels=sorted(set(posts["label"])))
+    assert summary.labels == classifier_labels(tmp_path / "model") == sorted(set(posts["label"]))

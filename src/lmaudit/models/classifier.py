@@ -215,6 +215,7 @@ def train_classifier(
     lora: LoraSettings | None = None,
     checkpoints: Sequence[int] = (),
     tokenization: str = "wordpiece",
+    all_labels: Sequence[str] = (),
 ) -> ClassifierTrainingSummary:
     """Train a classifier, keep the epoch with the best validation accuracy (early stopping after
     `patience` epochs without improvement), and save it with its tokenizer and a summary. From scratch (`architecture`,
@@ -222,7 +223,8 @@ def train_classifier(
     adapter, with the head, is saved). With `dp`, DP-SGD with Poisson batches; the epsilon recorded covers every epoch
     run, not only the one kept. After each epoch in `checkpoints` that is run, the model as it is then (not the best
     so far) is saved beside `out_dir` (`checkpoint_folder`). A tokenizer trained here is fitted on `texts`: WordPiece
-    or word-level (`tokenization`), of at most `vocab_size` tokens."""
+    or word-level (`tokenization`), of at most `vocab_size` tokens. The classifier predicts every label of `labels` and
+    `all_labels` (a label of the data that no training sample has is then still one the model can be evaluated on)."""
     if architecture not in ARCHITECTURES:
         raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
     quiet_transformers()
@@ -230,7 +232,7 @@ def train_classifier(
     if dp is not None:
         kept = cap_samples_per_group(list(groups) if groups is not None else [None] * len(texts), dp.max_samples_per_group, seed)
         texts, labels = [texts[i] for i in kept], [labels[i] for i in kept]
-    names = sorted({str(v) for v in labels})
+    names = sorted({str(v) for v in (*labels, *all_labels)})
     label2id = {name: index for index, name in enumerate(names)}
     train_ids, validation_ids = _label_ids(labels, label2id, "training data"), _label_ids(validation[1], label2id, "validation data")
     model, tokenizer, max_length, start = starting_model(
