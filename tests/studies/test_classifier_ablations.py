@@ -126,7 +126,7 @@ def test_classes_study_end_to_end(tmp_path, tiny_sizes, monkeypatch):
 
 
 @pytest.mark.parametrize(("study", "cell", "expected"), [
-    ("tokenizer", "word-300-run-0", {"tokenization": "word", "vocab_size": 300, "architecture": "lstm"}),
+    ("tokenizer", "word-100-run-0", {"tokenization": "word", "vocab_size": 100, "architecture": "lstm"}),
     ("max-length", "6-run-0", {"max_length": 6}),
     ("architecture", "bert-pretrained-run-0", {"architecture": "bert"}),
 ])
