@@ -55,6 +55,7 @@ from lmaudit.data.scores import REFERENCE_MODEL, load_scores
 from lmaudit.errors import InputError, row_location
 from lmaudit.locks import output_lock
 from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
+from lmaudit.metrics.per_class import correct_decisions, per_class_report
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
@@ -529,10 +530,27 @@ def finish_audit(out: str | Path, config: dict, samples: pd.DataFrame, attacks: 
     if not results:
         raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))
     report = build_report(config, data_summary(samples), results, skipped, environment_info(device),
-                          population_mismatch_warnings(results), models, files, level_names, caveats)
+                          population_mismatch_warnings(results), models, files, level_names, caveats,
+                          per_class=classifier_per_class(samples, attacks))
     scores = scores_table(samples, attacks, texts)
     write_report(out, report, scores, attacks)
     return AuditOutcome(report, results, skipped, scores)
+
+
+# The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
+# Algorithm 4 per user.
+PER_CLASS_ATTACKS = {"sample": "sample_threshold", "group": "sample_to_user"}
+
+
+def classifier_per_class(samples: pd.DataFrame, attacks: list[AttackScores]) -> dict | None:
+    """report.json's `per_class` (metrics/per_class.py) for a classifier audit, from each feature's Algorithm 1 and 4
+    decisions at their own fixed threshold; None for any other audit (no labels, or Algorithm 1 did not run)."""
+    decisions = {level: {a.signal: correct_decisions(a.frame, a.fixed_thresholds[0].value) for a in attacks
+                         if a.attack == name and a.level == level and a.fixed_thresholds}
+                 for level, name in PER_CLASS_ATTACKS.items()}
+    if "label" not in samples or not decisions["sample"]:
+        return None
+    return per_class_report(samples, decisions["sample"], decisions["group"])
 
 
 def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss") -> dict:

@@ -46,6 +46,39 @@ def test_scores_hold_features_of_both_models_and_no_text(demo_run):
         assert column in scores.columns
 
 
+def test_report_has_the_per_class_analyses(demo_run):
+    out, _ = demo_run
+    report = json.loads((out / "report.json").read_text())
+    per_class = report["per_class"]
+    scores = pd.read_parquet(out / "scores.parquet")
+    audited = scores[scores["role"].isin(["member", "nonmember"])]
+    classes = {c["label"]: c for c in per_class["classes"]}
+    assert sorted(classes) == sorted(audited["label"].astype(str).unique())
+    assert sum(c["members"] for c in classes.values()) == (audited["role"] == "member").sum()
+    assert sum(c["nonmembers"] for c in classes.values()) == (audited["role"] == "nonmember").sum()
+    features = ("loss", "mentropy", "rank", "confidence", "correctness")
+    assert list(per_class["gap_correlation"]) == list(features)
+    for label, rows in audited.groupby(audited["label"].astype(str)):
+        gap = (rows.loc[rows["role"] == "member", "correctness"].mean()
+               - rows.loc[rows["role"] == "nonmember", "correctness"].mean())
+        assert classes[label]["generalization_gap"] == pytest.approx(gap)
+        # Algorithm 1 calls a member at score >= 0 (its fixed threshold)
+        right = (rows["score_sample_threshold_loss"] >= 0) == (rows["role"] == "member")
+        assert classes[label]["attack_accuracy"]["loss"] == pytest.approx(right.mean())
+    for feature in features:  # the classes' accuracies, weighted by their size, are the attack's accuracy on all data
+        overall = next(r for r in report["results"] if r["attack"] == "sample_threshold" and r["signal"] == feature
+                       and r["slice"] == "all")["thresholds"][0]["accuracy"]
+        weighted = sum((c["members"] + c["nonmembers"]) * c["attack_accuracy"][feature] for c in classes.values())
+        assert weighted / len(audited) == pytest.approx(overall)
+    buckets = per_class["entropy_buckets"]
+    assert [b["bucket"] for b in buckets] == list(range(1, len(buckets) + 1))
+    assert sum(b["users"] for b in buckets) == audited["group_id"].nunique()
+    assert [b["mean_entropy_bits"] for b in buckets] == sorted(b["mean_entropy_bits"] for b in buckets)
+    assert all(set(b["s2u_accuracy"]) == set(features) for b in buckets)
+    html = (out / "report.html").read_text()
+    assert "Per class (Shejwalkar et al., Figure 7)" in html and "Users by class entropy (Figure 6)" in html
+
+
 def test_cli_train_and_audit_reuse_the_demo_data(demo_run, tmp_path):
     out, _ = demo_run
     data = out / "data"

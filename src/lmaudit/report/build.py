@@ -86,11 +86,13 @@ def json_ready(value):
 
 def build_report(config: dict, data: dict, results: list[AttackResult], skipped: list[Skipped], environment: dict,
                  warnings: list[str], models: dict | None = None, model_files: dict | None = None,
-                 level_names: dict[str, str] | None = None, caveats: list[str] | None = None) -> dict:
+                 level_names: dict[str, str] | None = None, caveats: list[str] | None = None,
+                 per_class: dict | None = None) -> dict:
     """The report.json document (DESIGN.md schema, version 1): the verdict (`summary`) first, the attacks ranked at each
     level, and the checks' warnings after the given ones; `models`: training summaries by role, when known;
     `model_files`: each audited model's folder, adapter and fingerprints; `level_names`: each level's unit; `caveats`:
-    what the verdict must carry about the audit itself (they lead the warnings too)."""
+    what the verdict must carry about the audit itself (they lead the warnings too); `per_class`: a classifier audit's
+    per-class analyses (metrics/per_class.py:per_class_report)."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -103,6 +105,7 @@ def build_report(config: dict, data: dict, results: list[AttackResult], skipped:
         "warnings": [*(caveats or []), *warnings],
         **({"models": models} if models else {}),
         **({"model_files": model_files} if model_files else {}),
+        **({"per_class": per_class} if per_class else {}),
         "level_names": level_names or {level: level for level in LEVELS},
     })
     document["warnings"] += audit_warnings(document)
