@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -219,14 +220,9 @@ def plan(out: Path, size: str, seed: int, progress: bool = False, ablation: str 
         run_seed = seed + run * RUN_SEED_STEP
         data = out / "data" / f"{variant.slug if variant.generation else 'base'}-run-{run}"
         models = out / "models" / f"{variant.slug}-run-{run}"
-        posts_and_files: dict = {}
-
+        @cache  # written once, read by prepare and measure
         def posts():
-            if not posts_and_files:
-                posts_and_files.update(zip(("posts", "files"), write_classifier_roles(size, run_seed, data,
-                                                                                       **variant.generation),
-                                           strict=True))
-            return posts_and_files["posts"], posts_and_files["files"]
+            return write_classifier_roles(size, run_seed, data, **variant.generation)
 
         def prepare(folder: Path):
             rows, files = posts()
