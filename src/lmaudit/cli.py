@@ -14,7 +14,9 @@ from pathlib import Path
 import click
 from pydantic import BaseModel
 
+from lmaudit.attacks.registry import ATTACKS as ATTACK_SPECS
 from lmaudit.attacks.settings import AttackSettings
+from lmaudit.canaries.make import DEFAULT_FORMAT as DEFAULT_SECRET_FORMAT
 from lmaudit.config import AUDITED_OUTPUTS, NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig
 from lmaudit.data.roles import NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
@@ -209,7 +211,30 @@ def _train_options(function):
         click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column."),
         click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the model is saved in."),
         click.option("--epochs", default=30, type=click.IntRange(min=1), help="Passes over the data."),
+        _canaries_option(),
     ])
+
+
+def _canaries_option():
+    return click.option("--canaries", default=None, type=click.Path(file_okay=False),
+                        help="Plant this folder's canaries (`lmaudit canaries make`: its insert.jsonl) in the training "
+                             "data, each once, for `lmaudit canaries audit` (default: none).")
+
+
+def _with_canaries(corpus, canaries: str | None):
+    """The training corpus with the planted canaries of `canaries` appended (each its own group), or as it is."""
+    if canaries is None:
+        return corpus
+    import pandas as pd
+
+    from lmaudit.canaries.make import planted_canaries
+
+    planted = planted_canaries(canaries)
+    clashes = set(planted["sample_id"]) & set(corpus["sample_id"])
+    if clashes:
+        raise InputError(f"{canaries}: canary {sorted(clashes)[0]} is already in the training data; canaries must be "
+                         f"held out of it")
+    return pd.concat([corpus, planted], ignore_index=True)
 
 
 def _dp_options(function):
@@ -248,11 +273,12 @@ def _dp_line(record: dict | None) -> str:
 
 
 def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, batch_size: int,
-           init_from: str | None, lora: bool, lora_rank: int, learning_rate: float | None, **dp_options) -> None:
+           init_from: str | None, lora: bool, lora_rank: int, learning_rate: float | None, canaries: str | None,
+           **dp_options) -> None:
     from lmaudit.data.corpus import load_corpus
     from lmaudit.models.train import train_language_model
 
-    corpus = load_corpus(data)
+    corpus = _with_canaries(load_corpus(data), canaries)
     summary = train_language_model(kind, corpus["text"].tolist(), out, tokenizer_dir=tokenizer, size=size, epochs=epochs,
                                    seed=seed, batch_size=batch_size, progress=_progress(), dp=_dp_settings(**dp_options),
                                    groups=corpus["group_id"].tolist(), init_from=init_from,
@@ -289,6 +315,7 @@ def train_clm_command(**options) -> None:
 @click.option("--validation", required=True, type=click.Path(), help="Held-out file (text, label) for early stopping.")
 @click.option("--test", "test_data", default=None, type=click.Path(), help="Held-out file (text, label) for the test accuracy.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the classifier is saved in.")
+@_canaries_option()
 @click.option("--architecture", default="bert", type=click.Choice(["bert", "lstm"]),
               help="A BERT-style encoder or a 2-layer LSTM (from scratch; --init-from brings its own).")
 @click.option("--max-epochs", default=30, type=click.IntRange(min=1), help="Epochs at most (see --patience).")
@@ -303,7 +330,8 @@ def train_clm_command(**options) -> None:
 @_model_options
 @_start_options
 @_dp_options
-def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, architecture: str, size: str,
+def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, canaries: str | None,
+                             architecture: str, size: str,
                              max_epochs: int, patience: int, tokenization: str, vocab_size: int, max_length: int,
                              tokenizer: str | None, seed: int, batch_size: int, init_from: str | None, lora: bool,
                              lora_rank: int, learning_rate: float | None, **dp_options) -> None:
@@ -320,7 +348,8 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
     def texts_and_labels(corpus) -> tuple[list[str], list[str]]:
         return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
 
-    training = labelled(data)
+    training = _with_canaries(labelled(data), canaries)
+    check_labels(training)
     texts, labels = texts_and_labels(training)
     groups = training["group_id"].tolist()
     summary = train_classifier(
@@ -336,8 +365,9 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
                f"gap {100 * summary.generalization_gap:.1f} points{_dp_line(summary.dp)}; saved to {out}")
 
 
-def _signal_options(from_config: bool):
-    """How a signal is computed, on `score` and (from_config) `audit`: one definition of each option."""
+def _signal_options(from_config: bool, signal_help: str | None = None):
+    """How a signal is computed, on `score` and (from_config) `audit` and `canaries audit`: one definition of each
+    option; `signal_help` replaces the audit's help of --signal."""
 
     def seed_option():
         if not from_config:
@@ -350,9 +380,9 @@ def _signal_options(from_config: bool):
     def setting(*decls, **attrs):
         return _setting(*decls, model=SignalSettings, from_config=from_config, **attrs)
 
-    signal_help = ("The signal of every model (see docs/attacks.md); classifier: audit a text classifier with "
-                   "shadow-calibrated attacks (needs --shadow)." if from_config else
-                   "The per-sample signal to compute (lower = more likely under the model).")
+    signal_help = signal_help or ("The signal of every model (see docs/attacks.md); classifier: audit a text classifier "
+                                  "with shadow-calibrated attacks (needs --shadow)." if from_config else
+                                  "The per-sample signal to compute (lower = more likely under the model).")
 
     def decorate(function):
         return _apply(function, [
@@ -683,6 +713,73 @@ def study(name: str | None, config_file: str | None, out: str | None, size: str,
         document = run_named_study(name, out, size, seed, _progress(), cell_patterns)
     click.echo("\n".join(study_lines(document)))
     click.echo(f"report: {Path(out) / 'study.html'}")
+
+
+@main.group()
+def canaries() -> None:
+    """Plant canaries in a training run and audit them: a lower bound on epsilon from one run (Steinke et al. 2023),
+    and the exposure of planted secrets (Carlini et al. 2019)."""
+
+
+@canaries.command("make")
+@click.option("--n", "count", required=True, type=click.IntRange(min=2),
+              help="Canaries to make (each planted with probability 1/2); hundreds to thousands for a useful bound.")
+@click.option("--kind", default="secret", type=click.Choice(["secret", "sample"]),
+              help="secret: a random number in the --format sentence (exposure measurable); sample: held-out real "
+                   "samples from --source.")
+@click.option("--format", "secret_format", default=DEFAULT_SECRET_FORMAT,
+              help="The secret canaries' sentence, with {secret} where the random number goes.")
+@click.option("--secret-digits", default=8, type=click.IntRange(min=1), help="Digits of each secret (--kind secret).")
+@click.option("--source", default=None, type=click.Path(),
+              help="Held-out samples (never trained on) to draw canaries from (--kind sample); a 'label' column makes "
+                   "classifier canaries.")
+@click.option("--seed", default=0, help="Seed of the secrets or the draw, and of which canaries are planted.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
+def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None, seed: int,
+                  out: str) -> None:
+    """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
+    from lmaudit.canaries.make import INSERT_FILE, inclusion, make_canaries
+
+    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source)
+    click.echo(f"made {made.count} {kind} canaries; plant the {int(inclusion(made.count, seed).sum())} in "
+               f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
+
+
+@canaries.command("audit")
+@click.option("--model", "target", required=True, type=click.Path(), help="The trained model's folder.")
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --model.")
+@click.option("--reference", multiple=True, type=click.Path(),
+              help="Reference model(s) never trained on the canaries (repeatable; the likelihood ratio needs one).")
+@click.option("--canaries", "folder", required=True, type=click.Path(file_okay=False),
+              help="The canary folder the model was trained with.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the canary report.")
+@click.option("--attack", default=None, type=click.Choice([spec.name for spec in ATTACK_SPECS]),
+              help="The registered attack that scores the canaries (higher = guessed planted)  (default: "
+                   "likelihood_ratio for sample canaries with --reference, else loss).")
+@click.option("--delta", default=None, type=click.FloatRange(min=0, max=1, max_open=True),
+              help="Delta of the bound (default: the model's recorded DP-SGD delta, else 0).")
+@click.option("--candidates", default=1000, type=click.IntRange(min=0),
+              help="Random secrets scored to measure each secret canary's exposure (0: no exposure).")
+@click.option("--include-text", is_flag=True, help="Write the canaries' text in canary_scores.parquet.")
+@_signal_options(from_config=True, signal_help="The signal of the model and the references: an LM's loss signal, or "
+                                                "classifier (the classifier's loss on each canary's label).")
+@_placement_options(from_config=True)
+def canaries_audit(target: str, adapter: str | None, reference: tuple[str, ...], folder: str, out: str,
+                   attack: str | None,
+                   delta: float | None, candidates: int, include_text: bool, seed: int | None, **options) -> None:
+    """Audit planted canaries: score them, guess which were planted, bound epsilon; exposure for secrets."""
+    from lmaudit.canaries.audit import audit_canaries, canary_lines
+    from lmaudit.config import validated
+
+    signal = {key: options.pop(key) for key in AUDIT_SECTIONS["signal"] if key in options}
+    seeds = {"seed": seed} if seed is not None else {}
+    config = validated({"target": target, "adapter": adapter, "reference": list(reference) or None, "out": out,
+                        "include_text": include_text, **{k: v for k, v in options.items() if v is not None},
+                        "evaluation": seeds, "signal": {k: v for k, v in signal.items() if v is not None} | seeds},
+                       "command line")
+    result = audit_canaries(config, folder, attack, candidates, delta, progress=_progress())
+    click.echo("\n".join(canary_lines(result.report)))
+    click.echo(f"report: {Path(out) / 'canary_report.json'}")
 
 
 @main.command("dp-sweep")

@@ -1,0 +1,166 @@
+"""Making canaries: m texts, each to be planted in training independently with probability 1/2, and the private key.
+
+Two kinds. `secret`: a random number in a note-like sentence (`--format`, default DEFAULT_FORMAT), Carlini et al.'s
+canary, whose exposure can be measured against every number it could have been. `sample`: real held-out samples of
+the team's own data (a labelled file makes classifier canaries), the closest canaries to what the model sees.
+
+A canary folder holds:
+- canaries.jsonl: every canary (sample_id, text, and label where it has one), what the audit scores;
+- insert.jsonl: the canaries to plant, for the team's own training job or `lmaudit train --canaries`;
+- key.parquet: which canaries were planted (sample_id, included), read by the audit's last step only;
+- canaries.json: how they were made (kind, count, seed, format, the secret's space), no key.
+The folder is private: insert.jsonl and key.parquet both tell which canaries the model saw.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.atomic import staged
+from lmaudit.data.corpus import load_corpus, write_table
+from lmaudit.errors import InputError
+
+KINDS = ("secret", "sample")
+SECRET_SLOT = "{secret}"
+DEFAULT_FORMAT = "the patient's medical record number is {secret} ."
+DEFAULT_SECRET_DIGITS = 8
+INCLUSION_PROBABILITY = 0.5  # Steinke et al.: each canary in or out by a fair coin, independently
+CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.jsonl", "key.parquet", "canaries.json"
+
+
+@dataclass(frozen=True)
+class CanarySet:
+    """How a canary folder was made. `secret_format` and `secret_digits` describe secrets (None for samples);
+    `space_bits` is log2 of the number of secrets the format allows."""
+
+    kind: str
+    count: int
+    seed: int
+    inclusion_probability: float = INCLUSION_PROBABILITY
+    secret_format: str | None = None
+    secret_digits: int | None = None
+    source: str | None = None
+
+    @property
+    def space_bits(self) -> float | None:
+        """log2 |R|: the bits of randomness in one secret."""
+        return None if self.secret_digits is None else self.secret_digits * math.log2(10)
+
+
+def secret_text(secret_format: str, digits: np.ndarray) -> str:
+    """The format with its slot filled by the digits, space-separated (one token each under most tokenizers)."""
+    return secret_format.replace(SECRET_SLOT, " ".join(str(int(d)) for d in digits))
+
+
+def random_secrets(secret_format: str, digits: int, count: int, rng: np.random.Generator) -> list[str]:
+    """`count` texts of the format, each with a uniformly random number of `digits` digits."""
+    return [secret_text(secret_format, row) for row in rng.integers(0, 10, size=(count, digits))]
+
+
+def check_format(secret_format: str, digits: int) -> None:
+    """InputError unless the format has exactly one {secret} slot and the number at least one digit."""
+    if secret_format.count(SECRET_SLOT) != 1:
+        raise InputError(f"--format '{secret_format}': put exactly one {SECRET_SLOT} where the secret goes")
+    if digits < 1:
+        raise InputError("--secret-digits: a secret has at least one digit")
+
+
+def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FORMAT,
+                         digits: int = DEFAULT_SECRET_DIGITS) -> pd.DataFrame:
+    """`count` distinct random secrets (sample_id canary-0001, ...), seeded."""
+    check_format(secret_format, digits)
+    if count > 10 ** digits // 2:
+        raise InputError(f"--n {count}: {digits} digits allow too few distinct secrets; give more --secret-digits")
+    rng = np.random.default_rng(seed)
+    texts: list[str] = []
+    while len(texts) < count:
+        texts = list(dict.fromkeys(texts + random_secrets(secret_format, digits, count - len(texts), rng)))
+    return pd.DataFrame({"sample_id": canary_ids(count), "text": texts})
+
+
+def make_sample_canaries(source: str | Path, count: int, seed: int) -> pd.DataFrame:
+    """`count` rows drawn (seeded, without replacement) from a file of held-out samples, keeping their ids (and
+    labels); one canary per group, so that no two canaries are one person's."""
+    corpus = load_corpus(source)
+    if corpus["group_id"].notna().any():
+        corpus = corpus.groupby(corpus["group_id"].fillna(corpus["sample_id"]), sort=False).head(1)
+    if len(corpus) < count:
+        raise InputError(f"{source}: {len(corpus)} usable samples (one per group_id), fewer than --n {count}; "
+                         f"give a larger file or a smaller --n")
+    rows = corpus.iloc[np.sort(np.random.default_rng(seed).choice(len(corpus), size=count, replace=False))]
+    canaries = rows[["sample_id", "text"]].reset_index(drop=True)
+    if rows["label"].notna().all():
+        canaries["label"] = rows["label"].astype(str).str.strip().to_numpy()
+    return canaries
+
+
+def canary_ids(count: int) -> list[str]:
+    """canary-0001, canary-0002, ...: ids that sort in order."""
+    width = max(4, len(str(count)))
+    return [f"canary-{i:0{width}d}" for i in range(1, count + 1)]
+
+
+def inclusion(count: int, seed: int) -> np.ndarray:
+    """Which canaries to plant: a fair coin each, from a generator of its own (so the secrets' draw never shifts it)."""
+    return np.random.default_rng([seed, 1]).random(count) < INCLUSION_PROBABILITY
+
+
+def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> Path:
+    """Write a canary folder (all or nothing; an existing folder is refused, so a key is never overwritten)."""
+    out = Path(out)
+    if out.exists():
+        raise InputError(f"{out}: already exists; a canary folder holds a key that a trained model depends on, so "
+                         f"lmaudit never overwrites one; give a new --out")
+    included = inclusion(len(canaries), spec.seed)
+    with staged(out) as (folder,):
+        folder.mkdir(parents=True)
+        write_table(canaries, folder / CANARIES_FILE)
+        # Each planted canary is its own group: a per-group cap (DP training) never drops one.
+        write_table(canaries[included].assign(group_id=canaries.loc[included, "sample_id"]), folder / INSERT_FILE)
+        write_table(pd.DataFrame({"sample_id": canaries["sample_id"], "included": included}), folder / KEY_FILE)
+        (folder / MANIFEST_FILE).write_text(json.dumps(asdict(spec), indent=2), encoding="utf-8")
+    return out
+
+
+def make_canaries(out: str | Path, kind: str, count: int, seed: int = 0, secret_format: str = DEFAULT_FORMAT,
+                  digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None) -> CanarySet:
+    """Make `count` canaries of `kind` and write their folder; the set's description."""
+    if count < 2:
+        raise InputError("--n: a canary audit needs at least 2 canaries (hundreds for a useful bound)")
+    if kind == "secret":
+        if source is not None:
+            raise InputError("--source gives sample canaries: use it with --kind sample")
+        canaries = make_secret_canaries(count, seed, secret_format, digits)
+        spec = CanarySet(kind, count, seed, secret_format=secret_format, secret_digits=digits)
+    elif kind == "sample":
+        if source is None:
+            raise InputError("--kind sample draws held-out samples from --source FILE (never trained on); give it")
+        canaries = make_sample_canaries(source, count, seed)
+        spec = CanarySet(kind, count, seed, source=Path(source).name)
+    else:
+        raise InputError(f"--kind {kind}: choose one of {', '.join(KINDS)}")
+    write_canaries(out, canaries, spec)
+    return spec
+
+
+def read_canary_set(folder: str | Path) -> CanarySet:
+    """A canary folder's description, or an InputError saying what is missing."""
+    manifest = Path(folder) / MANIFEST_FILE
+    if not manifest.is_file():
+        raise InputError(f"{folder}: not a canary folder (no {MANIFEST_FILE}); make one with `lmaudit canaries make`")
+    try:
+        return CanarySet(**json.loads(manifest.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, TypeError) as error:
+        raise InputError(f"{manifest}: unreadable ({error}); make the canaries again") from None
+
+
+def planted_canaries(folder: str | Path) -> pd.DataFrame:
+    """The canaries to plant (insert.jsonl: sample_id, text, group_id, and label where they have one)."""
+    read_canary_set(folder)
+    return load_corpus(Path(folder) / INSERT_FILE)

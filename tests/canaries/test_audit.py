@@ -1,0 +1,150 @@
+"""Canary audits end to end on tiny models trained here: a clear bound without DP, near 0 and below the accountant's
+epsilon under strong noise, exposure of planted secrets, scores that never read the key, and a key that never
+reaches the report, the scores table or the logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import pandas as pd
+import pytest
+
+from lmaudit.canaries.audit import REPORT_FILE, SCORES_FILE, audit_canaries
+from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, planted_canaries
+from lmaudit.config import AuditConfig
+from lmaudit.data.synth import generate_notes
+from lmaudit.data.users import generate_user_posts
+from lmaudit.models.dp import DPSettings
+from lmaudit.models.train import read_training_summary, train_language_model
+from tests.helpers import run_cli
+
+CANARIES = 120
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A causal LM trained on notes with sample and secret canaries planted (no DP), the same under strong DP-SGD
+    noise, and a reference trained on other patients, with the target's tokenizer."""
+    root = tmp_path_factory.mktemp("canaries")
+    held = generate_notes(200, seed=13)
+    held["sample_id"], held["group_id"] = "held-" + held["sample_id"], "held-" + held["group_id"].astype(str)
+    held.to_csv(root / "held.csv", index=False)
+    make_canaries(root / "samples", "sample", CANARIES, seed=0, source=root / "held.csv")
+    make_canaries(root / "secrets", "secret", CANARIES, seed=1, digits=6)
+    notes = generate_notes(40, seed=11)
+    planted = pd.concat([planted_canaries(root / "samples"), planted_canaries(root / "secrets")])
+    texts = notes["text"].tolist() + planted["text"].tolist()
+    train_language_model("clm", texts, root / "target", epochs=20, seed=0)
+    train_language_model("clm", generate_notes(40, seed=12)["text"].tolist(), root / "reference",
+                         tokenizer_dir=root / "target", epochs=20, seed=1)
+    train_language_model("clm", texts, root / "dp-target", tokenizer_dir=root / "target", epochs=3, seed=0,
+                         dp=DPSettings(noise_multiplier=3.0, delta=1e-5),
+                         groups=notes["group_id"].tolist() + planted["group_id"].tolist())
+    return root, len(texts)
+
+
+def audit(root, target, folder, out, **options):
+    config = AuditConfig(target=str(root / target), reference=[str(root / "reference")], out=str(root / out),
+                         signal={"signal": "clm_loss"})
+    return audit_canaries(config, root / folder, candidates=300, **options)
+
+
+def test_every_planted_canary_was_trained_on(trained):
+    root, n_texts = trained
+    assert read_training_summary(root / "target")["n_samples"] == n_texts
+
+
+def test_without_dp_sample_canaries_give_a_clearly_positive_bound(trained):
+    root, _ = trained
+    result = audit(root, "target", "samples", "audit-samples")
+    assert result.report["attack"] == "likelihood_ratio"  # sample canaries with a reference
+    assert result.bound.epsilon_lower_bound > 0.5
+    assert result.bound.guesses.correct / result.bound.guesses.guesses > 0.8
+    assert result.report["accountant"] is None and result.report["verdict"] is None
+    assert result.exposure is None  # no exposure for real samples
+
+
+def test_under_strong_noise_the_bound_is_near_zero_and_below_the_accountants_epsilon(trained):
+    root, _ = trained
+    for folder in ("samples", "secrets"):
+        result = audit(root, "dp-target", folder, f"dp-{folder}")
+        accountant = read_training_summary(root / "dp-target")["dp"]
+        assert result.bound.delta == accountant["delta"] == 1e-5  # the bound's delta is the training's
+        assert result.bound.epsilon_lower_bound <= 0.1
+        assert result.bound.epsilon_lower_bound <= accountant["epsilon_rdp"]
+        assert result.report["verdict"].startswith("consistent")
+
+
+def test_secret_canaries_are_scored_by_loss_with_their_exposure(trained):
+    root, _ = trained
+    result = audit(root, "target", "secrets", "audit-secrets")
+    assert result.report["attack"] == "loss"
+    scores = result.scores
+    assert len(scores) == CANARIES and scores["exposure_sampled"].between(0, 1e9).all()
+    assert (scores["rank_among_candidates"] >= 1).all() and (scores["rank_among_candidates"] <= 301).all()
+    exposure = result.exposure
+    assert exposure["candidates"] == 300 and exposure["planted"]["secrets"] + exposure["not_planted"]["secrets"] == CANARIES
+    # planted secrets are ranked higher among random ones than secrets the model never saw
+    assert exposure["planted"]["sampled_median"] > exposure["not_planted"]["sampled_median"]
+
+
+def test_scores_never_read_the_key(trained):
+    root, _ = trained
+    flipped = root / "flipped"
+    if not flipped.exists():
+        shutil.copytree(root / "samples", flipped)
+        key = pd.read_parquet(flipped / KEY_FILE)
+        key.assign(included=~key["included"]).to_parquet(flipped / KEY_FILE)
+    original, other = audit(root, "target", "samples", "keyed"), audit(root, "target", "flipped", "flipped-out")
+    pd.testing.assert_series_equal(original.scores["score"], other.scores["score"])
+    # with the key turned over, the same guesses are wrong: no bound
+    assert other.bound.epsilon_lower_bound == 0.0 < original.bound.epsilon_lower_bound
+
+
+def test_the_key_and_the_texts_stay_out_of_the_report_the_scores_and_the_logs(trained, caplog):
+    root, _ = trained
+    with caplog.at_level(logging.DEBUG):
+        audit(root, "target", "samples", "private")
+    canaries = pd.read_json(root / "samples" / CANARIES_FILE, lines=True)
+    report = (root / "private" / REPORT_FILE).read_text()
+    scores = pd.read_parquet(root / "private" / SCORES_FILE)
+    assert not {"included", "role", "text", "label"} & set(scores.columns)
+    for sample_id, text in zip(canaries["sample_id"], canaries["text"], strict=True):
+        assert sample_id not in report and text not in report and text not in caplog.text
+    assert "included" not in report
+    json.loads(report)  # strict JSON
+
+
+def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folder(trained):
+    root, _ = trained
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--reference", root / "reference",
+                           "--canaries", root / "samples", "--out", root / "cli", "--signal", "clm_loss")
+    assert code == 0 and "epsilon lower bound" in output and "a lower bound" in output
+    assert json.loads((root / "cli" / REPORT_FILE).read_text())["one_run"]["canaries"] == CANARIES
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root,
+                           "--out", root / "cli-bad", "--signal", "clm_loss")
+    assert code == 2 and "not a canary folder" in output and len(output.strip().splitlines()) == 1
+
+
+def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
+    from lmaudit.models.classifier import train_classifier
+
+    posts = generate_user_posts(60, seed=5)
+    held = generate_user_posts(60, seed=6)
+    held["sample_id"], held["group_id"] = "held-" + held["sample_id"], "held-" + held["group_id"]
+    held.to_csv(tmp_path / "held.csv", index=False)
+    make_canaries(tmp_path / "canaries", "sample", 40, seed=0, source=tmp_path / "held.csv")
+    planted = planted_canaries(tmp_path / "canaries")
+    users = sorted(posts["group_id"].unique())
+    train = posts[posts["group_id"].isin(users[:48])]
+    validation = posts[~posts["group_id"].isin(users[:48])]
+    train_classifier(train["text"].tolist() + planted["text"].tolist(), train["label"].tolist() + planted["label"].tolist(),
+                     tmp_path / "model", (validation["text"].tolist(), validation["label"].tolist()), max_epochs=4,
+                     patience=4, seed=0)
+    config = AuditConfig(target=str(tmp_path / "model"), out=str(tmp_path / "audit"), signal={"signal": "classifier"})
+    result = audit_canaries(config, tmp_path / "canaries")
+    assert result.report["attack"] == "loss" and result.report["signal"] == "classifier"
+    assert result.bound.guesses.canaries == 40 and result.bound.epsilon_lower_bound >= 0
+    assert result.scores["loss"].gt(0).all()  # cross-entropy of each canary's own label (nats)

@@ -1,0 +1,85 @@
+"""Making canaries: seeded secrets and draws, a fair coin per canary recorded in the key, the planted ones alone in
+insert.jsonl, and one-line refusals of bad requests."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.canaries.make import (
+    CANARIES_FILE,
+    INSERT_FILE,
+    KEY_FILE,
+    MANIFEST_FILE,
+    make_canaries,
+    planted_canaries,
+)
+from lmaudit.errors import InputError
+from tests.helpers import run_cli
+
+
+def read(folder, name):
+    return pd.read_parquet(folder / name) if name.endswith(".parquet") else pd.read_json(folder / name, lines=True)
+
+
+def test_secret_canaries_are_seeded_distinct_and_fill_the_format(tmp_path):
+    spec = make_canaries(tmp_path / "a", "secret", 300, seed=4, secret_format="mrn {secret} on file", digits=6)
+    make_canaries(tmp_path / "b", "secret", 300, seed=4, secret_format="mrn {secret} on file", digits=6)
+    first, second = read(tmp_path / "a", CANARIES_FILE), read(tmp_path / "b", CANARIES_FILE)
+    pd.testing.assert_frame_equal(first, second)  # same seed, same canaries
+    assert first["text"].is_unique and len(first) == 300
+    assert first["text"].str.fullmatch(r"mrn( \d){6} on file").all()
+    assert spec.space_bits == pytest.approx(6 * np.log2(10))
+    manifest = json.loads((tmp_path / "a" / MANIFEST_FILE).read_text())
+    assert manifest["kind"] == "secret" and "included" not in json.dumps(manifest)
+
+
+def test_the_key_is_a_fair_coin_per_canary_and_insert_holds_the_planted_only(tmp_path):
+    make_canaries(tmp_path / "c", "secret", 2000, seed=1)
+    canaries, key = read(tmp_path / "c", CANARIES_FILE), read(tmp_path / "c", KEY_FILE)
+    planted = planted_canaries(tmp_path / "c")
+    assert list(key["sample_id"]) == list(canaries["sample_id"])
+    assert abs(key["included"].mean() - 0.5) < 0.035  # 2000 fair coins: within 3 standard deviations of 1/2
+    assert set(planted["sample_id"]) == set(key.loc[key["included"], "sample_id"])
+    assert set(planted["text"]) == set(canaries.set_index("sample_id").loc[planted["sample_id"], "text"])
+    assert (planted["group_id"] == planted["sample_id"]).all()  # each canary its own group: no per-group cap drops it
+    assert "included" not in pd.read_json(tmp_path / "c" / INSERT_FILE, lines=True)
+    make_canaries(tmp_path / "d", "secret", 2000, seed=2)
+    assert not np.array_equal(read(tmp_path / "d", KEY_FILE)["included"], key["included"])  # another seed, another key
+
+
+def test_sample_canaries_are_held_out_rows_one_per_group_with_their_labels(tmp_path):
+    source = tmp_path / "held.csv"
+    pd.DataFrame({"sample_id": [f"s{i}" for i in range(40)], "group_id": [f"u{i // 2}" for i in range(40)],
+                  "text": [f"post number {i}" for i in range(40)], "label": ["a", "b"] * 20}).to_csv(source, index=False)
+    make_canaries(tmp_path / "s", "sample", 15, seed=0, source=source)
+    canaries = read(tmp_path / "s", CANARIES_FILE)
+    assert len(canaries) == 15 and canaries["sample_id"].str.startswith("s").all()
+    groups = canaries["sample_id"].str[1:].astype(int) // 2
+    assert groups.is_unique  # never two canaries of one user
+    assert set(canaries["label"]) <= {"a", "b"}
+    with pytest.raises(InputError, match="fewer than --n 30"):
+        make_canaries(tmp_path / "t", "sample", 30, seed=0, source=source)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--n", "10", "--format", "no slot here"], "exactly one {secret}"),
+    (["--n", "10", "--kind", "sample"], "--source"),
+    (["--n", "600", "--secret-digits", "3"], "too few distinct secrets"),
+    (["--n", "1"], "--n"),
+])
+def test_bad_requests_get_one_line_and_exit_status_2(tmp_path, args, message):
+    code, output = run_cli("canaries", "make", *args, "--out", tmp_path / "x")
+    assert code == 2 and message in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()  # nothing half-written
+
+
+def test_an_existing_canary_folder_is_never_overwritten(tmp_path):
+    assert run_cli("canaries", "make", "--n", "10", "--out", tmp_path / "k")[0] == 0
+    key = (tmp_path / "k" / KEY_FILE).read_bytes()
+    code, output = run_cli("canaries", "make", "--n", "10", "--seed", "5", "--out", tmp_path / "k")
+    assert code == 2 and "never overwrites" in output
+    assert (tmp_path / "k" / KEY_FILE).read_bytes() == key
