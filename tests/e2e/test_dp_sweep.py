@@ -6,10 +6,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from lmaudit.canaries.make import planted_canaries
 from lmaudit.cli import main
 from lmaudit.demos import DEMO_SIZES, DemoSize
 from lmaudit.models.dp import privacy_spent
 from lmaudit.models.train import read_training_summary
+from lmaudit.studies.canary_epsilon import CANARY_COUNTS
 from lmaudit.studies.dp_sweep import run_dp_sweep
 
 CAP = 5  # notes per patient: binds (the generator writes more for most patients)
@@ -60,4 +62,19 @@ def test_capped_notes_are_never_audited_as_members(sweep):
     out, _ = sweep
     members = pd.concat([pd.read_parquet(out / "data" / f"{role}.parquet") for role in ("member", "calibration_member")])
     assert members.groupby("group_id").size().max() == CAP
-    assert read_training_summary(out / "models" / "target-sigma-1")["n_samples"] == len(members)
+    planted = planted_canaries(out / "canaries")  # every canary planted too, none dropped by the cap
+    assert read_training_summary(out / "models" / "target-sigma-1")["n_samples"] == len(members) + len(planted)
+
+
+def test_every_noise_level_has_its_canary_epsilon_from_the_same_canaries(sweep):
+    out, result = sweep
+    key = pd.read_parquet(out / "canaries" / "key.parquet")
+    assert len(key) == CANARY_COUNTS["smoke"] and not set(key["sample_id"]) & set(
+        pd.concat([pd.read_parquet(f) for f in (out / "data").glob("*.parquet")])["sample_id"])  # in no role
+    for row in result["rows"]:
+        report = json.loads((out / f"sigma-{row['noise_multiplier']:g}" / "canaries" / "canary_report.json").read_text())
+        assert row["canary_epsilon"] == report["one_run"]["epsilon_lower_bound"] >= 0
+        assert (row["canary_correct"], row["canary_guesses"]) == (report["one_run"]["correct"], report["one_run"]["guesses"])
+        assert report["one_run"]["delta"] == 1e-5 and report["attack"] == "likelihood_ratio"
+    noisy = result["rows"][0]
+    assert noisy["canary_epsilon"] <= noisy["epsilon_rdp"]  # a lower bound never above the accountant's epsilon

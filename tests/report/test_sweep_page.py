@@ -1,5 +1,6 @@
 """The DP sweep page is a table ordered by the accountant's epsilon (no noise last, as infinity), with each attack's
-AUC interval, advantage and empirical bound, and a figure against epsilon; a missing advantage says n/a."""
+AUC interval, advantage and empirical bound, the canary epsilon with its guesses, and a figure against epsilon; a
+missing advantage says n/a."""
 
 import json
 import re
@@ -10,7 +11,8 @@ from lmaudit.report.sweep import sweep_table, write_sweep
 def row(noise, prv, rdp, auc, advantage):
     cell = {"auc": auc, "auc_ci": [auc - 0.05, auc + 0.05], "advantage": advantage, "epsilon_lower_bound": 0.0}
     return {"noise_multiplier": noise, "epsilon_prv": prv, "epsilon_rdp": rdp, "steps": 10, "n_samples": 100,
-            "held_out_loss": 3.0 - auc, "attacks": {"loss sample": cell}}
+            "held_out_loss": 3.0 - auc, "canary_epsilon": 2 * (auc - 0.5), "canary_correct": int(100 * auc),
+            "canary_guesses": 100, "attacks": {"loss sample": cell}}
 
 
 def test_sweep_page_orders_rows_by_epsilon_and_shows_intervals(tmp_path):
@@ -24,4 +26,5 @@ def test_sweep_page_orders_rows_by_epsilon_and_shows_intervals(tmp_path):
     assert noises == ["1", "0.1", "0"]  # by epsilon: PRV 3.2, else RDP 812, else infinity (no noise)
     assert "0.520 [0.470, 0.570]" in html and "<td>n/a</td><td>n/a</td>" in html and "data:image/png;base64," in html
     assert "0.520 / " in sweep_table(sweep) and "/ n/a" in sweep_table(sweep)
+    assert "<td>0.42</td><td>71 / 100</td>" in html and "0.42 (71/100)" in sweep_table(sweep)  # the canaries' bound
     assert json.loads((tmp_path / "sweep.json").read_text())["rows"][0]["epsilon_prv"] is None

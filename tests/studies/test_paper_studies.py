@@ -201,6 +201,11 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
         assert any(r["attack"] == "logistic_split" for r in cell["results"])  # white-box attacks ran
         measured = cell["measured"]
         assert ("held_out_loss" in measured) == (family != "classifier") and ("test_accuracy" in measured) == (family == "classifier")
+        if family != "classifier":  # the language models' planted canaries, audited at that checkpoint
+            canary_report = json.loads((tmp_path / "canary-audits" / cell["cell"] / "canary_report.json").read_text())
+            assert measured["canary_epsilon"] == canary_report["one_run"]["epsilon_lower_bound"] >= 0
+            assert canary_report["one_run"]["delta"] == PAPER_DELTA and canary_report["target"] == report["config"]["target"]
+            assert target["n_samples"] > len(pd.read_parquet(tmp_path / "data" / "member.parquet"))  # canaries planted
         if cell["settings"]["noise"] == "non-DP":
             assert target["dp"] is None and measured["epsilon_rdp"] is None
             continue
@@ -214,6 +219,7 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
     best = study["analysis"]["maximum over epochs: mlm"]["scratch, sigma 1"]
     assert best["loss sample: max AUC"] == max(auc(first, "loss"), auc(last, "loss"))
     assert best["epsilon"] == last["measured"]["epsilon_rdp"]  # the last epoch's: what the whole run spent
+    assert best["canary epsilon"] == last["measured"]["canary_epsilon"] <= best["epsilon"]
     assert set(study["analysis"]["maximum over epochs: clm"]) == {"fine-tuned, non-DP"}
     assert set(study["analysis"]) == {f"maximum over epochs: {f}" for f in ("mlm", "clm", "classifier")}
     assert "data:image/png;base64," in (tmp_path / "study.html").read_text()

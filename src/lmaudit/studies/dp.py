@@ -12,6 +12,9 @@ k the largest number of one patient's (user's) samples in training.
 Language models train on the demo's notes; the references are the study's, pretrained without DP on the reference
 patients, and a fine-tuned target starts from the reference of its kind, which the likelihood-ratio attack then uses
 (an attacker holds the public base model). Utility: the mean loss per token on the population's (held-out) notes.
+Every language-model target also trains with the study's canaries planted (held-out notes of other patients, each a
+coin flip; `studies/canary_epsilon.py`), and each checkpoint's canary epsilon, Steinke et al.'s one-run lower bound,
+stands beside the accountant's.
 Classifiers: the classifier demo's users; the target and its shadow train alike (same start, same noise), and a
 fine-tuned pair starts from a masked LM pretrained on the posts of other users, in no role. Utility: test accuracy.
 """
@@ -27,6 +30,7 @@ from lmaudit.demos import CLASSIFIER_DEMO_SIZES, REFERENCE_TRAIN
 from lmaudit.metrics.privacy import group_privacy
 from lmaudit.report.tables import shown_summary
 from lmaudit.signals.store import default_cache_dir
+from lmaudit.studies.canary_epsilon import CANARY_COUNTS, canary_measurement, note_canaries, with_canaries
 from lmaudit.studies.epochs import checkpoint_epochs
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, held_out_loss, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
@@ -95,6 +99,8 @@ def maximum_over_epochs(records: list[dict]) -> dict:
         last = max(cells, key=lambda cell: cell["settings"]["epochs"])["measured"]
         row = {"epsilon": last["epsilon_rdp"], f"group epsilon (k={last['group_size']})": last["group_epsilon"],
                "group delta": last["group_delta"]}
+        if "canary_epsilon" in last:  # the language models' planted canaries, the last checkpoint's (as the epsilon)
+            row["canary epsilon"] = last["canary_epsilon"]
         row |= {key: last[key] for key in ("held_out_loss", "test_accuracy") if key in last}
         for attack, level in ATTACKS[family]:
             summaries = [s for cell in cells if (s := shown_summary(cell, attack, level)) is not None]
@@ -116,8 +122,9 @@ def group_sizes(rows, cap: int) -> int:
     return int(min(cap, rows.groupby("group_id").size().max()))
 
 
-def language_model_cells(study: NotesStudy, grid: DPGrid, progress: bool) -> list[Cell]:
-    """One cell per (kind, start, noise, checkpoint epoch) of the masked and the causal LM."""
+def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> list[Cell]:
+    """One cell per (kind, start, noise, checkpoint epoch) of the masked and the causal LM, each trained with the
+    `canaries` planted and measured by their one-run audit too."""
     from lmaudit.models.dp import DPSettings
     from lmaudit.models.train import checkpoint_folder, read_training_summary
 
@@ -136,13 +143,13 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, progress: bool) -> lis
         checkpoint = model if epoch == study.size.epochs else checkpoint_folder(model, epoch)
 
         def prepare(folder: Path):
+            texts, groups = with_canaries(target_rows["text"].tolist(), target_rows["group_id"].tolist(), canaries)
             settings = {"checkpoints": tuple(epochs)}
             if noise is not None:
-                settings |= {"dp": DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP),
-                             "groups": target_rows["group_id"].tolist()}
+                settings |= {"dp": DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP), "groups": groups}
             if start == "fine-tuned":
                 settings["init_from"] = reference(kind)
-            study.train(kind, name, target_rows["text"].tolist(), **settings)
+            study.train(kind, name, texts, **settings)
             audit = study.audit(folder, checkpoint, [reference(kind)], SIGNAL_OF[kind])
             return audit.model_copy(update={"whitebox": True,
                                             "evaluation": audit.evaluation.model_copy(update={"delta": PAPER_DELTA})})
@@ -150,7 +157,10 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, progress: bool) -> lis
         def measure() -> dict:
             utility = held_out_loss(checkpoint, SIGNAL_OF[kind], population["sample_id"].tolist(),
                                     population["text"].tolist(), study.size.k, study.seed, default_cache_dir(study.out))
-            return dp_measurements(read_training_summary(checkpoint), k) | {"held_out_loss": utility}
+            planted = canary_measurement(checkpoint, [reference(kind)], canaries, SIGNAL_OF[kind],
+                                         study.out / "canary-audits" / f"{name}-epoch-{epoch}",
+                                         default_cache_dir(study.out), PAPER_DELTA, study.seed, study.size.k)
+            return dp_measurements(read_training_summary(checkpoint), k) | {"held_out_loss": utility} | planted
 
         return Cell(f"{name}-epoch-{epoch}", {"model": f"{kind}, {start}", "noise": noise_label(noise), "epochs": epoch},
                     prepare, measure)
@@ -202,14 +212,17 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
 
     grid = DP_GRIDS[size]
     study = notes_study(out, size, seed, progress)
-    cells = language_model_cells(study, grid, progress) + classifier_cells(out, size, seed, grid, progress)
+    cells = (language_model_cells(study, grid, note_canaries(Path(out), size, seed))
+             + classifier_cells(out, size, seed, grid, progress))
     noises = ", ".join(noise_label(noise) for noise in grid.noises)
     return StudyPlan(
         study="dp",
         description=f"A masked LM, a causal LM and a topic classifier, each from scratch and fine-tuned, trained with "
                     f"DP-SGD at noise multipliers {noises} (non-DP: without DP-SGD), clipping norm {CLIPPING_NORM:g}, "
                     f"delta {PAPER_DELTA:g}, at most {PAPER_CAP} samples per patient or user, and audited after "
-                    f"{grid.checkpoints} epochs spaced on a log scale up to the last, white-box attacks included.",
+                    f"{grid.checkpoints} epochs spaced on a log scale up to the last, white-box attacks included; the language "
+                    f"models train with {CANARY_COUNTS[size]} canaries planted (each with probability 1/2), whose "
+                    f"one-run audit gives the canary epsilon.",
         paper="leakage falls with noise: sigma in {2, 1, 0.1, 0.01} leaves negligible leakage (under 1%) for every "
               "attack; sigma <= 1e-3 and 1e-20 leak more than 1% to the white-box and group attacks; the accountant's "
               "epsilon is a vast overestimate (sigma 1e-3 gives about 10^4); utility falls with noise but stays above "
@@ -224,6 +237,9 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                "samples per patient or user, at most": PAPER_CAP, "seed": seed,
                "epsilon": "the RDP accountant's, as the paper's (the table has PRV too where computed); '-' and n/a: "
                           "without DP-SGD",
+               "canary epsilon": f"language models: Steinke et al.'s one-run lower bound (95%, delta {PAPER_DELTA:g}) "
+                                 f"from {CANARY_COUNTS[size]} held-out notes of other patients, each planted with "
+                                 f"probability 1/2, scored by the likelihood ratio; the last checkpoint's",
                "max adv.": "at the population's 10% FPR threshold; n/a where the population is too small to calibrate "
                            "it (the patient level at smoke size); classifiers calibrate on their shadow instead"},
     )

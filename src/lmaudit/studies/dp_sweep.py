@@ -4,7 +4,9 @@ The demo's patients and roles are reused; the reference model is trained once wi
 attacker's public model would be. Every target trains with the same DP-SGD recipe (Poisson
 batches, per-sample clipping, the per-patient cap); only the noise differs, and noise 0 is
 clipping without noise (epsilon infinite). Utility is the target's mean masked-token loss on the
-population (held-out patients, nats per token).
+population (held-out patients, nats per token). Every target also trains on the same planted canaries (held-out
+notes of other patients, each a coin flip; `studies/canary_epsilon.py`), whose one-run audit gives the canary
+epsilon beside the accountant's and the attacks'.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lmaudit.locks import output_lock
 from lmaudit.pipeline import default_cache_dir, run_audit
 from lmaudit.report.sweep import write_sweep
 from lmaudit.report.tables import population_threshold_at, result_of
+from lmaudit.studies.canary_epsilon import canary_measurement, note_canaries, with_canaries
 from lmaudit.studies.notes import held_out_loss
 
 DEFAULT_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 0.0)
@@ -42,12 +45,13 @@ def swept_attacks() -> list[tuple[str, str]]:
             if level in spec.levels and set(spec.reads) <= {TARGET_LOSS, REFERENCE_LOSSES}]
 
 
-def sweep_row(noise: float, training: dict, report: dict, utility: float) -> dict:
-    """One noise level: the accountant's epsilon, utility, and per attack the AUC, the advantage and the largest
-    empirical epsilon lower bound over its calibrated thresholds."""
+def sweep_row(noise: float, training: dict, report: dict, utility: float, canaries: dict) -> dict:
+    """One noise level: the accountant's epsilon, utility, the canary audit's epsilon lower bound and guesses, and
+    per attack the AUC, the advantage and the largest empirical epsilon lower bound over its calibrated thresholds."""
     dp = training.get("dp") or {}
     row = {"noise_multiplier": noise, "epsilon_prv": dp.get("epsilon_prv"), "epsilon_rdp": dp.get("epsilon_rdp"),
-           "steps": dp.get("steps"), "n_samples": training.get("n_samples"), "held_out_loss": utility, "attacks": {}}
+           "steps": dp.get("steps"), "n_samples": training.get("n_samples"), "held_out_loss": utility, **canaries,
+           "attacks": {}}
     for attack, level in swept_attacks():
         result = result_of(report, attack, level)
         if result is None:
@@ -90,6 +94,8 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
         epochs = epochs or demo.epochs
         target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
         population = notes[notes["role"] == POPULATION]
+        canaries = note_canaries(out, size, seed)
+        texts, groups = with_canaries(target_rows["text"].tolist(), target_rows["group_id"].tolist(), canaries)
         rows = []
         for number, noise in enumerate(noises, start=1):
             name = f"sigma-{noise:g}"
@@ -97,9 +103,8 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
                      len(noises))
             target = out / "models" / f"target-{name}"
             dp = DPSettings(noise, max_grad_norm, delta, max_samples_per_group)
-            train_language_model_unless_done("mlm", target_rows["text"].tolist(), target, tokenizer_dir=reference, seed=seed,
-                                             label=f"target {name}", dp=dp, groups=target_rows["group_id"].tolist(),
-                                             epochs=epochs, **recipe)
+            train_language_model_unless_done("mlm", texts, target, tokenizer_dir=reference, seed=seed,
+                                             label=f"target {name}", dp=dp, groups=groups, epochs=epochs, **recipe)
             config = AuditConfig(
                 target=str(target), reference=str(reference), members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
                 population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
@@ -111,7 +116,10 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
             log.info("dp sweep: noise %g: the target's held-out loss on the population", noise)
             utility = held_out_loss(target, "mlm_energy", population["sample_id"].tolist(), population["text"].tolist(),
                                     demo.k, seed, cache)
-            rows.append(sweep_row(noise, read_training_summary(target), report, utility))
+            log.info("dp sweep: noise %g: auditing the planted canaries", noise)
+            planted = canary_measurement(target, [reference], canaries, "mlm_energy", out / name / "canaries", cache,
+                                         delta, seed, demo.k)
+            rows.append(sweep_row(noise, read_training_summary(target), report, utility, planted))
         sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
                                                      "max_samples_per_group": max_samples_per_group},
                  "epochs": epochs, "rows": rows,

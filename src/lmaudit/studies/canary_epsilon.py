@@ -1,0 +1,53 @@
+"""The canary epsilon of the DP studies: held-out notes planted in every language-model target's training, each a coin
+flip, and audited after it (Steinke et al.'s one-run lower bound) beside the accountant's and the attacks' epsilons.
+
+The canaries are one note each of patients generated apart from the study's (in no role), so that planting them
+changes no role and no audited sample; every target of a study plants the same ones (one key per study).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmaudit.canaries.make import MANIFEST_FILE, make_canaries, planted_canaries
+from lmaudit.config import AuditConfig
+
+CANARY_COUNTS = {"smoke": 100, "default": 500}
+CANARY_PATIENTS_SEED = 611953  # added to the study's seed: canary patients apart from the study's
+FIELDS = ("canary_epsilon", "canary_correct", "canary_guesses")
+
+
+def note_canaries(out: Path, size: str, seed: int) -> Path:
+    """out/canaries: sample canaries, one note of each of CANARY_COUNTS[size] patients in no role (made once)."""
+    from lmaudit.data.synth import generate_notes
+
+    folder = out / "canaries"
+    if not (folder / MANIFEST_FILE).is_file():
+        count = CANARY_COUNTS[size]
+        notes = generate_notes(count, seed + CANARY_PATIENTS_SEED)
+        notes["sample_id"] = "canary-patient-" + notes["sample_id"]
+        notes["group_id"] = "canary-patient-" + notes["group_id"].astype(str)
+        source = out / "canary-patients.csv"
+        source.parent.mkdir(parents=True, exist_ok=True)
+        notes[["sample_id", "group_id", "text"]].to_csv(source, index=False)
+        make_canaries(folder, "sample", count, seed, source=source)
+    return folder
+
+
+def with_canaries(texts: list[str], groups: list, folder: Path) -> tuple[list[str], list]:
+    """The training texts and their groups with the planted canaries appended (each canary its own group)."""
+    planted = planted_canaries(folder)
+    return texts + planted["text"].tolist(), list(groups) + planted["group_id"].tolist()
+
+
+def canary_measurement(model: Path, references: list[Path], folder: Path, signal: str, out: Path, cache: Path,
+                       delta: float, seed: int, k: int) -> dict:
+    """The one-run epsilon lower bound (95%, at `delta`) of the canaries `model` trained with, scored by the
+    likelihood ratio against `references` (mask seed and count as the study's audits), and the guesses behind it."""
+    from lmaudit.canaries.audit import audit_canaries
+
+    config = AuditConfig(target=str(model), reference=[str(r) for r in references], out=str(out), cache_dir=str(cache),
+                         signal={"signal": signal, "k": k, "seed": seed}, evaluation={"seed": seed})
+    bound = audit_canaries(config, folder, delta=delta, candidates=0).bound
+    return {"canary_epsilon": bound.epsilon_lower_bound, "canary_correct": bound.guesses.correct,
+            "canary_guesses": bound.guesses.guesses}
