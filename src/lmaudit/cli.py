@@ -227,13 +227,10 @@ def _with_canaries(corpus, canaries: str | None):
         return corpus
     import pandas as pd
 
-    from lmaudit.canaries.make import planted_canaries
+    from lmaudit.canaries.make import check_held_out, planted_canaries
 
     planted = planted_canaries(canaries)
-    clashes = set(planted["sample_id"]) & set(corpus["sample_id"])
-    if clashes:
-        raise InputError(f"{canaries}: canary {sorted(clashes)[0]} is already in the training data; canaries must be "
-                         f"held out of it")
+    check_held_out(canaries, corpus)
     return pd.concat([corpus, planted], ignore_index=True)
 
 

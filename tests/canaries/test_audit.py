@@ -28,9 +28,7 @@ def trained(tmp_path_factory):
     """A causal LM trained on notes with sample and secret canaries planted (no DP), the same under strong DP-SGD
     noise, and a reference trained on other patients, with the target's tokenizer."""
     root = tmp_path_factory.mktemp("canaries")
-    held = generate_notes(200, seed=13)
-    held["sample_id"], held["group_id"] = "held-" + held["sample_id"], "held-" + held["group_id"].astype(str)
-    held.to_csv(root / "held.csv", index=False)
+    generate_notes(200, seed=13).to_csv(root / "held.csv", index=False)
     make_canaries(root / "samples", "sample", CANARIES, seed=0, source=root / "held.csv")
     make_canaries(root / "secrets", "secret", CANARIES, seed=1, digits=6)
     notes = generate_notes(40, seed=11)
@@ -132,9 +130,7 @@ def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
     from lmaudit.models.classifier import train_classifier
 
     posts = generate_user_posts(60, seed=5)
-    held = generate_user_posts(60, seed=6)
-    held["sample_id"], held["group_id"] = "held-" + held["sample_id"], "held-" + held["group_id"]
-    held.to_csv(tmp_path / "held.csv", index=False)
+    generate_user_posts(60, seed=6).to_csv(tmp_path / "held.csv", index=False)
     make_canaries(tmp_path / "canaries", "sample", 40, seed=0, source=tmp_path / "held.csv")
     planted = planted_canaries(tmp_path / "canaries")
     users = sorted(posts["group_id"].unique())

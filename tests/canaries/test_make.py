@@ -57,8 +57,8 @@ def test_sample_canaries_are_held_out_rows_one_per_group_with_their_labels(tmp_p
                   "text": [f"post number {i}" for i in range(40)], "label": ["a", "b"] * 20}).to_csv(source, index=False)
     make_canaries(tmp_path / "s", "sample", 15, seed=0, source=source)
     canaries = read(tmp_path / "s", CANARIES_FILE)
-    assert len(canaries) == 15 and canaries["sample_id"].str.startswith("s").all()
-    groups = canaries["sample_id"].str[1:].astype(int) // 2
+    assert len(canaries) == 15 and canaries["sample_id"].str.startswith("canary-").all()
+    groups = canaries["text"].str.split().str[-1].astype(int) // 2
     assert groups.is_unique  # never two canaries of one user
     assert set(canaries["label"]) <= {"a", "b"}
     with pytest.raises(InputError, match="fewer than --n 30"):
@@ -83,3 +83,13 @@ def test_an_existing_canary_folder_is_never_overwritten(tmp_path):
     code, output = run_cli("canaries", "make", "--n", "10", "--seed", "5", "--out", tmp_path / "k")
     assert code == 2 and "never overwrites" in output
     assert (tmp_path / "k" / KEY_FILE).read_bytes() == key
+
+
+def test_training_refuses_data_that_holds_a_canary_naming_the_row(tmp_path):
+    make_canaries(tmp_path / "k", "secret", 10, seed=0)
+    text = read(tmp_path / "k", CANARIES_FILE)["text"].iloc[3]  # planted or not: either way it is not held out
+    pd.DataFrame({"text": ["a note", "another note", text]}).to_csv(tmp_path / "train.csv", index=False)
+    code, output = run_cli("train", "clm", "--data", tmp_path / "train.csv", "--out", tmp_path / "model",
+                           "--canaries", tmp_path / "k")
+    assert code == 2 and "train.csv, row 3" in output and "held out" in output
+    assert not (tmp_path / "model").exists()

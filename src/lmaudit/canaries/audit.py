@@ -70,7 +70,6 @@ def canary_scores(config: AuditConfig, attack: str, canaries: pd.DataFrame, cand
 
     rows = pd.concat([canaries.assign(role=NONMEMBER),
                       *([candidates.assign(role=POPULATION)] if candidates is not None else [])], ignore_index=True)
-    rows = rows.assign(group_id=rows["group_id"] if "group_id" in rows else None, subgroup_id=None)
     if signal_spec(config.signal.signal).output == "log_probabilities":
         if config.reference:
             raise InputError("--reference: a classifier's canaries are scored by its own loss; leave --reference out")
@@ -180,15 +179,15 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     canary_set = read_canary_set(folder)
     attack = attack or default_attack(canary_set.kind, config.reference)
     canaries = load_corpus(folder / CANARIES_FILE)
-    dp = accountant_epsilon(config.target)
+    dp = accountant_epsilon(config.adapter or config.target)  # a LoRA run records its training in the adapter
     delta = delta if delta is not None else (dp["delta"] if dp else 0.0)
     secret = canary_set.kind == "secret"
     with output_lock(config.out):
         pool = secret_candidates(canary_set, canaries, candidates) if secret and candidates else None
         log.info("canary audit: scoring %d canaries%s with %s", len(canaries),
                  f" and {candidates} random secrets" if pool is not None else "", attack)
-        scores, candidate_losses = canary_scores(config, attack, canaries[["sample_id", "text", "label", "group_id"]],
-                                                 pool, canaries["label"].notna().all(), progress)
+        scored = canaries[["sample_id", "text", "label", "group_id", "subgroup_id"]]
+        scores, candidate_losses = canary_scores(config, attack, scored, pool, canaries["label"].notna().all(), progress)
         included = read_key(folder, scores)
         bound = one_run_bound(scores["score"].to_numpy(), included, delta, confidence, seed=config.evaluation.seed)
         exposure = None

@@ -24,7 +24,7 @@ import pandas as pd
 
 from lmaudit.atomic import staged
 from lmaudit.data.corpus import load_corpus, write_table
-from lmaudit.errors import InputError
+from lmaudit.errors import InputError, row_location
 
 KINDS = ("secret", "sample")
 SECRET_SLOT = "{secret}"
@@ -85,8 +85,8 @@ def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FOR
 
 
 def make_sample_canaries(source: str | Path, count: int, seed: int) -> pd.DataFrame:
-    """`count` rows drawn (seeded, without replacement) from a file of held-out samples, keeping their ids (and
-    labels); one canary per group, so that no two canaries are one person's."""
+    """`count` rows drawn (seeded, without replacement) from a file of held-out samples, with their labels where the
+    file has them; one canary per group, so that no two canaries are one person's."""
     corpus = load_corpus(source)
     if corpus["group_id"].notna().any():
         corpus = corpus.groupby(corpus["group_id"].fillna(corpus["sample_id"]), sort=False).head(1)
@@ -94,7 +94,7 @@ def make_sample_canaries(source: str | Path, count: int, seed: int) -> pd.DataFr
         raise InputError(f"{source}: {len(corpus)} usable samples (one per group_id), fewer than --n {count}; "
                          f"give a larger file or a smaller --n")
     rows = corpus.iloc[np.sort(np.random.default_rng(seed).choice(len(corpus), size=count, replace=False))]
-    canaries = rows[["sample_id", "text"]].reset_index(drop=True)
+    canaries = pd.DataFrame({"sample_id": canary_ids(count), "text": rows["text"].to_numpy()})
     if rows["label"].notna().all():
         canaries["label"] = rows["label"].astype(str).str.strip().to_numpy()
     return canaries
@@ -164,3 +164,14 @@ def planted_canaries(folder: str | Path) -> pd.DataFrame:
     """The canaries to plant (insert.jsonl: sample_id, text, group_id, and label where they have one)."""
     read_canary_set(folder)
     return load_corpus(Path(folder) / INSERT_FILE)
+
+
+def check_held_out(folder: str | Path, training: pd.DataFrame) -> None:
+    """InputError naming the training row if any canary's text (planted or not) is already in the training data: a
+    canary the model would see either way says nothing about privacy, and an unplanted one would count as a wrong
+    guess's evidence."""
+    canaries = load_corpus(Path(folder) / CANARIES_FILE)
+    seen = training[training["text"].isin(set(canaries["text"]))]
+    if not seen.empty:
+        raise InputError(f"{row_location(seen.iloc[0])}: this text is one of the canaries of {folder}; canaries "
+                         f"must be held out of the training data: remove it, or make canaries from other samples")

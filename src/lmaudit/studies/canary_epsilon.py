@@ -24,12 +24,9 @@ def note_canaries(out: Path, size: str, seed: int) -> Path:
     folder = out / "canaries"
     if not (folder / MANIFEST_FILE).is_file():
         count = CANARY_COUNTS[size]
-        notes = generate_notes(count, seed + CANARY_PATIENTS_SEED)
-        notes["sample_id"] = "canary-patient-" + notes["sample_id"]
-        notes["group_id"] = "canary-patient-" + notes["group_id"].astype(str)
         source = out / "canary-patients.csv"
         source.parent.mkdir(parents=True, exist_ok=True)
-        notes[["sample_id", "group_id", "text"]].to_csv(source, index=False)
+        generate_notes(count, seed + CANARY_PATIENTS_SEED)[["sample_id", "group_id", "text"]].to_csv(source, index=False)
         make_canaries(folder, "sample", count, seed, source=source)
     return folder
 
