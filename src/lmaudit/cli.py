@@ -8,15 +8,18 @@ input are one line on stderr, `lmaudit: error: ...`, exit status 2. Logging: see
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
 import click
 from pydantic import BaseModel
 
-from lmaudit.attacks.registry import ATTACKS as ATTACK_SPECS
 from lmaudit.attacks.settings import AttackSettings
+from lmaudit.canaries.audit import DEFAULT_CANDIDATES
 from lmaudit.canaries.make import DEFAULT_FORMAT as DEFAULT_SECRET_FORMAT
+from lmaudit.canaries.make import DEFAULT_SECRET_DIGITS
+from lmaudit.canaries.make import KINDS as CANARY_KINDS
 from lmaudit.config import AUDITED_OUTPUTS, NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig
 from lmaudit.data.roles import NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
@@ -225,13 +228,9 @@ def _with_canaries(corpus, canaries: str | None):
     """The training corpus with the planted canaries of `canaries` appended (each its own group), or as it is."""
     if canaries is None:
         return corpus
-    import pandas as pd
+    from lmaudit.canaries.make import plant
 
-    from lmaudit.canaries.make import check_held_out, planted_canaries
-
-    planted = planted_canaries(canaries)
-    check_held_out(canaries, corpus)
-    return pd.concat([corpus, planted], ignore_index=True)
+    return plant(corpus, canaries)
 
 
 def _dp_options(function):
@@ -276,6 +275,10 @@ def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: st
     from lmaudit.models.train import train_language_model
 
     corpus = _with_canaries(load_corpus(data), canaries)
+    if canaries and dp_options["dp"] and tokenizer is None and init_from is None:
+        logging.getLogger("lmaudit").warning(
+            "the tokenizer is trained here on the training data, canaries included, outside DP-SGD: it can give canaries "
+            "away and make a canary audit contradict the accountant; pass --tokenizer (fitted on public text) instead")
     summary = train_language_model(kind, corpus["text"].tolist(), out, tokenizer_dir=tokenizer, size=size, epochs=epochs,
                                    seed=seed, batch_size=batch_size, progress=_progress(), dp=_dp_settings(**dp_options),
                                    groups=corpus["group_id"].tolist(), init_from=init_from,
@@ -721,24 +724,27 @@ def canaries() -> None:
 @canaries.command("make")
 @click.option("--n", "count", required=True, type=click.IntRange(min=2),
               help="Canaries to make (each planted with probability 1/2); hundreds to thousands for a useful bound.")
-@click.option("--kind", default="secret", type=click.Choice(["secret", "sample"]),
+@click.option("--kind", default="secret", type=click.Choice(CANARY_KINDS),
               help="secret: a random number in the --format sentence (exposure measurable); sample: held-out real "
                    "samples from --source.")
 @click.option("--format", "secret_format", default=DEFAULT_SECRET_FORMAT,
               help="The secret canaries' sentence, with {secret} where the random number goes.")
-@click.option("--secret-digits", default=8, type=click.IntRange(min=1), help="Digits of each secret (--kind secret).")
+@click.option("--secret-digits", default=DEFAULT_SECRET_DIGITS, type=click.IntRange(min=1),
+              help="Digits of each secret (--kind secret).")
 @click.option("--source", default=None, type=click.Path(),
               help="Held-out samples (never trained on) to draw canaries from (--kind sample); a 'label' column makes "
                    "classifier canaries.")
-@click.option("--seed", default=0, help="Seed of the secrets or the draw, and of which canaries are planted.")
+@click.option("--seed", default=None, type=int,
+              help="Seed of the secrets or the draw, and of which canaries are planted; it rebuilds the key, so keep it "
+                   "private  (default: drawn from the operating system's entropy, recorded in canaries.json).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
-def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None, seed: int,
+def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None, seed: int | None,
                   out: str) -> None:
     """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
-    from lmaudit.canaries.make import INSERT_FILE, inclusion, make_canaries
+    from lmaudit.canaries.make import INSERT_FILE, make_canaries, planted_canaries
 
     made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source)
-    click.echo(f"made {made.count} {kind} canaries; plant the {int(inclusion(made.count, seed).sum())} in "
+    click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} in "
                f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
 
 
@@ -750,13 +756,13 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
 @click.option("--canaries", "folder", required=True, type=click.Path(file_okay=False),
               help="The canary folder the model was trained with.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the canary report.")
-@click.option("--attack", default=None, type=click.Choice([spec.name for spec in ATTACK_SPECS]),
-              help="The registered attack that scores the canaries (higher = guessed planted)  (default: "
-                   "likelihood_ratio for sample canaries with --reference, else loss).")
+@click.option("--attack", default=None,
+              help="The registered attack that scores the canaries (higher = guessed planted; see docs/attacks.md)  "
+                   "(default: likelihood_ratio for sample canaries with --reference, else loss).")
 @click.option("--delta", default=None, type=click.FloatRange(min=0, max=1, max_open=True),
               help="Delta of the bound (default: the model's recorded DP-SGD delta, else 0).")
-@click.option("--candidates", default=1000, type=click.IntRange(min=0),
-              help="Random secrets scored to measure each secret canary's exposure (0: no exposure).")
+@click.option("--candidates", default=DEFAULT_CANDIDATES, type=click.IntRange(min=0),
+              help="Random secrets scored to measure each secret canary's exposure (at least 20; 0: no exposure).")
 @click.option("--include-text", is_flag=True, help="Write the canaries' text in canary_scores.parquet.")
 @_signal_options(from_config=True, signal_help="The signal of the model and the references: an LM's loss signal, or "
                                                 "classifier (the classifier's loss on each canary's label).")

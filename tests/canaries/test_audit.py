@@ -8,6 +8,7 @@ import json
 import logging
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -16,6 +17,7 @@ from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, plante
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts
+from lmaudit.errors import InputError
 from lmaudit.models.dp import DPSettings
 from lmaudit.models.train import read_training_summary, train_language_model
 from tests.helpers import run_cli
@@ -121,9 +123,15 @@ def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folde
                            "--canaries", root / "samples", "--out", root / "cli", "--signal", "clm_loss")
     assert code == 0 and "epsilon lower bound" in output and "a lower bound" in output
     assert json.loads((root / "cli" / REPORT_FILE).read_text())["one_run"]["canaries"] == CANARIES
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
+                           "--out", root / "cli-secrets", "--signal", "clm_loss", "--candidates", "50")
+    assert code == 0 and "secret canaries scored by loss" in output and "exposure (bits; 19.9 possible, 50 random" in output
     code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root,
                            "--out", root / "cli-bad", "--signal", "clm_loss")
     assert code == 2 and "not a canary folder" in output and len(output.strip().splitlines()) == 1
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
+                           "--out", root / "cli-bad", "--signal", "clm_loss", "--attack", "nonsense")
+    assert code == 2 and "no such attack" in output and len(output.strip().splitlines()) == 1
 
 
 def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
@@ -142,5 +150,11 @@ def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
     config = AuditConfig(target=str(tmp_path / "model"), out=str(tmp_path / "audit"), signal={"signal": "classifier"})
     result = audit_canaries(config, tmp_path / "canaries")
     assert result.report["attack"] == "loss" and result.report["signal"] == "classifier"
-    assert result.bound.guesses.canaries == 40 and result.bound.epsilon_lower_bound >= 0
+    assert result.bound.guesses.canaries == 40
     assert result.scores["loss"].gt(0).all()  # cross-entropy of each canary's own label (nats)
+    np.testing.assert_allclose(result.scores["score"], -result.scores["loss"])  # higher = more likely planted
+    pd.DataFrame({"text": [f"a post about nothing {i}" for i in range(5)], "label": "nonsense"}).to_csv(
+        tmp_path / "odd.csv", index=False)
+    make_canaries(tmp_path / "odd", "sample", 5, seed=0, source=tmp_path / "odd.csv")
+    with pytest.raises(InputError, match="canaries.jsonl, row 1: label 'nonsense' is not a label of the model"):
+        audit_canaries(config.model_copy(update={"out": str(tmp_path / "odd-audit")}), tmp_path / "odd")

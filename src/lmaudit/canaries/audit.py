@@ -17,26 +17,28 @@ import logging
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from lmaudit import __version__
 from lmaudit.atomic import staged
-from lmaudit.attacks.base import TARGET_LOSS, AttackInput, AttackScores
-from lmaudit.attacks.registry import attack_spec, run_attacks
 from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, CanarySet, random_secrets, read_canary_set
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
-from lmaudit.metrics.exposure import exposures
-from lmaudit.metrics.one_run import OneRunBound, one_run_bound
 from lmaudit.signals.registry import signal_spec
+
+if TYPE_CHECKING:  # the attacks (and scikit-learn) load when an audit runs, not with the command line
+    from lmaudit.attacks.base import AttackInput, AttackScores
+    from lmaudit.metrics.one_run import OneRunBound
 
 log = logging.getLogger(__name__)
 DEFAULT_CANDIDATES = 1000
+MINIMUM_CANDIDATES = 20
 CONFIDENCE = 0.95
 REPORT_FILE, SCORES_FILE = "canary_report.json", "canary_scores.parquet"
 CANDIDATE_SEED = 15485863  # added to the canaries' seed: candidates are drawn apart from the secrets
@@ -46,8 +48,8 @@ EXPLANATION = (
     "{risk:.0%} of the time. So the training is not that private, with {confidence:.0%} confidence. "
     "What it does not mean: it is a lower bound, not an estimate of the true epsilon, which may be far larger; a "
     "bound of 0 proves nothing either way (the model may still leak). It comes from one training run and one "
-    "attack: a stronger attack, more canaries, or canaries that stand out more can only raise it. It speaks of the "
-    "canaries' privacy; real samples, which are less unusual, typically leak less."
+    "attack, and is itself random: a stronger attack, more canaries, or canaries that stand out more tend to raise "
+    "it. It speaks of the canaries' privacy; real samples, which are less unusual, typically leak less."
 )
 
 
@@ -66,8 +68,11 @@ def canary_scores(config: AuditConfig, attack: str, canaries: pd.DataFrame, cand
                   labels: bool, progress: bool) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Each canary's membership score under `attack` and the target's loss (sample_id, score, loss), and the
     candidates' target loss (sample_id, loss) where there are candidates. No key is read here."""
+    from lmaudit.attacks.registry import ATTACKS, attack_spec, run_attacks
     from lmaudit.pipeline import language_model_signals
 
+    if attack not in {spec.name for spec in ATTACKS}:
+        raise InputError(f"--attack {attack}: no such attack; choose one of {', '.join(s.name for s in ATTACKS)}")
     rows = pd.concat([canaries.assign(role=NONMEMBER),
                       *([candidates.assign(role=POPULATION)] if candidates is not None else [])], ignore_index=True)
     if signal_spec(config.signal.signal).output == "log_probabilities":
@@ -104,6 +109,7 @@ def frames_of(result: AttackScores, samples: pd.DataFrame, signal: str) -> tuple
 
 def classifier_inputs(config: AuditConfig, rows: pd.DataFrame, progress: bool) -> tuple[list[AttackInput], pd.DataFrame]:
     """A classifier's canaries as the loss attack reads them: the target's cross-entropy loss on each (nats)."""
+    from lmaudit.attacks.base import TARGET_LOSS, AttackInput
     from lmaudit.models.load import classifier_labels
     from lmaudit.pipeline import label_indices
     from lmaudit.signals.compute import model_signal
@@ -121,7 +127,15 @@ def classifier_inputs(config: AuditConfig, rows: pd.DataFrame, progress: bool) -
 
 
 def secret_candidates(canary_set: CanarySet, canaries: pd.DataFrame, count: int) -> pd.DataFrame:
-    """`count` random secrets of the canaries' format that are none of the canaries (sample_id candidate-N)."""
+    """`count` random secrets of the canaries' format that are none of the canaries (sample_id candidate-N); an
+    InputError when the format allows too few, or too few are asked to fit their distribution."""
+    if count < MINIMUM_CANDIDATES:
+        raise InputError(f"--candidates {count}: exposure needs at least {MINIMUM_CANDIDATES} random secrets to fit "
+                         f"their losses (or 0 for no exposure)")
+    available = 10 ** canary_set.secret_digits - len(canaries)
+    if count > available // 2:
+        raise InputError(f"--candidates {count}: {canary_set.secret_digits}-digit secrets leave {available} that are "
+                         f"not canaries; ask for at most {available // 2}, or --candidates 0")
     rng = np.random.default_rng(canary_set.seed + CANDIDATE_SEED)
     taken = set(canaries["text"])
     texts: list[str] = []
@@ -134,10 +148,13 @@ def secret_candidates(canary_set: CanarySet, canaries: pd.DataFrame, count: int)
 def exposure_summary(scores: pd.DataFrame, included: np.ndarray, space_bits: float, candidates: int) -> dict:
     """Median and largest exposure (bits) of the planted and of the never-planted secrets (the latter show what
     chance alone gives), by the candidates' count and by extrapolation."""
+    def statistic(values: pd.Series, stat: str) -> float | None:
+        value = getattr(values, stat)() if len(values) else np.nan
+        return float(value) if np.isfinite(value) else None  # none planted (or none not), or nothing fitted
+
     def summary(rows: pd.DataFrame) -> dict:
-        return {"secrets": len(rows),
-                **{f"{how}_{stat}": float(getattr(rows[f"exposure_{how}"], stat)()) if len(rows) else None
-                   for how in ("sampled", "extrapolated") for stat in ("median", "max")}}
+        return {"secrets": len(rows), **{f"{how}_{stat}": statistic(rows[f"exposure_{how}"], stat)
+                                         for how in ("sampled", "extrapolated") for stat in ("median", "max")}}
 
     return {"space_bits": space_bits, "candidates": candidates,
             "sampled_cap_bits": float(np.log2(candidates + 1)),
@@ -151,6 +168,16 @@ def accountant_epsilon(target: str) -> dict | None:
     summary = read_training_summary(target) or {}
     dp = summary.get("dp")
     return None if not dp else {"epsilon_rdp": dp["epsilon_rdp"], "epsilon_prv": dp["epsilon_prv"], "delta": dp["delta"]}
+
+
+def check_scored(scores: pd.DataFrame, folder: Path) -> None:
+    """InputError if the attack or the signal left a canary without a number: it would be guessed 'not planted'
+    unseen (the key is not read yet, so this says nothing of it)."""
+    missing = scores[scores[["score", "loss"]].isna().any(axis=1)]
+    if not missing.empty:
+        raise InputError(f"{folder / CANARIES_FILE}: {len(missing)} canaries (first {missing['sample_id'].iloc[0]}) got "
+                         f"no score from this attack and signal (too short after tokenization?); choose another "
+                         f"attack or remake the canaries")
 
 
 def read_key(folder: Path, canaries: pd.DataFrame) -> np.ndarray:
@@ -175,6 +202,9 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     `default_attack`), bound epsilon from the key, measure the secrets' exposure against `candidates` random ones,
     and write the output folder (config.out). `delta`: that of the bound (default: the target's recorded DP-SGD
     delta, else 0, the pure-DP bound)."""
+    from lmaudit.metrics.exposure import exposures
+    from lmaudit.metrics.one_run import one_run_bound
+
     folder = Path(folder)
     canary_set = read_canary_set(folder)
     attack = attack or default_attack(canary_set.kind, config.reference)
@@ -186,8 +216,9 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
         pool = secret_candidates(canary_set, canaries, candidates) if secret and candidates else None
         log.info("canary audit: scoring %d canaries%s with %s", len(canaries),
                  f" and {candidates} random secrets" if pool is not None else "", attack)
-        scored = canaries[["sample_id", "text", "label", "group_id", "subgroup_id"]]
+        scored = canaries[["sample_id", "text", "label", "group_id", "subgroup_id", "source", "row"]]
         scores, candidate_losses = canary_scores(config, attack, scored, pool, canaries["label"].notna().all(), progress)
+        check_scored(scores, folder)
         included = read_key(folder, scores)
         bound = one_run_bound(scores["score"].to_numpy(), included, delta, confidence, seed=config.evaluation.seed)
         exposure = None
@@ -211,7 +242,7 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
     guesses = bound.guesses
     verdict = None
     if dp is not None and dp["delta"] == bound.delta:
-        claimed = dp["epsilon_prv"] if dp["epsilon_prv"] is not None else dp["epsilon_rdp"]
+        claimed = claimed_epsilon(dp)[1]
         verdict = ("consistent: the bound is below the accountant's epsilon" if bound.epsilon_lower_bound <= claimed
                    else "CONTRADICTION: the bound exceeds the accountant's epsilon; the DP training or its accounting "
                         "is wrong")
@@ -219,7 +250,8 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
         "schema_version": 1, "kind": "canary_audit", "lmaudit_version": __version__,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "target": config.target, "reference": list(config.reference), "attack": attack, "signal": config.signal.signal,
-        "canaries": {key: value for key, value in asdict(canary_set).items() if key != "secret_format"}
+        # Never the seed: it rebuilds the key.
+        "canaries": {key: value for key, value in asdict(canary_set).items() if key not in ("seed", "secret_format")}
         | {"space_bits": canary_set.space_bits},
         "one_run": {"canaries": guesses.canaries, "guesses": guesses.guesses,
                     "positive_guesses": guesses.positive_guesses, "negative_guesses": guesses.negative_guesses,
@@ -241,6 +273,15 @@ def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
         report_file.write_text(json.dumps(report, indent=2, default=float), encoding="utf-8")
 
 
+def claimed_epsilon(dp: dict) -> tuple[str, float]:
+    """The accountant's epsilon the bound is compared with, and its accountant: PRV (tighter) where computed, else RDP."""
+    return ("PRV", dp["epsilon_prv"]) if dp["epsilon_prv"] is not None else ("RDP", dp["epsilon_rdp"])
+
+
+def _bits(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def canary_lines(report: dict) -> list[str]:
     """The canary report for a terminal: the bound and its guesses, the accountant's epsilon, the exposure, and what
     the bound means."""
@@ -252,13 +293,13 @@ def canary_lines(report: dict) -> list[str]:
              f"{one_run['confidence']:.0%} confidence (best of {one_run['choices_of_k']} guess counts, "
              f"Bonferroni-corrected)"]
     if report["accountant"]:
-        accountant = report["accountant"]
-        lines.append(f"the accountant's epsilon: {accountant['epsilon_rdp']:.3g} (RDP) at delta {accountant['delta']:g}"
+        accountant, epsilon = claimed_epsilon(report["accountant"])
+        lines.append(f"the accountant's epsilon: {epsilon:.3g} ({accountant}) at delta {report['accountant']['delta']:g}"
                      + (f"; {report['verdict']}" if report["verdict"] else ""))
     if report["exposure"]:
         exposure = report["exposure"]
         lines.append(f"exposure (bits; {exposure['space_bits']:.1f} possible, {exposure['candidates']} random secrets "
-                     f"scored): planted median {exposure['planted']['extrapolated_median']:.2f}, largest "
-                     f"{exposure['planted']['extrapolated_max']:.2f}; never planted median "
-                     f"{exposure['not_planted']['extrapolated_median']:.2f} (extrapolated)")
+                     f"scored): planted median {_bits(exposure['planted']['extrapolated_median'])}, largest "
+                     f"{_bits(exposure['planted']['extrapolated_max'])}; never planted median "
+                     f"{_bits(exposure['not_planted']['extrapolated_median'])} (extrapolated)")
     return lines + [report["explanation"]]

@@ -8,8 +8,9 @@ A canary folder holds:
 - canaries.jsonl: every canary (sample_id, text, and label where it has one), what the audit scores;
 - insert.jsonl: the canaries to plant, for the team's own training job or `lmaudit train --canaries`;
 - key.parquet: which canaries were planted (sample_id, included), read by the audit's last step only;
-- canaries.json: how they were made (kind, count, seed, format, the secret's space), no key.
-The folder is private: insert.jsonl and key.parquet both tell which canaries the model saw.
+- canaries.json: how they were made (kind, count, seed, format, the secret's space).
+The folder is private: insert.jsonl and key.parquet tell which canaries the model saw, and the seed rebuilds both, so
+no report repeats it; without --seed it is drawn from the operating system's entropy, never a fixed default.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.atomic import staged
-from lmaudit.data.corpus import load_corpus, write_table
+from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
 
 KINDS = ("secret", "sample")
@@ -87,7 +88,7 @@ def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FOR
 def make_sample_canaries(source: str | Path, count: int, seed: int) -> pd.DataFrame:
     """`count` rows drawn (seeded, without replacement) from a file of held-out samples, with their labels where the
     file has them; one canary per group, so that no two canaries are one person's."""
-    corpus = load_corpus(source)
+    corpus = load_corpus(source).drop_duplicates("text")  # one text cannot be both planted and not
     if corpus["group_id"].notna().any():
         corpus = corpus.groupby(corpus["group_id"].fillna(corpus["sample_id"]), sort=False).head(1)
     if len(corpus) < count:
@@ -106,9 +107,15 @@ def canary_ids(count: int) -> list[str]:
     return [f"canary-{i:0{width}d}" for i in range(1, count + 1)]
 
 
-def inclusion(count: int, seed: int) -> np.ndarray:
-    """Which canaries to plant: a fair coin each, from a generator of its own (so the secrets' draw never shifts it)."""
-    return np.random.default_rng([seed, 1]).random(count) < INCLUSION_PROBABILITY
+def inclusion(count: int, seed: int, probability: float = INCLUSION_PROBABILITY) -> np.ndarray:
+    """Which canaries to plant: a coin of `probability` each, from a generator of its own (so the secrets' draw never
+    shifts it)."""
+    return np.random.default_rng([seed, 1]).random(count) < probability
+
+
+def fresh_seed() -> int:
+    """A seed from the operating system's entropy: a key nobody can rebuild from a guessable default (63 bits)."""
+    return int(np.random.SeedSequence().entropy % 2 ** 63)
 
 
 def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> Path:
@@ -117,7 +124,7 @@ def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> 
     if out.exists():
         raise InputError(f"{out}: already exists; a canary folder holds a key that a trained model depends on, so "
                          f"lmaudit never overwrites one; give a new --out")
-    included = inclusion(len(canaries), spec.seed)
+    included = inclusion(len(canaries), spec.seed, spec.inclusion_probability)
     with staged(out) as (folder,):
         folder.mkdir(parents=True)
         write_table(canaries, folder / CANARIES_FILE)
@@ -128,9 +135,10 @@ def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> 
     return out
 
 
-def make_canaries(out: str | Path, kind: str, count: int, seed: int = 0, secret_format: str = DEFAULT_FORMAT,
+def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = None, secret_format: str = DEFAULT_FORMAT,
                   digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None) -> CanarySet:
-    """Make `count` canaries of `kind` and write their folder; the set's description."""
+    """Make `count` canaries of `kind` and write their folder (seed None: `fresh_seed`); the set's description."""
+    seed = fresh_seed() if seed is None else seed
     if count < 2:
         raise InputError("--n: a canary audit needs at least 2 canaries (hundreds for a useful bound)")
     if kind == "secret":
@@ -161,8 +169,11 @@ def read_canary_set(folder: str | Path) -> CanarySet:
 
 
 def planted_canaries(folder: str | Path) -> pd.DataFrame:
-    """The canaries to plant (insert.jsonl: sample_id, text, group_id, and label where they have one)."""
+    """The canaries to plant (insert.jsonl: sample_id, text, group_id, and label where they have one); none when every
+    coin came up 'out' (likely only for a handful of canaries)."""
     read_canary_set(folder)
+    if not read_table(Path(folder) / KEY_FILE)["included"].any():
+        return pd.DataFrame(columns=["sample_id", "text", "group_id", "label"])
     return load_corpus(Path(folder) / INSERT_FILE)
 
 
@@ -173,5 +184,13 @@ def check_held_out(folder: str | Path, training: pd.DataFrame) -> None:
     canaries = load_corpus(Path(folder) / CANARIES_FILE)
     seen = training[training["text"].isin(set(canaries["text"]))]
     if not seen.empty:
-        raise InputError(f"{row_location(seen.iloc[0])}: this text is one of the canaries of {folder}; canaries "
-                         f"must be held out of the training data: remove it, or make canaries from other samples")
+        where = row_location(seen.iloc[0]) if "source" in seen else f"training text {seen.index[0] + 1}"
+        raise InputError(f"{where}: this text is one of the canaries of {folder}; canaries must be held out of the "
+                         f"training data: remove it, or make canaries from other samples")
+
+
+def plant(training: pd.DataFrame, folder: str | Path) -> pd.DataFrame:
+    """The training rows with the planted canaries of `folder` appended (each its own group), after checking that the
+    training data holds none of the canaries."""
+    check_held_out(folder, training)
+    return pd.concat([training, planted_canaries(folder)], ignore_index=True)

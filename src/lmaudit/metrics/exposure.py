@@ -41,12 +41,18 @@ def sampled_exposure(rank: int, candidates: int) -> float:
 
 def fitted_tail(candidate_losses: np.ndarray):
     """The skew-normal distribution fitted (maximum likelihood) to the candidates' losses: the paper's model of how
-    the losses of the whole space are spread."""
-    return skewnorm(*skewnorm.fit(np.asarray(candidate_losses, dtype=float)))
+    the losses of the whole space are spread; None when they cannot be fitted (all equal)."""
+    losses = np.asarray(candidate_losses, dtype=float)
+    if np.ptp(losses) == 0:
+        return None
+    return skewnorm(*skewnorm.fit(losses))
 
 
 def extrapolated_exposure(secret_loss: float, distribution, space_bits: float) -> float:
-    """-log2 P[loss <= the secret's] under the fitted distribution, capped at the space's log2 |R| (bits)."""
+    """-log2 P[loss <= the secret's] under the fitted distribution, capped at the space's log2 |R| (bits); NaN without
+    a distribution."""
+    if distribution is None:
+        return float("nan")
     log_tail = distribution.logcdf(secret_loss)
     return float(min(space_bits, max(0.0, -log_tail / math.log(2))))
 

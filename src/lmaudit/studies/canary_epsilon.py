@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmaudit.canaries.make import MANIFEST_FILE, make_canaries, planted_canaries
+import pandas as pd
+
+from lmaudit.canaries.make import MANIFEST_FILE, make_canaries, plant
 from lmaudit.config import AuditConfig
 
 CANARY_COUNTS = {"smoke": 100, "default": 500}
 CANARY_PATIENTS_SEED = 611953  # added to the study's seed: canary patients apart from the study's
-FIELDS = ("canary_epsilon", "canary_correct", "canary_guesses")
 
 
 def note_canaries(out: Path, size: str, seed: int) -> Path:
@@ -31,10 +32,10 @@ def note_canaries(out: Path, size: str, seed: int) -> Path:
     return folder
 
 
-def with_canaries(texts: list[str], groups: list, folder: Path) -> tuple[list[str], list]:
-    """The training texts and their groups with the planted canaries appended (each canary its own group)."""
-    planted = planted_canaries(folder)
-    return texts + planted["text"].tolist(), list(groups) + planted["group_id"].tolist()
+def with_canaries(rows: pd.DataFrame, folder: Path) -> tuple[list[str], list]:
+    """The texts and groups of the training `rows` with the planted canaries appended (each canary its own group)."""
+    planted = plant(rows[["text", "group_id"]], folder)
+    return planted["text"].tolist(), planted["group_id"].tolist()
 
 
 def canary_measurement(model: Path, references: list[Path], folder: Path, signal: str, out: Path, cache: Path,

@@ -143,7 +143,7 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
         checkpoint = model if epoch == study.size.epochs else checkpoint_folder(model, epoch)
 
         def prepare(folder: Path):
-            texts, groups = with_canaries(target_rows["text"].tolist(), target_rows["group_id"].tolist(), canaries)
+            texts, groups = with_canaries(target_rows, canaries)
             settings = {"checkpoints": tuple(epochs)}
             if noise is not None:
                 settings |= {"dp": DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP), "groups": groups}

@@ -95,7 +95,7 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
         target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
         population = notes[notes["role"] == POPULATION]
         canaries = note_canaries(out, size, seed)
-        texts, groups = with_canaries(target_rows["text"].tolist(), target_rows["group_id"].tolist(), canaries)
+        texts, groups = with_canaries(target_rows, canaries)
         rows = []
         for number, noise in enumerate(noises, start=1):
             name = f"sigma-{noise:g}"

@@ -1,0 +1,103 @@
+"""The canary report and its checks, without models: the verdict against the accountant, what the terminal prints
+when a side is empty, a key that does not match, canaries left without a score, and candidates the format cannot
+give. None of it reveals the seed that rebuilds the key."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmaudit.canaries.audit import (
+    canary_lines,
+    canary_report,
+    check_scored,
+    exposure_summary,
+    read_key,
+    secret_candidates,
+)
+from lmaudit.canaries.make import CanarySet, inclusion, make_canaries, planted_canaries
+from lmaudit.config import AuditConfig
+from lmaudit.errors import InputError
+from lmaudit.metrics.exposure import exposures
+from lmaudit.metrics.one_run import CanaryGuesses, OneRunBound
+
+SECRETS = CanarySet("secret", 200, seed=987654321, secret_format="mrn {secret}", secret_digits=6)
+
+
+def report_with(bound: float, dp: dict | None, exposure: dict | None = None) -> dict:
+    config = AuditConfig(target="model", out="out")
+    return canary_report(config, SECRETS, "loss", OneRunBound(CanaryGuesses(200, 10, 0, 10), bound, 1e-5, 0.95, 8),
+                         exposure, dp)
+
+
+def test_the_verdict_compares_the_bound_with_the_accountants_epsilon_at_the_same_delta():
+    prv = {"epsilon_prv": 1.0, "epsilon_rdp": 3.0, "delta": 1e-5}
+    assert report_with(0.9, prv)["verdict"].startswith("consistent")
+    assert report_with(2.0, prv)["verdict"].startswith("CONTRADICTION")  # above PRV's 1.0, though below RDP's 3.0
+    assert report_with(2.0, {**prv, "epsilon_prv": None})["verdict"].startswith("consistent")  # RDP where no PRV
+    assert report_with(2.0, {**prv, "delta": 1e-6})["verdict"] is None  # another delta: no comparison
+    assert report_with(2.0, None)["verdict"] is None
+    lines = canary_lines(report_with(2.0, prv))
+    assert any("1 (PRV)" in line and "CONTRADICTION" in line for line in lines)  # prints the epsilon it compared
+
+
+def test_the_report_never_holds_the_seed_that_rebuilds_the_key():
+    report = report_with(0.5, None)
+    assert "seed" not in report["canaries"] and str(SECRETS.seed) not in str(report)
+    assert report["canaries"]["count"] == 200 and report["canaries"]["space_bits"] == pytest.approx(6 * np.log2(10))
+
+
+def test_exposure_lines_say_n_a_where_a_side_has_no_secret():
+    scores = pd.DataFrame({"loss": [1.0, 2.0, 3.0]})
+    found = exposures(scores["loss"].to_numpy(), np.linspace(0, 10, 50), 19.9)
+    scores["exposure_sampled"] = [e.sampled for e in found]
+    scores["exposure_extrapolated"] = [e.extrapolated for e in found]
+    summary = exposure_summary(scores, np.array([True, True, True]), 19.9, 50)
+    assert summary["not_planted"] == {"secrets": 0, "sampled_median": None, "sampled_max": None,
+                                      "extrapolated_median": None, "extrapolated_max": None}
+    assert summary["planted"]["sampled_max"] == pytest.approx(found[0].sampled)
+    assert any("never planted median n/a" in line for line in canary_lines(report_with(0.0, None, summary)))
+
+
+def test_equal_candidate_losses_give_no_extrapolation_rather_than_an_error():
+    found = exposures(np.array([1.0]), np.full(30, 2.0), 19.9)
+    assert found[0].rank == 1 and np.isnan(found[0].extrapolated)
+
+
+def test_a_key_that_does_not_match_the_canaries_is_refused(tmp_path):
+    make_canaries(tmp_path / "k", "secret", 10, seed=0)
+    canaries = pd.read_json(tmp_path / "k" / "canaries.jsonl", lines=True)
+    assert read_key(tmp_path / "k", canaries).tolist() == inclusion(10, 0).tolist()
+    with pytest.raises(InputError, match="does not match"):
+        read_key(tmp_path / "k", canaries.iloc[:9])
+
+
+def test_a_canary_without_a_score_is_refused_before_the_key_is_read(tmp_path):
+    scores = pd.DataFrame({"sample_id": ["canary-0001", "canary-0002"], "score": [0.1, np.nan], "loss": [1.0, 2.0]})
+    with pytest.raises(InputError, match="1 canaries \\(first canary-0002\\) got no score"):
+        check_scored(scores, tmp_path)
+
+
+def test_candidates_the_format_cannot_give_are_refused_before_scoring():
+    canaries = pd.DataFrame({"text": [f"mrn {i}" for i in range(10)]})
+    small = CanarySet("secret", 10, seed=0, secret_format="mrn {secret}", secret_digits=3)
+    with pytest.raises(InputError, match="at most 495"):
+        secret_candidates(small, canaries, 1000)
+    with pytest.raises(InputError, match="at least 20"):
+        secret_candidates(small, canaries, 5)
+    drawn = secret_candidates(small, canaries, 400)
+    assert drawn["text"].is_unique and not set(drawn["text"]) & set(canaries["text"])
+
+
+def test_no_canary_planted_is_an_empty_insert_not_an_error(tmp_path):
+    seed = next(s for s in range(100) if not inclusion(2, s).any())  # both coins came up 'out'
+    make_canaries(tmp_path / "none", "secret", 2, seed=seed)
+    assert planted_canaries(tmp_path / "none").empty
+
+
+def test_without_a_seed_every_folder_gets_its_own_key(tmp_path):
+    first, second = make_canaries(tmp_path / "a", "secret", 64), make_canaries(tmp_path / "b", "secret", 64)
+    assert first.seed != second.seed
+    keys = [pd.read_parquet(tmp_path / name / "key.parquet")["included"].tolist() for name in ("a", "b")]
+    assert keys[0] == inclusion(64, first.seed).tolist() and keys[0] != keys[1]
