@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from lmaudit.canaries.audit import REPORT_FILE, SCORES_FILE, audit_canaries
-from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, planted_canaries
+from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, plant, planted_canaries
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts
@@ -22,7 +22,7 @@ from lmaudit.models.dp import DPSettings
 from lmaudit.models.train import read_training_summary, train_language_model
 from tests.helpers import run_cli
 
-CANARIES = 120
+CANARIES = 200
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +30,18 @@ def trained(tmp_path_factory):
     """A causal LM trained on notes with sample and secret canaries planted (no DP), the same under strong DP-SGD
     noise, and a reference trained on other patients, with the target's tokenizer."""
     root = tmp_path_factory.mktemp("canaries")
-    generate_notes(200, seed=13).to_csv(root / "held.csv", index=False)
+    generate_notes(400, seed=13).to_csv(root / "held.csv", index=False)
     make_canaries(root / "samples", "sample", CANARIES, seed=0, source=root / "held.csv")
     make_canaries(root / "secrets", "secret", CANARIES, seed=1, digits=6)
     notes = generate_notes(40, seed=11)
-    planted = pd.concat([planted_canaries(root / "samples"), planted_canaries(root / "secrets")])
-    texts = notes["text"].tolist() + planted["text"].tolist()
+    training = plant(plant(notes, root / "samples"), root / "secrets")  # refuses a canary already in the notes
+    texts = training["text"].tolist()
     train_language_model("clm", texts, root / "target", epochs=20, seed=0)
     train_language_model("clm", generate_notes(40, seed=12)["text"].tolist(), root / "reference",
                          tokenizer_dir=root / "target", epochs=20, seed=1)
     train_language_model("clm", texts, root / "dp-target", tokenizer_dir=root / "target", epochs=3, seed=0,
                          dp=DPSettings(noise_multiplier=3.0, delta=1e-5),
-                         groups=notes["group_id"].tolist() + planted["group_id"].tolist())
+                         groups=training["group_id"].tolist())
     return root, len(texts)
 
 

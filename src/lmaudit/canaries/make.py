@@ -88,7 +88,8 @@ def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FOR
 def make_sample_canaries(source: str | Path, count: int, seed: int) -> pd.DataFrame:
     """`count` rows drawn (seeded, without replacement) from a file of held-out samples, with their labels where the
     file has them; one canary per group, so that no two canaries are one person's."""
-    corpus = load_corpus(source).drop_duplicates("text")  # one text cannot be both planted and not
+    corpus = load_corpus(source)
+    corpus = corpus[~corpus["text"].duplicated(keep=False)]  # a repeated text is boilerplate, and could be both in and out
     if corpus["group_id"].notna().any():
         corpus = corpus.groupby(corpus["group_id"].fillna(corpus["sample_id"]), sort=False).head(1)
     if len(corpus) < count:

@@ -18,8 +18,10 @@ CANARY_COUNTS = {"smoke": 100, "default": 500}
 CANARY_PATIENTS_SEED = 611953  # added to the study's seed: canary patients apart from the study's
 
 
-def note_canaries(out: Path, size: str, seed: int) -> Path:
-    """out/canaries: sample canaries, one note of each of CANARY_COUNTS[size] patients in no role (made once)."""
+def note_canaries(out: Path, size: str, seed: int, notes: pd.DataFrame) -> Path:
+    """out/canaries: sample canaries, one note of each of CANARY_COUNTS[size] patients in no role (made once), none
+    with the text of any of the study's `notes` (the generator repeats boilerplate notes: such a canary is not held
+    out)."""
     from lmaudit.data.synth import generate_notes
 
     folder = out / "canaries"
@@ -27,7 +29,9 @@ def note_canaries(out: Path, size: str, seed: int) -> Path:
         count = CANARY_COUNTS[size]
         source = out / "canary-patients.csv"
         source.parent.mkdir(parents=True, exist_ok=True)
-        generate_notes(count, seed + CANARY_PATIENTS_SEED)[["sample_id", "group_id", "text"]].to_csv(source, index=False)
+        patients = generate_notes(2 * count, seed + CANARY_PATIENTS_SEED)  # twice as many: some have only boilerplate
+        patients = patients[~patients["text"].isin(set(notes["text"]))]
+        patients[["sample_id", "group_id", "text"]].to_csv(source, index=False)
         make_canaries(folder, "sample", count, seed, source=source)
     return folder
 

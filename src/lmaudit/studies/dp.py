@@ -212,7 +212,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
 
     grid = DP_GRIDS[size]
     study = notes_study(out, size, seed, progress)
-    cells = (language_model_cells(study, grid, note_canaries(Path(out), size, seed))
+    cells = (language_model_cells(study, grid, note_canaries(Path(out), size, seed, study.notes))
              + classifier_cells(out, size, seed, grid, progress))
     noises = ", ".join(noise_label(noise) for noise in grid.noises)
     return StudyPlan(

@@ -94,7 +94,7 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
         epochs = epochs or demo.epochs
         target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
         population = notes[notes["role"] == POPULATION]
-        canaries = note_canaries(out, size, seed)
+        canaries = note_canaries(out, size, seed, notes)
         texts, groups = with_canaries(target_rows, canaries)
         rows = []
         for number, noise in enumerate(noises, start=1):
