@@ -8,7 +8,8 @@ $LMAUDIT -q synth --out notes.csv --patients 60 --seed 0          # the private 
 $LMAUDIT -q synth --out public.csv --patients 60 --seed 1         # public text: the reference, and the tokenizer
 $LMAUDIT -q synth --out held-out.csv --patients 400 --seed 2      # notes never trained on: the canaries
 $LMAUDIT -q train clm --data public.csv --out reference --epochs 20
-$LMAUDIT -q canaries make --n 200 --kind sample --source held-out.csv --seed 7 --out canaries
+$LMAUDIT -q canaries make --n 200 --kind sample --source held-out.csv --exclude notes.csv --seed 7 \
+  --out canaries
 $LMAUDIT -q canaries make --n 200 --kind secret --seed 8 --out secrets
 for run in "target canaries" "target-dp canaries --dp --noise-multiplier 1" "target-secrets secrets"; do
   set -- $run

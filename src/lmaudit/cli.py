@@ -734,16 +734,18 @@ def canaries() -> None:
 @click.option("--source", default=None, type=click.Path(),
               help="Held-out samples (never trained on) to draw canaries from (--kind sample); a 'label' column makes "
                    "classifier canaries.")
+@click.option("--exclude", multiple=True, type=click.Path(),
+              help="A file whose texts are never drawn as canaries (--kind sample): give your training data (repeatable).")
 @click.option("--seed", default=None, type=int,
               help="Seed of the secrets or the draw, and of which canaries are planted; it rebuilds the key, so keep it "
                    "private  (default: drawn from the operating system's entropy, recorded in canaries.json).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
-def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None, seed: int | None,
-                  out: str) -> None:
+def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None,
+                  exclude: tuple[str, ...], seed: int | None, out: str) -> None:
     """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
     from lmaudit.canaries.make import INSERT_FILE, make_canaries, planted_canaries
 
-    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source)
+    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude)
     click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} in "
                f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
 
@@ -782,7 +784,7 @@ def canaries_audit(target: str, adapter: str | None, reference: tuple[str, ...],
                        "command line")
     result = audit_canaries(config, folder, attack, candidates, delta, progress=_progress())
     click.echo("\n".join(canary_lines(result.report)))
-    click.echo(f"report: {Path(out) / 'canary_report.json'}")
+    click.echo(f"report: {Path(out) / 'canary_report.html'}")
 
 
 @main.command("dp-sweep")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.canaries.audit import REPORT_FILE, SCORES_FILE, audit_canaries
+from lmaudit.canaries.audit import PAGE_FILE, REPORT_FILE, SCORES_FILE, audit_canaries
 from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, plant, planted_canaries
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
@@ -108,13 +108,14 @@ def test_the_key_and_the_texts_stay_out_of_the_report_the_scores_and_the_logs(tr
     with caplog.at_level(logging.DEBUG):
         audit(root, "target", "samples", "private")
     canaries = pd.read_json(root / "samples" / CANARIES_FILE, lines=True)
-    report = (root / "private" / REPORT_FILE).read_text()
+    report = (root / "private" / REPORT_FILE).read_text() + (root / "private" / PAGE_FILE).read_text()
+    assert "epsilon &ge; " in report and "What the bound means" in report  # the page, with its explanation
     scores = pd.read_parquet(root / "private" / SCORES_FILE)
     assert not {"included", "role", "text", "label"} & set(scores.columns)
     for sample_id, text in zip(canaries["sample_id"], canaries["text"], strict=True):
         assert sample_id not in report and text not in report and text not in caplog.text
     assert "included" not in report
-    json.loads(report)  # strict JSON
+    json.loads((root / "private" / REPORT_FILE).read_text())  # strict JSON
 
 
 def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folder(trained):

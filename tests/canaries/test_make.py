@@ -63,6 +63,10 @@ def test_sample_canaries_are_held_out_rows_one_per_group_with_their_labels(tmp_p
     assert set(canaries["label"]) <= {"a", "b"}
     with pytest.raises(InputError, match="fewer than --n 30"):
         make_canaries(tmp_path / "t", "sample", 30, seed=0, source=source)
+    training = tmp_path / "training.csv"
+    pd.DataFrame({"text": [f"post number {i}" for i in range(0, 40, 2)]}).to_csv(training, index=False)
+    make_canaries(tmp_path / "e", "sample", 15, seed=0, source=source, exclude=(training,))
+    assert not set(read(tmp_path / "e", CANARIES_FILE)["text"]) & set(pd.read_csv(training)["text"])  # never training text
 
 
 @pytest.mark.parametrize(("args", "message"), [

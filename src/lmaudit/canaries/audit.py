@@ -6,13 +6,12 @@ labels does not apply. Only then is the key read, to count the correct guesses o
 canaries, random secrets of the same format are scored too: they give each canary's exposure and serve as the
 population of attacks that need one (RMIA).
 
-The output folder holds canary_report.json and canary_scores.parquet (one row per canary: id, score, loss, exposure;
-never whether it was planted, nor its text unless asked).
+The output folder holds canary_report.json, its page canary_report.html, and canary_scores.parquet (one row per
+canary: id, score, loss, exposure; never whether it was planted, nor its text unless asked).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -40,7 +39,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CANDIDATES = 1000
 MINIMUM_CANDIDATES = 20
 CONFIDENCE = 0.95
-REPORT_FILE, SCORES_FILE = "canary_report.json", "canary_scores.parquet"
+REPORT_FILE, SCORES_FILE, PAGE_FILE = "canary_report.json", "canary_scores.parquet", "canary_report.html"
 CANDIDATE_SEED = 15485863  # added to the canaries' seed: candidates are drawn apart from the secrets
 EXPLANATION = (
     "What the bound means: if the training that produced this model were (epsilon, delta)-differentially private "
@@ -266,11 +265,16 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
 
 
 def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
-    """The scores table and the report, both or neither."""
+    """The scores table, the report and its page, all or none."""
+    from lmaudit.report.build import json_text
+    from lmaudit.report.html import render_template
+
     out.mkdir(parents=True, exist_ok=True)
-    with staged(out / SCORES_FILE, out / REPORT_FILE) as (scores_file, report_file):
+    page = render_template("canaries.html.j2", report=report)
+    with staged(out / SCORES_FILE, out / REPORT_FILE, out / PAGE_FILE) as (scores_file, report_file, page_file):
         scores.to_parquet(scores_file, index=False)
-        report_file.write_text(json.dumps(report, indent=2, default=float), encoding="utf-8")
+        report_file.write_text(json_text(report), encoding="utf-8")
+        page_file.write_text(page, encoding="utf-8")
 
 
 def claimed_epsilon(dp: dict) -> tuple[str, float]:

@@ -85,16 +85,19 @@ def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FOR
     return pd.DataFrame({"sample_id": canary_ids(count), "text": texts})
 
 
-def make_sample_canaries(source: str | Path, count: int, seed: int) -> pd.DataFrame:
+def make_sample_canaries(source: str | Path, count: int, seed: int, exclude: tuple[str | Path, ...] = ()) -> pd.DataFrame:
     """`count` rows drawn (seeded, without replacement) from a file of held-out samples, with their labels where the
-    file has them; one canary per group, so that no two canaries are one person's."""
+    file has them; one canary per group, so that no two canaries are one person's, and none with a text of the
+    `exclude` files (the training data)."""
     corpus = load_corpus(source)
     corpus = corpus[~corpus["text"].duplicated(keep=False)]  # a repeated text is boilerplate, and could be both in and out
+    for path in exclude:
+        corpus = corpus[~corpus["text"].isin(set(load_corpus(path)["text"]))]
     if corpus["group_id"].notna().any():
         corpus = corpus.groupby(corpus["group_id"].fillna(corpus["sample_id"]), sort=False).head(1)
     if len(corpus) < count:
-        raise InputError(f"{source}: {len(corpus)} usable samples (one per group_id), fewer than --n {count}; "
-                         f"give a larger file or a smaller --n")
+        raise InputError(f"{source}: {len(corpus)} usable samples (one per group_id, texts not repeated nor in "
+                         f"--exclude), fewer than --n {count}; give a larger file or a smaller --n")
     rows = corpus.iloc[np.sort(np.random.default_rng(seed).choice(len(corpus), size=count, replace=False))]
     canaries = pd.DataFrame({"sample_id": canary_ids(count), "text": rows["text"].to_numpy()})
     if rows["label"].notna().all():
@@ -137,7 +140,8 @@ def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> 
 
 
 def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = None, secret_format: str = DEFAULT_FORMAT,
-                  digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None) -> CanarySet:
+                  digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None,
+                  exclude: tuple[str | Path, ...] = ()) -> CanarySet:
     """Make `count` canaries of `kind` and write their folder (seed None: `fresh_seed`); the set's description."""
     seed = fresh_seed() if seed is None else seed
     if count < 2:
@@ -150,7 +154,7 @@ def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = Non
     elif kind == "sample":
         if source is None:
             raise InputError("--kind sample draws held-out samples from --source FILE (never trained on); give it")
-        canaries = make_sample_canaries(source, count, seed)
+        canaries = make_sample_canaries(source, count, seed, exclude)
         spec = CanarySet(kind, count, seed, source=Path(source).name)
     else:
         raise InputError(f"--kind {kind}: choose one of {', '.join(KINDS)}")
