@@ -23,7 +23,7 @@ import pandas as pd
 
 from lmaudit import __version__
 from lmaudit.atomic import staged
-from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, CanarySet, random_secrets, read_canary_set
+from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, CanarySet, distinct_secrets, read_canary_set
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
@@ -135,12 +135,8 @@ def secret_candidates(canary_set: CanarySet, canaries: pd.DataFrame, count: int)
     if count > available // 2:
         raise InputError(f"--candidates {count}: {canary_set.secret_digits}-digit secrets leave {available} that are "
                          f"not canaries; ask for at most {available // 2}, or --candidates 0")
-    rng = np.random.default_rng(canary_set.seed + CANDIDATE_SEED)
-    taken = set(canaries["text"])
-    texts: list[str] = []
-    while len(texts) < count:
-        fresh = random_secrets(canary_set.secret_format, canary_set.secret_digits, count - len(texts), rng)
-        texts = list(dict.fromkeys(texts + [text for text in fresh if text not in taken]))
+    texts = distinct_secrets(canary_set.secret_format, canary_set.secret_digits, count,
+                             np.random.default_rng(canary_set.seed + CANDIDATE_SEED), set(canaries["text"]))
     return pd.DataFrame({"sample_id": [f"candidate-{i + 1}" for i in range(count)], "text": texts})
 
 

@@ -64,6 +64,17 @@ def random_secrets(secret_format: str, digits: int, count: int, rng: np.random.G
     return [secret_text(secret_format, row) for row in rng.integers(0, 10, size=(count, digits))]
 
 
+def distinct_secrets(secret_format: str, digits: int, count: int, rng: np.random.Generator,
+                     taken: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """`count` distinct random texts of the format, none of them in `taken` (drawn again until there are enough; the
+    callers make sure the space holds at least twice as many)."""
+    texts: list[str] = []
+    while len(texts) < count:
+        fresh = random_secrets(secret_format, digits, count - len(texts), rng)
+        texts = list(dict.fromkeys(texts + [text for text in fresh if text not in taken]))
+    return texts
+
+
 def check_format(secret_format: str, digits: int) -> None:
     """InputError unless the format has exactly one {secret} slot and the number at least one digit."""
     if secret_format.count(SECRET_SLOT) != 1:
@@ -78,10 +89,7 @@ def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FOR
     check_format(secret_format, digits)
     if count > 10 ** digits // 2:
         raise InputError(f"--n {count}: {digits} digits allow too few distinct secrets; give more --secret-digits")
-    rng = np.random.default_rng(seed)
-    texts: list[str] = []
-    while len(texts) < count:
-        texts = list(dict.fromkeys(texts + random_secrets(secret_format, digits, count - len(texts), rng)))
+    texts = distinct_secrets(secret_format, digits, count, np.random.default_rng(seed))
     return pd.DataFrame({"sample_id": canary_ids(count), "text": texts})
 
 
