@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
     args = parser.parse_args()
     from lmaudit.data.synth import generate_notes
-    from lmaudit.models.train import train_tokenizer
+    from lmaudit.models.tokenizer import train_tokenizer
 
     notes = generate_notes(n_patients=120, seed=1)
     words = notes["text"].str.split().str.len()

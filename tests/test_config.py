@@ -40,7 +40,7 @@ def test_neighbours_without_a_masked_lm_is_refused_in_one_line(tmp_path):
 def test_reference_adapters_pair_with_references_in_order(tmp_path):
     """`--reference-adapter` applies to the `--reference` at the same position; the target's adapter to the target; a
     count that does not match the references is refused in one line."""
-    from lmaudit.models.load import ModelSource
+    from lmaudit.models.source import ModelSource
 
     config = validated({**BASE, "adapter": "target-lora", "reference": ["base", "base"],
                         "reference_adapter": ["ref-lora-1", "ref-lora-2"]}, "test")

@@ -24,7 +24,7 @@ from lmaudit.config import AUDITED_OUTPUTS, NONMEMBER_SET_NAME, ROLE_FILE_FIELDS
 from lmaudit.data.roles import NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES
+from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
 from lmaudit.signals.base import DEVICES, PRECISIONS, SignalSettings
 from lmaudit.signals.registry import signal_names
 from lmaudit.studies.registry import STUDIES
@@ -505,7 +505,8 @@ def score(model: str, adapter: str | None, data: str, signal: str, k: int, masks
           ray_address: str | None, ray_workers: int | None) -> None:
     """Compute a per-sample LM signal (nats; lower = more likely under the model), reading --data in chunks."""
     from lmaudit.config import signal_backend
-    from lmaudit.models.load import ModelSource, Placement, resolve_device
+    from lmaudit.models.load import resolve_device
+    from lmaudit.models.source import ModelSource, Placement
     from lmaudit.signals.compute import score_file
     from lmaudit.signals.store import default_cache_dir, parse_shard
 

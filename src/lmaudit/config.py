@@ -27,7 +27,7 @@ from lmaudit.data.roles import (
 )
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.models.load import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource, Placement
+from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource, Placement
 from lmaudit.signals.base import DEVICES, SignalSettings
 from lmaudit.signals.registry import signal_names
 

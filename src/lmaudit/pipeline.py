@@ -59,7 +59,7 @@ from lmaudit.metrics.per_class import correct_decisions, per_class_report
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
-from lmaudit.models.load import ModelSource, Placement
+from lmaudit.models.source import ModelSource, Placement
 from lmaudit.report.build import (
     build_report,
     data_summary,
@@ -186,7 +186,7 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
 
 def model_files(config: AuditConfig) -> dict[str, dict]:
     """Each audited model by role: its folder and fingerprint, and its adapter's folder and fingerprint when it has one."""
-    from lmaudit.models.load import adapter_fingerprint, model_fingerprint
+    from lmaudit.models.fingerprints import adapter_fingerprint, model_fingerprint
 
     sources = {"target": config.target_source(), **dict(zip(reference_names(config.reference), config.reference_sources(),
                                                             strict=True))}
@@ -252,7 +252,7 @@ def language_model_signals(config: AuditConfig, corpus: pd.DataFrame, placement:
 def tokenizer_caveats(config: AuditConfig) -> list[str]:
     """Refuse references whose tokenizer differs from the target's (their masks would not be paired with the
     target's), unless allow_tokenizer_mismatch; then one warning per such reference, for the report and its verdict."""
-    from lmaudit.models.load import tokenizer_difference
+    from lmaudit.models.tokenizer import tokenizer_difference
 
     caveats = []
     for name, source in zip(reference_names(config.reference), config.reference_sources(), strict=True):
@@ -288,7 +288,7 @@ def token_signal_input(config: AuditConfig, rows: pd.DataFrame, samples: pd.Data
 def neighbour_model(config: AuditConfig) -> str | ModelSource | None:
     """The masked LM that proposes neighbours: --neighbour-model, else the first reference if it is a masked LM; None
     when no neighbours are asked for. InputError when they are and there is none."""
-    from lmaudit.models.load import model_family
+    from lmaudit.models.architecture import model_family
 
     if not config.neighbours:
         return None
@@ -305,7 +305,7 @@ def token_level_values(config: AuditConfig, settings: SignalSettings, rows: pd.D
     """What the token-level attacks read besides the target's loss: its per-token values, the texts' compressed
     lengths, token frequencies of non-audited text, and the target's losses of lowercased, prefixed and neighbour
     texts (each an extra pass, as configured); and why any of these is missing."""
-    from lmaudit.models.load import load_tokenizer
+    from lmaudit.models.tokenizer import load_tokenizer
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.variants import (
         compressed_bytes,
@@ -379,7 +379,7 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Pla
                        progress: bool) -> ScoredSamples:
     """Shejwalkar et al.'s setting: the features of the target on the audited samples and of the shadow model on its
     own samples (which calibrate every threshold), and white-box features of the same."""
-    from lmaudit.models.load import classifier_labels
+    from lmaudit.models.architecture import classifier_labels
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.features import FEATURE_DIRECTIONS, classifier_features
 
@@ -429,7 +429,7 @@ def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFram
                     backend: Backend | None, progress: bool) -> tuple[list[AttackInput], list[Skipped]]:
     """One attack input per white-box signal: each row's features under the model that scores it. A signal the
     target cannot give (attention, for an LSTM) is skipped with the reason."""
-    from lmaudit.models.load import architecture_difference, has_attention
+    from lmaudit.models.architecture import architecture_difference, has_attention
     from lmaudit.signals.compute import model_signal
 
     for scorer in plan.scorers[1:]:  # a regression fitted on one architecture's features means nothing on another's
@@ -489,7 +489,7 @@ def label_indices(rows: pd.DataFrame, model_labels: list[str], model_dir: str) -
 
 def training_summary(model_dir: str) -> dict | None:
     """What the report shows of a classifier trained by lmaudit (accuracies, generalisation gap); None otherwise."""
-    from lmaudit.models.train import read_training_summary
+    from lmaudit.models.folders import read_training_summary
 
     summary = read_training_summary(model_dir)
     return {key: summary.get(key) for key in TRAINING_FIELDS} if summary and summary.get("kind") == "classifier" else None

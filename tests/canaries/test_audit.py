@@ -19,7 +19,8 @@ from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts
 from lmaudit.errors import InputError
 from lmaudit.models.dp import DPSettings
-from lmaudit.models.train import read_training_summary, train_language_model
+from lmaudit.models.folders import read_training_summary
+from lmaudit.models.train import train_language_model
 from tests.helpers import run_cli
 
 CANARIES = 200

@@ -208,7 +208,7 @@ def test_a_reference_with_another_tokenizer_is_refused_unless_allowed(files, tin
     --allow-tokenizer-mismatch audits anyway with the caveat in the warnings, the verdict and the terminal."""
     import json
 
-    from lmaudit.models.train import train_tokenizer
+    from lmaudit.models.tokenizer import train_tokenizer
 
     other = copy_model(tiny_model_dirs[1], tmp_path / "other-tokenizer", skip=("tokenizer.json", "tokenizer_config.json"))
     train_tokenizer(notes["text"].tolist(), vocab_size=300, max_length=64).save_pretrained(other)  # a smaller vocabulary

@@ -10,7 +10,7 @@ from lmaudit.canaries.make import planted_canaries
 from lmaudit.cli import main
 from lmaudit.demos import DEMO_SIZES, DemoSize
 from lmaudit.models.dp import privacy_spent
-from lmaudit.models.train import read_training_summary
+from lmaudit.models.folders import read_training_summary
 from lmaudit.studies.canary_epsilon import CANARY_COUNTS
 from lmaudit.studies.dp_sweep import run_dp_sweep
 

@@ -7,8 +7,9 @@ import torch
 
 from lmaudit.data.users import generate_user_posts
 from lmaudit.errors import InputError
+from lmaudit.models.architecture import classifier_labels
 from lmaudit.models.classifier import accuracy, train_classifier
-from lmaudit.models.load import classifier_labels, load_classifier
+from lmaudit.models.load import load_classifier
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.classifier import class_log_probabilities
 
@@ -68,7 +69,8 @@ def test_early_stopping_keeps_the_best_validation_epoch(trained, posts):
 
 
 def test_checkpoints_are_the_model_after_their_epoch_not_the_best_so_far(trained, posts):
-    from lmaudit.models.train import checkpoint_folder, read_training_summary
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.train import checkpoint_folder
 
     _, folder, summary = trained
     for epoch in (1, 2):

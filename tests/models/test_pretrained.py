@@ -93,7 +93,7 @@ def test_adapter_signals_equal_the_merged_model_and_an_unmerged_peft_forward(lla
 
 
 def test_audit_of_a_base_with_an_adapter_records_both_fingerprints(llama_base, lora_adapter, corpus, tmp_path):
-    from lmaudit.models.load import adapter_fingerprint, model_fingerprint
+    from lmaudit.models.fingerprints import adapter_fingerprint, model_fingerprint
 
     invoke("audit", "--target", llama_base, "--adapter", lora_adapter, "--reference", llama_base, "--signal", "clm_loss",
            "--members", corpus / "train.csv", "--nonmembers", corpus / "nonmembers.csv", "--population",

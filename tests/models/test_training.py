@@ -4,7 +4,8 @@ def test_tokenizer_and_training_are_deterministic(notes, tmp_path):
     """The same texts and seed give the same vocabulary and bit-identical weights (DESIGN.md: Conventions)."""
     from safetensors.torch import load_file
 
-    from lmaudit.models.train import train_language_model, train_tokenizer
+    from lmaudit.models.tokenizer import train_tokenizer
+    from lmaudit.models.train import train_language_model
 
     texts = notes["text"].tolist()
     assert train_tokenizer(texts).get_vocab() == train_tokenizer(texts).get_vocab()
@@ -39,7 +40,8 @@ def test_checkpoints_are_the_model_after_their_epoch_and_do_not_change_the_run(n
     its epoch, the run it belongs to and that run's first epoch loss, and is not written for the last epoch."""
     from safetensors.torch import load_file
 
-    from lmaudit.models.train import checkpoint_folder, read_training_summary, train_language_model
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.train import checkpoint_folder, train_language_model
 
     texts = notes["text"].tolist()[:40]
     plain = train_language_model("clm", texts, tmp_path / "plain", epochs=2, seed=1)

@@ -3,7 +3,7 @@ never changes a token that is used: the encoding equals tokenizing the whole tex
 
 import pytest
 
-from lmaudit.models.inputs import CHARS_PER_TOKEN
+from lmaudit.models.text import CHARS_PER_TOKEN
 from lmaudit.signals.base import encode
 
 MAX_LENGTH = 32
@@ -82,13 +82,13 @@ def test_a_five_million_character_text_is_never_tokenized_whole(tiny_tokenizer):
 def test_cuts_fall_between_words_and_keep_the_first_tokens(name, notes, request, monkeypatch):
     """With a bound of 3 characters per token the cut falls inside the used tokens' reach at every length: each head
     ends where the text has a space, and its first tokens are the whole text's."""
-    from lmaudit.models import inputs
+    from lmaudit.models import text as model_text
 
     tokenizer = request.getfixturevalue(name)
-    monkeypatch.setattr(inputs, "CHARS_PER_TOKEN", 3)
+    monkeypatch.setattr(model_text, "CHARS_PER_TOKEN", 3)
     text = "  \n".join(notes["text"].tolist()[:20])
     whole = tokenizer(text, add_special_tokens=False)["input_ids"]
     for max_tokens in range(5, 80):
-        (head,), (ids,) = inputs.text_heads(tokenizer, [text], max_tokens)
+        (head,), (ids,) = model_text.text_heads(tokenizer, [text], max_tokens)
         assert text.startswith(head) and (head == text or text[len(head)].isspace())
         assert ids[:max_tokens] == whole[:max_tokens]

@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from lmaudit.models.load import Placement, load_model, model_fingerprint, weights_fingerprint
+from lmaudit.models.fingerprints import model_fingerprint, weights_fingerprint
+from lmaudit.models.load import load_model
+from lmaudit.models.source import Placement
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.compute import model_signal
 from tests.families import save_family_model

@@ -84,7 +84,7 @@ def test_hub_id_resolves_from_the_local_cache_only(tiny_model_dirs, notes, tmp_p
     import huggingface_hub.constants
 
     from lmaudit.errors import InputError
-    from lmaudit.models.load import resolve_model_folder
+    from lmaudit.models.folders import resolve_model_folder
 
     snapshot = tmp_path / "hub" / "models--clinic--tiny-bert" / "snapshots" / "0123abcd"
     shutil.copytree(tiny_model_dirs[0], snapshot)
@@ -117,7 +117,7 @@ def test_target_and_reference_on_the_same_batches_equal_separate_scoring(tiny_mo
 
 
 def model_fingerprint_prefix(folder):
-    from lmaudit.models.load import model_fingerprint
+    from lmaudit.models.fingerprints import model_fingerprint
 
     return model_fingerprint(folder)[:16]
 
@@ -128,7 +128,7 @@ def test_fingerprints_are_remembered_across_runs_until_a_file_changes(tmp_path, 
     import hashlib
     import os
 
-    from lmaudit.models import load
+    from lmaudit.models import fingerprints
 
     monkeypatch.setenv("LMAUDIT_CACHE_HOME", str(tmp_path / "home"))
     folder = tmp_path / "model"
@@ -136,15 +136,15 @@ def test_fingerprints_are_remembered_across_runs_until_a_file_changes(tmp_path, 
     (folder / "config.json").write_text("{}")
     (folder / "model.safetensors").write_bytes(b"weights")
     expected = hashlib.sha256(b"config.json{}model.safetensorsweights").hexdigest()
-    assert load.model_fingerprint(folder) == expected
-    load._files_digest.cache_clear()  # as a new process would start
+    assert fingerprints.model_fingerprint(folder) == expected
+    fingerprints._files_digest.cache_clear()  # as a new process would start
     remembered = next((tmp_path / "home" / "fingerprints").iterdir())
     remembered.write_text("f" * 64)  # stands for a value computed in an earlier run
-    assert load.model_fingerprint(folder) == "f" * 64
+    assert fingerprints.model_fingerprint(folder) == "f" * 64
     (folder / "model.safetensors").write_bytes(b"retrained")
     os.utime(folder / "model.safetensors", ns=(1, 1))
-    load._files_digest.cache_clear()
-    assert load.model_fingerprint(folder) == hashlib.sha256(b"config.json{}model.safetensorsretrained").hexdigest()
+    fingerprints._files_digest.cache_clear()
+    assert fingerprints.model_fingerprint(folder) == hashlib.sha256(b"config.json{}model.safetensorsretrained").hexdigest()
 
 
 def test_the_store_is_no_membership_oracle(tmp_path):

@@ -11,7 +11,8 @@ import pytest
 
 from lmaudit.data.users import generate_user_posts
 from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
-from lmaudit.models.train import read_training_summary, train_tokenizer
+from lmaudit.models.folders import read_training_summary
+from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.studies import classifier_ablations
 from lmaudit.studies.classifier_ablations import (
     ABLATIONS,

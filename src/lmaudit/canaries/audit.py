@@ -109,7 +109,7 @@ def frames_of(result: AttackScores, samples: pd.DataFrame, signal: str) -> tuple
 def classifier_inputs(config: AuditConfig, rows: pd.DataFrame, progress: bool) -> tuple[list[AttackInput], pd.DataFrame]:
     """A classifier's canaries as the loss attack reads them: the target's cross-entropy loss on each (nats)."""
     from lmaudit.attacks.base import TARGET_LOSS, AttackInput
-    from lmaudit.models.load import classifier_labels
+    from lmaudit.models.architecture import classifier_labels
     from lmaudit.pipeline import label_indices
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.features import classifier_features
@@ -158,7 +158,7 @@ def exposure_summary(scores: pd.DataFrame, included: np.ndarray, space_bits: flo
 
 def accountant_epsilon(target: str) -> dict | None:
     """The accountant's epsilon and delta that lmaudit's DP-SGD training recorded for the target, if any."""
-    from lmaudit.models.train import read_training_summary
+    from lmaudit.models.folders import read_training_summary
 
     summary = read_training_summary(target) or {}
     dp = summary.get("dp")

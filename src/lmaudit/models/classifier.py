@@ -27,9 +27,10 @@ from lmaudit.models.dp import (
     per_sample_losses,
     training_step,
 )
-from lmaudit.models.inputs import pad_batch, per_sample_position_inputs, text_heads
+from lmaudit.models.inputs import pad_batch, per_sample_position_inputs
 from lmaudit.models.lstm import LSTMClassifierConfig, LSTMForSequenceClassification
 from lmaudit.models.pretrained import LoraSettings
+from lmaudit.models.text import text_heads
 from lmaudit.models.train import (
     SIZES,
     checkpoint_folder,

@@ -1,5 +1,4 @@
-"""How texts become a model's input, for training and scoring alike: the part of each text worth tokenizing, right
-padding, per-sample positions."""
+"""How token ids become a model's input, for training and scoring alike: right padding, per-sample positions."""
 
 from __future__ import annotations
 
@@ -7,30 +6,6 @@ import inspect
 from collections.abc import Sequence
 
 import torch
-
-# Tokens average 3 to 6 characters in the tokenizers we know; a text whose first N tokens do not fit in its first
-# CHARS_PER_TOKEN x N characters is tokenized whole (text_heads checks), so the cut never changes a token used.
-CHARS_PER_TOKEN = 64
-
-
-def text_heads(tokenizer, texts: Sequence[str], max_tokens: int) -> tuple[list[str], list[list[int]]]:
-    """Each text cut to a start that still holds its first `max_tokens` tokens, and that start's token ids (no special
-    tokens). Only those tokens are ever used, and tokenizing a 5,000,000-character text whole takes gigabytes."""
-    heads = [_head(text, max_tokens * CHARS_PER_TOKEN) for text in texts]
-    ids = tokenizer(heads, add_special_tokens=False)["input_ids"] if heads else []
-    for position, (text, head) in enumerate(zip(texts, heads, strict=True)):
-        if len(head) < len(text) and len(ids[position]) < max_tokens:  # tokens longer than CHARS_PER_TOKEN
-            heads[position] = text
-            ids[position] = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return heads, ids
-
-
-def _head(text: str, limit: int) -> str:
-    """The first `limit` characters of `text`, shortened to end at a space so that no word is cut in two."""
-    if len(text) <= limit or text[limit].isspace():
-        return text[:limit]
-    space = max(text.rfind(character, 0, limit) for character in " \t\n")
-    return text[:space] if space > 0 else text[:limit]
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,7 +14,9 @@ import torch
 
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_peft, quiet_transformers
-from lmaudit.models.load import check_model_folder, load_tokenizer, model_fingerprint, resolve_model_folder
+from lmaudit.models.fingerprints import model_fingerprint
+from lmaudit.models.folders import check_model_folder, resolve_model_folder
+from lmaudit.models.tokenizer import load_tokenizer
 
 
 @dataclass(frozen=True)

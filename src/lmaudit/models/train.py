@@ -6,7 +6,6 @@ import json
 import logging
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -29,72 +28,21 @@ from lmaudit.models.dp import (
     per_sample_losses,
     training_step,
 )
-from lmaudit.models.inputs import per_sample_position_inputs, text_heads
-from lmaudit.models.load import SUMMARY_FILE, load_tokenizer
+from lmaudit.models.folders import read_training_summary
+from lmaudit.models.inputs import per_sample_position_inputs
 from lmaudit.models.pretrained import LoraSettings, load_checkpoint, with_lora
-from lmaudit.signals.base import model_max_length
+from lmaudit.models.source import SUMMARY_FILE
+from lmaudit.models.text import model_max_length, text_heads
+from lmaudit.models.tokenizer import load_tokenizer, train_tokenizer
 
 log = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SIZES = {
     # layers, hidden, heads, feed-forward width
     "tiny": (2, 64, 2, 256),
     "mini": (2, 128, 4, 512),
     "small": (4, 256, 4, 1024),
 }
-
-
-TOKENIZATIONS = ("wordpiece", "word")
-
-
-def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: int = 128, tokenization: str = "wordpiece"):
-    """A lower-casing tokenizer for `texts`, wrapped for transformers; the same texts give the same tokenizer.
-
-    WordPiece: the vocabulary is the special tokens, every character (alone and as a ## continuation) and then
-    the most frequent words, ties broken alphabetically; other words split into known pieces. Word-level ("word"):
-    the special tokens and the most frequent words; every other word is [UNK] (Shejwalkar et al., Figure 4).
-    tokenizers' WordPieceTrainer is not used because it breaks ties in hash-map order, so two runs
-    on the same texts give different vocabularies (measured: 52 tokens apart on 30 patients' notes),
-    and then different models and a different report for the same seed.
-    """
-    from tokenizers import (
-        Tokenizer,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        processors,
-    )
-    from transformers import PreTrainedTokenizerFast
-
-    normalizer = normalizers.BertNormalizer(lowercase=True)
-    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    words = Counter(
-        word for text in texts for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
-    )
-    if tokenization not in TOKENIZATIONS:
-        raise InputError(f"unknown tokenization '{tokenization}'; use one of {', '.join(TOKENIZATIONS)}")
-    characters = sorted({character for word in words for character in word})
-    vocabulary = SPECIAL_TOKENS + (characters + [f"##{c}" for c in characters] if tokenization == "wordpiece" else [])
-    known = set(vocabulary)
-    by_frequency = sorted(words.items(), key=lambda item: (-item[1], item[0]))
-    vocabulary += [word for word, _ in by_frequency if word not in known][: max(0, vocab_size - len(vocabulary))]
-    ids = {token: index for index, token in enumerate(vocabulary)}
-    core = Tokenizer(models.WordPiece(ids, unk_token="[UNK]") if tokenization == "wordpiece" else
-                     models.WordLevel(ids, unk_token="[UNK]"))
-    core.normalizer = normalizer
-    core.pre_tokenizer = pre_tokenizer
-    if tokenization == "wordpiece":
-        core.decoder = decoders.WordPiece()
-    cls_id, sep_id = core.token_to_id("[CLS]"), core.token_to_id("[SEP]")
-    core.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_length,
-    )
 
 
 def mlm_config(size: str, vocab_size: int, max_length: int, pad_token_id: int, dropout: float = 0.1):
@@ -310,12 +258,6 @@ def save_checkpoint(model, private: PrivateTraining | None, tokenizer, summary, 
     """Save the model as it is in the middle of training (a DP-SGD model with the tensors hidden from Opacus)."""
     with private.saveable() if private else nullcontext(model) as saved:
         save_model_folder(saved, tokenizer, summary, out)
-
-
-def read_training_summary(folder: str | Path) -> dict | None:
-    """The lmaudit_training.json of a model folder, or None when there is none."""
-    path = Path(folder) / SUMMARY_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _agrees(recorded, wanted) -> bool:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
 from lmaudit.errors import InputError
-from lmaudit.models.inputs import text_heads
+from lmaudit.models.text import model_max_length, text_heads
 
 PRECISIONS = ("fp32", "bf16", "auto")  # of the matrix multiplies; log-softmax is always fp32
 DEVICES = ("cpu", "cuda", "auto")
@@ -114,18 +114,6 @@ def encode(tokenizer, texts: Sequence[str], sample_ids: Sequence[str], max_lengt
             truncated=len(content) < len(untruncated),
         ))
     return encoded
-
-
-def model_max_length(config, tokenizer) -> int:
-    """Longest input (tokens, with special tokens) the model accepts."""
-    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
-    tokenizer_limit = tokenizer_limit if tokenizer_limit and tokenizer_limit < 1_000_000 else None
-    limit = getattr(config, "max_position_embeddings", None)  # None for models without positions (LSTM)
-    if limit is None:
-        return int(tokenizer_limit or 512)
-    if "roberta" in config.model_type or config.model_type == "camembert":
-        limit -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
-    return int(min(limit, tokenizer_limit)) if tokenizer_limit else int(limit)
 
 
 def encode_for(model, tokenizer, texts: Sequence[str], sample_ids: Sequence[str], settings: SignalSettings) -> list[EncodedSample]:

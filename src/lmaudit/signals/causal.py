@@ -14,13 +14,13 @@ import numpy as np
 import torch
 
 from lmaudit.models.inputs import pad_batch
+from lmaudit.models.text import model_max_length
 from lmaudit.signals.base import (
     EncodedSample,
     SignalSettings,
     encode,
     encode_for,
     length_sorted_batches,
-    model_max_length,
     pack_token_values,
     progress_bar,
     refuse_single_token,

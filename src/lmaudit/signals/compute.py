@@ -15,16 +15,10 @@ import pandas as pd
 
 from lmaudit.data.corpus import load_corpus_chunks, table_kind, table_writer
 from lmaudit.logs import Throttle
-from lmaudit.models.load import (
-    DEFAULT_PLACEMENT,
-    LoadedModel,
-    ModelSource,
-    Placement,
-    checked_source,
-    load_model,
-    tokenizer_fingerprint,
-    weights_fingerprint,
-)
+from lmaudit.models.fingerprints import tokenizer_fingerprint, weights_fingerprint
+from lmaudit.models.folders import checked_source
+from lmaudit.models.load import LoadedModel, load_model
+from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource, Placement
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.registry import resolved, signal_spec
 from lmaudit.signals.store import Backend, InProcess, open_store, shard_positions, stored_signals

@@ -208,8 +208,8 @@ def analyse(records: list[dict], ablation: Ablation) -> dict:
 def plan(out: Path, size: str, seed: int, progress: bool = False, ablation: str = "classes") -> StudyPlan:
     """One cell per (value of the ablation's setting, run)."""
     from lmaudit.demos import classifier_audit_config, train_classifier_pair, train_posts_mlm, write_classifier_roles
-    from lmaudit.models.load import load_tokenizer
-    from lmaudit.models.train import read_training_summary
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.tokenizer import load_tokenizer
     from lmaudit.report.plots import ablation_figure
 
     study = ABLATIONS[ablation]

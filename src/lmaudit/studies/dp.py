@@ -126,7 +126,8 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
     """One cell per (kind, start, noise, checkpoint epoch) of the masked and the causal LM, each trained with the
     `canaries` planted and measured by their one-run audit too."""
     from lmaudit.models.dp import DPSettings
-    from lmaudit.models.train import checkpoint_folder, read_training_summary
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.train import checkpoint_folder
 
     epochs = checkpoint_epochs(study.size.epochs, grid.checkpoints)
     target_rows = study.notes[study.notes["role"].isin(TARGET_ROLES)]
@@ -174,7 +175,8 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
     checkpoint of the same epoch."""
     from lmaudit.demos import classifier_audit_config, train_classifier_pair, train_posts_mlm, write_classifier_roles
     from lmaudit.models.dp import DPSettings
-    from lmaudit.models.train import checkpoint_folder, read_training_summary
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.train import checkpoint_folder
 
     demo = CLASSIFIER_DEMO_SIZES[size]
     epochs = checkpoint_epochs(demo.max_epochs, grid.checkpoints)

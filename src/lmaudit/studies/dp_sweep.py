@@ -72,7 +72,7 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
     """Train and audit one DP target per noise level (`epochs` overrides the size's); write sweep.json and sweep.html."""
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.dp import DPSettings, cap_samples_per_group
-    from lmaudit.models.train import read_training_summary
+    from lmaudit.models.folders import read_training_summary
 
     demo = DEMO_SIZES[size]
     out = Path(out)

@@ -78,7 +78,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     study = notes_study(out, size, seed, progress)
 
     def analyse(records: list[dict]) -> dict:
-        from lmaudit.models.load import load_tokenizer
+        from lmaudit.models.tokenizer import load_tokenizer
 
         report, scores = study.cell_outputs(records[0])
         result = next(r for r in report["results"] if r["attack"] == EXPOSING_ATTACK and r["level"] == "sample"
