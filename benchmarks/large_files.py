@@ -37,8 +37,8 @@ def build_model(folder: Path, texts_path: Path) -> None:
     """A tiny GPT-2 (2 layers, hidden 64) and a WordPiece tokenizer trained on the first 10,000 texts."""
     from transformers import GPT2LMHeadModel
 
+    from lmaudit.models.architectures import clm_config
     from lmaudit.models.tokenizer import train_tokenizer
-    from lmaudit.models.train import clm_config
 
     tokenizer = train_tokenizer(pd.read_parquet(texts_path)["text"].head(10_000).tolist(), vocab_size=4000, max_length=64)
     torch.manual_seed(0)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from lmaudit.data.synth import generate_notes
+from lmaudit.models.architectures import mlm_config
 from lmaudit.models.tokenizer import train_tokenizer
-from lmaudit.models.train import mlm_config
 
 # Fingerprints remembered by the tests stay out of the user's ~/.cache, in a folder removed when the session ends.
 CACHE_HOME = tempfile.mkdtemp(prefix="lmaudit-test-cache-")

@@ -6,7 +6,6 @@ docs/cli.md generated from the code."""
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import logging
 import re
 from pathlib import Path
@@ -20,6 +19,7 @@ from lmaudit.attacks.settings import AttackSettings
 from lmaudit.cli import main
 from lmaudit.config import AuditConfig
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.models.recipe import SIZES, TrainingRecipe
 from lmaudit.signals.base import SignalSettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,19 +115,14 @@ def test_sizes_batch_sizes_and_noises_are_the_code_defaults():
     """--size means one thing per family of commands (the three train commands: the model sizes; demo and dp-sweep:
     the demo sizes) with one definition; the constants the CLI keeps to start without torch are the code's."""
     from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES
-    from lmaudit.models.classifier import train_classifier
-    from lmaudit.models.train import SIZES, train_language_model
     from lmaudit.studies.dp_sweep import DEFAULT_NOISES
 
-    assert cli.MODEL_SIZES == tuple(SIZES)
     assert cli.DEMO_SIZES == tuple(DEMO_SIZES) == tuple(CLASSIFIER_DEMO_SIZES)
     assert tuple(float(n) for n in cli.DEFAULT_NOISES.split(",")) == DEFAULT_NOISES
-    for function in (train_language_model, train_classifier):
-        assert inspect.signature(function).parameters["batch_size"].default == cli.TRAIN_BATCH_SIZE
     train_sizes = [option(("train", kind), "--size") for kind in ("mlm", "clm", "classifier")]
-    assert {(tuple(o.type.choices), o.default, o.help) for o in train_sizes} == {(cli.MODEL_SIZES, "tiny", train_sizes[0].help)}
+    assert {(tuple(o.type.choices), o.default, o.help) for o in train_sizes} == {(tuple(SIZES), "tiny", train_sizes[0].help)}
     for kind in ("mlm", "clm", "classifier"):
-        assert option(("train", kind), "--batch-size").default == cli.TRAIN_BATCH_SIZE
+        assert option(("train", kind), "--batch-size").default == TrainingRecipe().batch_size
         assert option(("train", kind), "--learning-rate")
     demo_sizes = [option((name,), "--size") for name in ("demo", "dp-sweep")]
     assert {(tuple(o.type.choices), o.help) for o in demo_sizes} == {(cli.DEMO_SIZES, demo_sizes[0].help)}
@@ -227,15 +222,15 @@ def test_train_commands_pass_the_batch_size(monkeypatch, tmp_path, notes):
         test_accuracy, gap_measured_on, generalization_gap = None, "validation", 0.0
 
     calls = []
-    monkeypatch.setattr(lmaudit.models.train, "train_language_model", lambda *a, **k: calls.append(k) or Summary())
-    monkeypatch.setattr(lmaudit.models.classifier, "train_classifier", lambda *a, **k: calls.append(k) or Summary())
+    monkeypatch.setattr(lmaudit.models.train, "train_language_model", lambda kind, texts, out, recipe, *a: calls.append(recipe) or Summary())
+    monkeypatch.setattr(lmaudit.models.classifier, "train_classifier", lambda data, out, recipe, *a: calls.append(recipe) or Summary())
     data = tmp_path / "data.csv"
     notes.head(4).assign(label=["a", "b", "a", "b"]).to_csv(data, index=False)
     for kind in ("mlm", "clm"):
         assert run("train", kind, "--data", data, "--out", tmp_path / kind, "--batch-size", 8)[2] == 0
     assert run("train", "classifier", "--data", data, "--validation", data, "--out", tmp_path / "c", "--batch-size", 8)[2] == 0
     assert run("train", "mlm", "--data", data, "--out", tmp_path / "m")[2] == 0
-    assert [call["batch_size"] for call in calls] == [8, 8, 8, cli.TRAIN_BATCH_SIZE]
+    assert [recipe.batch_size for recipe in calls] == [8, 8, 8, TrainingRecipe().batch_size]
 
 
 def test_stages_are_logged_timestamped_quiet_silences_verbose_adds_chunks(tiny_model_dirs, notes, tmp_path):

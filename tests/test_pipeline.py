@@ -10,7 +10,7 @@ import pytest
 from lmaudit import pipeline
 from lmaudit.config import AuditConfig
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.models import load
+from lmaudit.models import tokenizer
 from lmaudit.report import build
 from lmaudit.signals import compute
 
@@ -78,7 +78,7 @@ def calls(monkeypatch):
         rng = np.random.default_rng(len(record))
         return fake_frame(sample_ids, rng.normal(size=(len(sample_ids), 4)) + 2.0 * member[:, None])
 
-    monkeypatch.setattr(load, "tokenizer_difference", lambda *args, **kwargs: None)  # the fake folders share none
+    monkeypatch.setattr(tokenizer, "tokenizer_difference", lambda *args, **kwargs: None)  # the fake folders share none
     monkeypatch.setattr(compute, "model_signals", fake_model_signals)
     monkeypatch.setattr(compute, "model_signal", fake_model_signal)
     monkeypatch.setattr(build, "render_html", lambda report, attacks: "<html></html>")  # the page is tested end to end

@@ -24,18 +24,16 @@ from lmaudit.config import AUDITED_OUTPUTS, NONMEMBER_SET_NAME, ROLE_FILE_FIELDS
 from lmaudit.data.roles import NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.models.recipe import SIZES, DPSettings, LoraSettings, TrainingRecipe
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
 from lmaudit.signals.base import DEVICES, PRECISIONS, SignalSettings
 from lmaudit.signals.registry import signal_names
 from lmaudit.studies.registry import STUDIES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
-# Sizes of the models trained from scratch (models/train.py SIZES; not imported here, which would import torch) and
-# of the demos (demos.py DEMO_SIZES and CLASSIFIER_DEMO_SIZES); tests check that these agree.
-MODEL_SIZES = ("tiny", "mini", "small")
+# Sizes of the demos (demos.py DEMO_SIZES and CLASSIFIER_DEMO_SIZES; not imported here, which would import pandas); a
+# test checks that these agree.
 DEMO_SIZES = ("smoke", "default")
-# The default training batch size of train_language_model and train_classifier (a test checks that they agree).
-TRAIN_BATCH_SIZE = 32
 # The dp sweep's noise multipliers (studies/dp_sweep.py DEFAULT_NOISES, as text).
 DEFAULT_NOISES = "2,1,0.1,0.01,0.001,0"
 # Which `audit` options are settings of a nested section of the configuration; --seed sets signal.seed and
@@ -178,13 +176,13 @@ def train() -> None:
 def _model_options(function):
     """What every train command shares: the size from scratch, the tokenizer, the seed, the batch size."""
     return _apply(function, [
-        click.option("--size", default="tiny", type=click.Choice(MODEL_SIZES),
+        click.option("--size", default="tiny", type=click.Choice(tuple(SIZES)),
                      help="Size of a model trained from scratch: tiny (2 layers, width 64) < mini < small; not with "
                           "--init-from."),
         click.option("--tokenizer", default=None, type=click.Path(file_okay=False),
                      help="Reuse this tokenizer folder (default: train a WordPiece tokenizer on --data)."),
         click.option("--seed", default=0, help="Seed of the initial weights, the batches and the masks."),
-        click.option("--batch-size", default=TRAIN_BATCH_SIZE, type=click.IntRange(min=1),
+        click.option("--batch-size", default=TrainingRecipe.batch_size, type=click.IntRange(min=1),
                      help="Samples per batch (with --dp: the expected size of the Poisson batches)."),
     ])
 
@@ -201,12 +199,6 @@ def _start_options(function):
         click.option("--learning-rate", default=None, type=click.FloatRange(min=0, min_open=True),
                      help="AdamW peak learning rate (default 2e-3 from scratch, 5e-5 fine-tuning, 2e-4 LoRA)."),
     ])
-
-
-def _lora_settings(lora: bool, lora_rank: int):
-    from lmaudit.models.pretrained import LoraSettings
-
-    return LoraSettings(rank=lora_rank) if lora else None
 
 
 def _train_options(function):
@@ -248,9 +240,7 @@ def _dp_options(function):
 
 
 def _dp_settings(dp: bool, noise_multiplier: float | None, max_grad_norm: float, delta: float,
-                 max_samples_per_group: int | None):
-    from lmaudit.models.dp import DPSettings
-
+                 max_samples_per_group: int | None) -> DPSettings | None:
     if not dp:
         if noise_multiplier is not None or max_samples_per_group is not None:
             raise InputError("--noise-multiplier and --max-samples-per-group apply to DP training: add --dp")
@@ -268,23 +258,30 @@ def _dp_line(record: dict | None) -> str:
             f"epsilon {prv} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
 
 
-def _train(kind: str, data: str, out: str, epochs: int, size: str, tokenizer: str | None, seed: int, batch_size: int,
-           init_from: str | None, lora: bool, lora_rank: int, learning_rate: float | None, canaries: str | None,
-           **dp_options) -> None:
+def _recipe(size: str, tokenizer: str | None, seed: int, batch_size: int, init_from: str | None, lora: bool,
+            lora_rank: int, learning_rate: float | None, **options) -> TrainingRecipe:
+    """The training recipe of a train command's options (`options`: the DP options and the command's own)."""
+    dp = _dp_settings(*(options.pop(name) for name in ("dp", "noise_multiplier", "max_grad_norm", "delta",
+                                                       "max_samples_per_group")))
+    return TrainingRecipe(size=size, tokenizer_dir=tokenizer, seed=seed, batch_size=batch_size, init_from=init_from,
+                          lora=LoraSettings(rank=lora_rank) if lora else None, learning_rate=learning_rate, dp=dp, **options)
+
+
+def _train(kind: str, data: str, out: str, canaries: str | None, **options) -> None:
     from lmaudit.data.corpus import load_corpus
     from lmaudit.models.train import train_language_model
 
+    recipe = _recipe(**options)
     corpus = _with_canaries(load_corpus(data), canaries)
-    if canaries and dp_options["dp"] and tokenizer is None and init_from is None:
+    if canaries and recipe.dp and recipe.tokenizer_dir is None and recipe.init_from is None:
         logging.getLogger("lmaudit").warning(
             "the tokenizer is trained here on the training data, canaries included, outside DP-SGD: it can give canaries "
             "away and make a canary audit contradict the accountant; pass --tokenizer (fitted on public text) instead")
-    summary = train_language_model(kind, corpus["text"].tolist(), out, tokenizer_dir=tokenizer, size=size, epochs=epochs,
-                                   seed=seed, batch_size=batch_size, progress=_progress(), dp=_dp_settings(**dp_options),
-                                   groups=corpus["group_id"].tolist(), init_from=init_from,
-                                   lora=_lora_settings(lora, lora_rank), learning_rate=learning_rate, label=Path(out).name)
-    saved = f"the adapter saved to {out} (audit with --target {init_from} --adapter {out})" if lora else f"saved to {out}"
-    click.echo(f"trained on {summary.n_samples} samples for {epochs} epochs, final loss {summary.final_train_loss:.3f}"
+    summary = train_language_model(kind, corpus["text"].tolist(), out, recipe, corpus["group_id"].tolist(), _progress(),
+                                   Path(out).name)
+    saved = (f"the adapter saved to {out} (audit with --target {recipe.init_from} --adapter {out})" if recipe.lora
+             else f"saved to {out}")
+    click.echo(f"trained on {summary.n_samples} samples for {recipe.epochs} epochs, final loss {summary.final_train_loss:.3f}"
                f"{_dp_line(summary.dp)}; {saved}")
 
 
@@ -331,14 +328,11 @@ def train_clm_command(**options) -> None:
 @_start_options
 @_dp_options
 def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, canaries: str | None,
-                             architecture: str, size: str,
-                             max_epochs: int, patience: int, tokenization: str, vocab_size: int, max_length: int,
-                             tokenizer: str | None, seed: int, batch_size: int, init_from: str | None, lora: bool,
-                             lora_rank: int, learning_rate: float | None, **dp_options) -> None:
+                             max_epochs: int, **options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
     head (--init-from, fully or with LoRA); save as safetensors."""
     from lmaudit.data.corpus import check_labels, load_corpus
-    from lmaudit.models.classifier import train_classifier
+    from lmaudit.models.classifier import ClassifierData, train_classifier
 
     def labelled(path: str):
         corpus = load_corpus(path)
@@ -348,17 +342,13 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
     def texts_and_labels(corpus) -> tuple[list[str], list[str]]:
         return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
 
+    recipe = _recipe(epochs=max_epochs, **options)
     training = _with_canaries(labelled(data), canaries)
     check_labels(training)
-    texts, labels = texts_and_labels(training)
-    groups = training["group_id"].tolist()
-    summary = train_classifier(
-        texts, labels, out, texts_and_labels(labelled(validation)), texts_and_labels(labelled(test_data)) if test_data else None,
-        architecture=architecture, size=size, max_epochs=max_epochs, patience=patience, learning_rate=learning_rate,
-        tokenizer_dir=tokenizer, seed=seed, batch_size=batch_size, progress=_progress(), dp=_dp_settings(**dp_options),
-        groups=groups, init_from=init_from, lora=_lora_settings(lora, lora_rank), label=Path(out).name,
-        tokenization=tokenization, vocab_size=vocab_size, max_length=max_length,
-    )
+    classifier_data = ClassifierData(*texts_and_labels(training), texts_and_labels(labelled(validation)),
+                                     texts_and_labels(labelled(test_data)) if test_data else None,
+                                     training["group_id"].tolist())
+    summary = train_classifier(classifier_data, out, recipe, _progress(), Path(out).name)
     held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
                f"train accuracy {summary.train_accuracy:.1%}, {summary.gap_measured_on} accuracy {held_out:.1%}, "

@@ -8,10 +8,9 @@ classifier (Shejwalkar et al.). Reruns reuse every model already trained the sam
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -27,10 +26,8 @@ from lmaudit.data.roles import (
     split_groups,
 )
 from lmaudit.locks import output_lock
+from lmaudit.models.recipe import TrainingRecipe
 from lmaudit.pipeline import run_audit
-
-if TYPE_CHECKING:  # the training stack loads only when a model trains
-    from lmaudit.models.dp import DPSettings
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +92,12 @@ CLASSIFIER_DEMO_LEARNING_RATE = {"bert": 2e-3, "lstm": 5e-3}
 PUBLIC_POSTS_SEED = 7919  # added to the seed: the pretraining users of fine-tuned classifiers, apart from the audited
 
 
+def demo_recipe(epochs: int) -> TrainingRecipe:
+    """How every language model of the demos and studies trains (each with its own seed): `epochs` epochs, dropout 0.1
+    and DEMO_LEARNING_RATE."""
+    return TrainingRecipe(epochs=epochs, dropout=0.1, learning_rate=DEMO_LEARNING_RATE)
+
+
 def default_out(suite: str) -> str:
     """Where a demo writes unless told: runs/demo for the MLM suite, runs/demo-<suite> for the others."""
     return "runs/demo" if suite == "mlm" else f"runs/demo-{suite}"
@@ -122,25 +125,15 @@ def write_other_hospital_nonmembers(notes: pd.DataFrame, seed: int, data_dir: Pa
     return path
 
 
-def trained_from(dp: DPSettings | None, init_from: Path | None, n_texts: int) -> dict:
-    """What a model's training summary must record for it to be reused: its DP settings, its start, and (without DP)
-    its sample count; DP-SGD caps each patient or user, so its count is not that of the texts given."""
-    return {"dp": None if dp is None else asdict(dp), "init_from": None if init_from is None else str(init_from)} | (
-        {"n_samples": n_texts} if dp is None else {})
+def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, recipe: TrainingRecipe, label: str,
+                                     progress: bool = False, groups: list | None = None) -> None:
+    """Train an LM of `kind` (mlm, clm) with `recipe` unless `folder` holds one trained so on as many texts, with every
+    checkpoint the recipe asks for beside it (`models.trained.train_unless_done`)."""
+    from lmaudit.models.train import train_language_model
+    from lmaudit.models.trained import train_unless_done
 
-
-def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, **settings) -> None:
-    """Train an LM of `kind` (mlm, clm) unless `folder` holds one trained the same way on as many texts, and every
-    checkpoint asked for (`checkpoints`) is beside it (settings as for train_language_model; DP training is compared by
-    its DP settings)."""
-    from lmaudit.models.train import missing_checkpoints, train_language_model, train_unless_done
-
-    wanted = {key: settings[key] for key in ("epochs", "seed", "dropout", "learning_rate") if key in settings}
-    wanted |= {"kind": kind, **trained_from(settings.get("dp"), settings.get("init_from"), len(texts))}
-    wanted |= {key: settings[key] for key in ("size", "batch_size") if key in settings}
-    epochs = settings.get("epochs", 30)
-    missing = missing_checkpoints(folder, [e for e in settings.get("checkpoints", ()) if e < epochs], epochs)
-    train_unless_done(folder, wanted, partial(train_language_model, kind, texts, folder, **settings), missing)
+    train_unless_done(folder, kind, recipe, len(texts),
+                      partial(train_language_model, kind, texts, folder, recipe, groups, progress, label))
 
 
 def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm",
@@ -168,20 +161,20 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
     reference_texts = notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist()
     target_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
     kind, signal, token_signal = LANGUAGE_MODEL_SUITES[suite]
-    recipe = {"epochs": demo.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
+    recipe = demo_recipe(demo.epochs)
     references = [models / "reference"] + [models / f"reference-{i + 1}" for i in range(1, demo.references)]
     log.info("demo: training %d models unless already trained (%d references, the target%s), %d epochs each",
              len(references) + 1 + (kind == "clm"), len(references), ", a masked LM for neighbours" if kind == "clm" else "",
              demo.epochs)
     for number, folder in enumerate(references):
-        train_language_model_unless_done(kind, reference_texts, folder, seed=seed + 1 + number, label=folder.name,
-                                         tokenizer_dir=None if number == 0 else references[0], **recipe)
-    train_language_model_unless_done(kind, target_texts, models / "target", tokenizer_dir=references[0], seed=seed,
-                                     label="target", **recipe)
+        train_language_model_unless_done(kind, reference_texts, folder, replace(
+            recipe, seed=seed + 1 + number, tokenizer_dir=None if number == 0 else references[0]), folder.name, progress)
+    train_language_model_unless_done(kind, target_texts, models / "target",
+                                     replace(recipe, seed=seed, tokenizer_dir=references[0]), "target", progress)
     neighbours = {}
     if kind == "clm":
-        train_language_model_unless_done("mlm", reference_texts, models / "neighbour-mlm", seed=seed + 1,
-                                         label="neighbour-mlm", **recipe)
+        train_language_model_unless_done("mlm", reference_texts, models / "neighbour-mlm", replace(recipe, seed=seed + 1),
+                                         "neighbour-mlm", progress)
         neighbours = {"neighbours": demo.neighbours, "neighbour_model": str(models / "neighbour-mlm")}
     config = AuditConfig(
         target=str(models / "target"), reference=[str(folder) for folder in references],
@@ -201,7 +194,7 @@ def classifier_demo(out: Path, size: str, seed: int, progress: bool, architectur
     posts, files = write_classifier_roles(size, seed, out / "data")
     log.info("demo: %d posts split into roles by user, written to %s; training the target and the shadow %s "
              "classifiers unless already trained", len(posts), out / "data", architecture)
-    target, shadow = train_classifier_pair(posts, out / "models", size, seed, progress, architecture)
+    target, shadow = train_classifier_pair(posts, out / "models", classifier_recipe(size, architecture, seed=seed), progress)
     log.info("demo: auditing the target classifier (shadow-calibrated and white-box attacks)")
     return run_audit(classifier_audit_config(target, shadow, files, out, demo.bootstrap, seed), progress=progress)
 
@@ -223,21 +216,24 @@ def train_posts_mlm(folder: Path, size: str, seed: int, progress: bool) -> Path:
     from lmaudit.data.users import generate_user_posts
 
     public = generate_user_posts(CLASSIFIER_DEMO_SIZES[size].users, seed + PUBLIC_POSTS_SEED)["text"].tolist()
-    train_language_model_unless_done("mlm", public, folder, seed=seed + 2, epochs=DEMO_SIZES[size].epochs, dropout=0.1,
-                                     learning_rate=DEMO_LEARNING_RATE, label="pretrained mlm (posts)", progress=progress)
+    train_language_model_unless_done("mlm", public, folder, replace(demo_recipe(DEMO_SIZES[size].epochs), seed=seed + 2),
+                                     "pretrained mlm (posts)", progress)
     return folder
 
 
-def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: int, progress: bool,
-                          architecture: str = "bert", checkpoints: tuple[int, ...] = (), patience: int = 10,
-                          dp: DPSettings | None = None, init_from: Path | None = None, **tokens) -> tuple[Path, Path]:
-    """models/target and models/shadow: classifiers trained alike (the demo's recipe; with `dp`, DP-SGD capped per user;
-    from scratch, or fine-tuned from the checkpoint `init_from`) on the member and the shadow member users, unless
-    already trained so, each saved after the epochs in `checkpoints` too. Both predict every label of `posts`, also
-    one that only held-out users write (few posts per user). `tokens`: train_classifier's max_length, and from scratch
-    its tokenization and vocab_size."""
-    from lmaudit.models.classifier import train_classifier
-    from lmaudit.models.train import missing_checkpoints, train_unless_done
+def classifier_recipe(size: str, architecture: str = "bert", **changes) -> TrainingRecipe:
+    """The classifier demo's recipe: its epoch limit and its learning rate for the architecture, patience 10; `changes`
+    (TrainingRecipe fields) override it."""
+    return replace(TrainingRecipe(architecture=architecture, epochs=CLASSIFIER_DEMO_SIZES[size].max_epochs, patience=10,
+                                  learning_rate=CLASSIFIER_DEMO_LEARNING_RATE[architecture]), **changes)
+
+
+def train_classifier_pair(posts: pd.DataFrame, models: Path, recipe: TrainingRecipe, progress: bool) -> tuple[Path, Path]:
+    """models/target and models/shadow: classifiers trained alike with `recipe` (the target with its seed, the shadow with
+    the next) on the member and the shadow member users, unless already trained so. Both predict every label of `posts`,
+    also one that only held-out users write (few posts per user)."""
+    from lmaudit.models.classifier import ClassifierData, train_classifier
+    from lmaudit.models.trained import train_unless_done
 
     def rows_of(role: str) -> pd.DataFrame:
         return posts[posts["role"] == role]
@@ -245,22 +241,13 @@ def train_classifier_pair(posts: pd.DataFrame, models: Path, size: str, seed: in
     def texts_and_labels(role: str) -> tuple[list[str], list[str]]:
         return rows_of(role)["text"].tolist(), rows_of(role)["label"].tolist()
 
-    recipe = {"architecture": architecture, "max_epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs, "patience": patience,
-              "learning_rate": CLASSIFIER_DEMO_LEARNING_RATE[architecture], **tokens}
-    wanted = dict(recipe)
-    if init_from is not None:  # a checkpoint brings its own architecture and tokenizer
-        for key in ("architecture", "tokenization", "vocab_size"):
-            wanted.pop(key, None)
     folders = []
-    for name, role, model_seed in (("target", MEMBER, seed), ("shadow", SHADOW_MEMBER, seed + 1)):
+    for name, role, model_recipe in (("target", MEMBER, recipe), ("shadow", SHADOW_MEMBER, replace(recipe, seed=recipe.seed + 1))):
         folder = models / name
-        texts, labels = texts_and_labels(role)
-        train = partial(train_classifier, texts, labels, folder, texts_and_labels(VALIDATION), texts_and_labels(TEST),
-                        seed=model_seed, label=name, progress=progress, checkpoints=checkpoints, dp=dp,
-                        groups=rows_of(role)["group_id"].tolist(), init_from=init_from,
-                        all_labels=sorted(posts["label"].unique()), **recipe)
-        done_when = {**wanted, "seed": model_seed, **trained_from(dp, init_from, len(texts))}
-        train_unless_done(folder, done_when, train, missing_checkpoints(folder, checkpoints, recipe["max_epochs"]))
+        data = ClassifierData(*texts_and_labels(role), texts_and_labels(VALIDATION), texts_and_labels(TEST),
+                              rows_of(role)["group_id"].tolist(), sorted(posts["label"].unique()))
+        train_unless_done(folder, "classifier", model_recipe, len(data.texts),
+                          partial(train_classifier, data, folder, model_recipe, progress, name))
         folders.append(folder)
     return folders[0], folders[1]
 

@@ -288,7 +288,7 @@ def token_signal_input(config: AuditConfig, rows: pd.DataFrame, samples: pd.Data
 def neighbour_model(config: AuditConfig) -> str | ModelSource | None:
     """The masked LM that proposes neighbours: --neighbour-model, else the first reference if it is a masked LM; None
     when no neighbours are asked for. InputError when they are and there is none."""
-    from lmaudit.models.architecture import model_family
+    from lmaudit.models.config_json import model_family
 
     if not config.neighbours:
         return None
@@ -379,7 +379,7 @@ def classifier_signals(config: AuditConfig, corpus: pd.DataFrame, placement: Pla
                        progress: bool) -> ScoredSamples:
     """Shejwalkar et al.'s setting: the features of the target on the audited samples and of the shadow model on its
     own samples (which calibrate every threshold), and white-box features of the same."""
-    from lmaudit.models.architecture import classifier_labels
+    from lmaudit.models.config_json import classifier_labels
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.features import FEATURE_DIRECTIONS, classifier_features
 
@@ -429,7 +429,7 @@ def whitebox_inputs(config: AuditConfig, plan: ScoringPlan, samples: pd.DataFram
                     backend: Backend | None, progress: bool) -> tuple[list[AttackInput], list[Skipped]]:
     """One attack input per white-box signal: each row's features under the model that scores it. A signal the
     target cannot give (attention, for an LSTM) is skipped with the reason."""
-    from lmaudit.models.architecture import architecture_difference, has_attention
+    from lmaudit.models.config_json import architecture_difference, has_attention
     from lmaudit.signals.compute import model_signal
 
     for scorer in plan.scorers[1:]:  # a regression fitted on one architecture's features means nothing on another's

@@ -41,7 +41,7 @@ SETTINGS = SignalSettings(signal="clm_tokens", max_length=48, batch_tokens=4096)
 def tiny_gpt2(tiny_tokenizer):
     from transformers import GPT2LMHeadModel
 
-    from lmaudit.models.train import clm_config
+    from lmaudit.models.architectures import clm_config
 
     torch.manual_seed(1)
     return GPT2LMHeadModel(clm_config("tiny", len(tiny_tokenizer), 64, tiny_tokenizer)).eval()

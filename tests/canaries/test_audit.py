@@ -18,8 +18,8 @@ from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts
 from lmaudit.errors import InputError
-from lmaudit.models.dp import DPSettings
 from lmaudit.models.folders import read_training_summary
+from lmaudit.models.recipe import DPSettings, TrainingRecipe
 from lmaudit.models.train import train_language_model
 from tests.helpers import run_cli
 
@@ -37,12 +37,12 @@ def trained(tmp_path_factory):
     notes = generate_notes(40, seed=11)
     training = plant(plant(notes, root / "samples"), root / "secrets")  # refuses a canary already in the notes
     texts = training["text"].tolist()
-    train_language_model("clm", texts, root / "target", epochs=20, seed=0)
+    train_language_model("clm", texts, root / "target", TrainingRecipe(epochs=20, seed=0))
     train_language_model("clm", generate_notes(40, seed=12)["text"].tolist(), root / "reference",
-                         tokenizer_dir=root / "target", epochs=20, seed=1)
-    train_language_model("clm", texts, root / "dp-target", tokenizer_dir=root / "target", epochs=3, seed=0,
-                         dp=DPSettings(noise_multiplier=3.0, delta=1e-5),
-                         groups=training["group_id"].tolist())
+                         TrainingRecipe(tokenizer_dir=root / "target", epochs=20, seed=1))
+    train_language_model("clm", texts, root / "dp-target", TrainingRecipe(
+        tokenizer_dir=root / "target", epochs=3, seed=0, dp=DPSettings(noise_multiplier=3.0, delta=1e-5)),
+                         training["group_id"].tolist())
     return root, len(texts)
 
 
@@ -137,7 +137,7 @@ def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folde
 
 
 def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
-    from lmaudit.models.classifier import train_classifier
+    from lmaudit.models.classifier import ClassifierData, train_classifier
 
     posts = generate_user_posts(60, seed=5)
     generate_user_posts(60, seed=6).to_csv(tmp_path / "held.csv", index=False)
@@ -146,9 +146,10 @@ def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
     users = sorted(posts["group_id"].unique())
     train = posts[posts["group_id"].isin(users[:48])]
     validation = posts[~posts["group_id"].isin(users[:48])]
-    train_classifier(train["text"].tolist() + planted["text"].tolist(), train["label"].tolist() + planted["label"].tolist(),
-                     tmp_path / "model", (validation["text"].tolist(), validation["label"].tolist()), max_epochs=4,
-                     patience=4, seed=0)
+    data = ClassifierData(train["text"].tolist() + planted["text"].tolist(),
+                          train["label"].tolist() + planted["label"].tolist(),
+                          (validation["text"].tolist(), validation["label"].tolist()))
+    train_classifier(data, tmp_path / "model", TrainingRecipe(epochs=4, patience=4, seed=0))
     config = AuditConfig(target=str(tmp_path / "model"), out=str(tmp_path / "audit"), signal={"signal": "classifier"})
     result = audit_canaries(config, tmp_path / "canaries")
     assert result.report["attack"] == "loss" and result.report["signal"] == "classifier"

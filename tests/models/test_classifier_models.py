@@ -7,9 +7,10 @@ import torch
 
 from lmaudit.data.users import generate_user_posts
 from lmaudit.errors import InputError
-from lmaudit.models.architecture import classifier_labels
-from lmaudit.models.classifier import accuracy, train_classifier
+from lmaudit.models.classifier import ClassifierData, accuracy, train_classifier
+from lmaudit.models.config_json import classifier_labels
 from lmaudit.models.load import load_classifier
+from lmaudit.models.recipe import TrainingRecipe
 from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.classifier import class_log_probabilities
 
@@ -29,8 +30,8 @@ def trained(request, posts, tmp_path_factory):
     users = sorted(posts["group_id"].unique())
     folder = tmp_path_factory.mktemp(request.param) / "model"
     texts, labels = split(posts, users[:24])
-    summary = train_classifier(texts, labels, folder, split(posts, users[24:32]), split(posts, users[32:]),
-                               architecture=request.param, max_epochs=8, patience=2, seed=0, checkpoints=(1, 2))
+    summary = train_classifier(ClassifierData(texts, labels, split(posts, users[24:32]), split(posts, users[32:])), folder,
+                               TrainingRecipe(architecture=request.param, epochs=8, patience=2, seed=0, checkpoints=(1, 2)))
     return request.param, folder, summary
 
 
@@ -70,7 +71,7 @@ def test_early_stopping_keeps_the_best_validation_epoch(trained, posts):
 
 def test_checkpoints_are_the_model_after_their_epoch_not_the_best_so_far(trained, posts):
     from lmaudit.models.folders import read_training_summary
-    from lmaudit.models.train import checkpoint_folder
+    from lmaudit.models.trained import checkpoint_folder
 
     _, folder, summary = trained
     for epoch in (1, 2):
@@ -110,7 +111,7 @@ def test_a_label_no_training_sample_has_is_still_predicted_and_evaluated(posts, 
     texts, labels = [texts[i] for i in kept], [labels[i] for i in kept]
     validation = split(posts, users[24:32])
     with pytest.raises(InputError, match="do not occur in the training data"):
-        train_classifier(texts, labels, tmp_path / "refused", validation, max_epochs=1)
-    summary = train_classifier(texts, labels, tmp_path / "model", validation, max_epochs=1,
-                               all_labels=sorted(set(posts["label"])))
+        train_classifier(ClassifierData(texts, labels, validation), tmp_path / "refused", TrainingRecipe(epochs=1))
+    summary = train_classifier(ClassifierData(texts, labels, validation, all_labels=sorted(set(posts["label"]))),
+                               tmp_path / "model", TrainingRecipe(epochs=1))
     assert summary.labels == classifier_labels(tmp_path / "model") == sorted(set(posts["label"]))

@@ -2,6 +2,7 @@
 against an independent RDP computation, the per-group cap, and a private training run end to end."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,13 +10,13 @@ import torch
 from scipy.special import gammaln, logsumexp
 
 from lmaudit.models.dp import (
-    DPSettings,
     cap_samples_per_group,
     make_private,
     per_sample_losses,
     privacy_spent,
 )
 from lmaudit.models.inputs import per_sample_position_inputs
+from lmaudit.models.recipe import DPSettings, TrainingRecipe
 
 
 def independent_rdp_epsilon(q, sigma, steps, delta, orders=range(2, 257)):
@@ -81,8 +82,8 @@ def test_per_sample_losses_do_not_depend_on_the_rest_of_the_batch():
 def tiny_models(tokenizer):
     from transformers import BertForMaskedLM, GPT2LMHeadModel
 
-    from lmaudit.models.classifier import classifier_model, swap_lstm
-    from lmaudit.models.train import clm_config, mlm_config
+    from lmaudit.models.architectures import classifier_model, clm_config, mlm_config
+    from lmaudit.models.lstm import swap_lstm
 
     torch.manual_seed(1)
     lstm = classifier_model("lstm", "tiny", tokenizer, ["a", "b"], 64, 0.1)
@@ -125,8 +126,9 @@ def test_private_training_records_its_epsilon_and_saves_a_loadable_model(tmp_pat
     from lmaudit.models.train import train_language_model
 
     settings = DPSettings(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, max_samples_per_group=5)
-    summary = train_language_model("mlm", notes["text"].tolist(), tmp_path / "dp", epochs=2, batch_size=8, dp=settings,
-                                   groups=notes["group_id"].tolist(), vocab_size=600, max_length=64)
+    summary = train_language_model("mlm", notes["text"].tolist(), tmp_path / "dp",
+                                   TrainingRecipe(epochs=2, batch_size=8, dp=settings, vocab_size=600, max_length=64),
+                                   notes["group_id"].tolist())
     assert summary.n_samples == sum(min(5, n) for n in notes.groupby("group_id").size())
     record = summary.dp
     assert record["steps"] > 0 and record["sample_rate"] == pytest.approx(8 / summary.n_samples)
@@ -139,13 +141,14 @@ def test_private_training_records_its_epsilon_and_saves_a_loadable_model(tmp_pat
 def test_private_checkpoints_carry_the_epsilon_of_their_epoch_and_leave_the_run_unchanged(tmp_path, notes):
     from lmaudit.models.folders import read_training_summary
     from lmaudit.models.load import load_masked_lm
-    from lmaudit.models.train import checkpoint_folder, train_language_model
+    from lmaudit.models.train import train_language_model
+    from lmaudit.models.trained import checkpoint_folder
 
     settings = DPSettings(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, max_samples_per_group=5)
-    run = {"epochs": 3, "batch_size": 8, "dp": settings, "groups": notes["group_id"].tolist(), "vocab_size": 600,
-           "max_length": 64}
-    final = train_language_model("mlm", notes["text"].tolist(), tmp_path / "with", checkpoints=(1, 2), **run)
-    plain = train_language_model("mlm", notes["text"].tolist(), tmp_path / "without", **run)
+    recipe = TrainingRecipe(epochs=3, batch_size=8, dp=settings, vocab_size=600, max_length=64)
+    texts, groups = notes["text"].tolist(), notes["group_id"].tolist()
+    final = train_language_model("mlm", texts, tmp_path / "with", replace(recipe, checkpoints=(1, 2)), groups)
+    plain = train_language_model("mlm", texts, tmp_path / "without", recipe, groups)
     with_checkpoints, without = load_masked_lm(tmp_path / "with").model, load_masked_lm(tmp_path / "without").model
     for (name, value), (_, other) in zip(with_checkpoints.state_dict().items(), without.state_dict().items(), strict=True):
         assert torch.equal(value, other), name  # saving mid-run draws no random number and changes no weight
@@ -165,15 +168,16 @@ def test_private_checkpoints_carry_the_epsilon_of_their_epoch_and_leave_the_run_
 
 def test_private_lstm_checkpoints_are_saved_as_the_plain_lstm(tmp_path):
     from lmaudit.data.users import generate_user_posts
-    from lmaudit.models.classifier import train_classifier
+    from lmaudit.models.classifier import ClassifierData, train_classifier
     from lmaudit.models.folders import read_training_summary
     from lmaudit.models.load import load_classifier
-    from lmaudit.models.train import checkpoint_folder
+    from lmaudit.models.trained import checkpoint_folder
 
     posts = generate_user_posts(12, seed=4)
     texts, labels = posts["text"].tolist(), posts["label"].tolist()
-    train_classifier(texts, labels, tmp_path / "lstm", (texts, labels), architecture="lstm", max_epochs=2, patience=2,
-                     dp=DPSettings(noise_multiplier=1.0), checkpoints=(1,))
+    train_classifier(ClassifierData(texts, labels, (texts, labels)), tmp_path / "lstm",
+                     TrainingRecipe(architecture="lstm", epochs=2, patience=2, dp=DPSettings(noise_multiplier=1.0),
+                                    checkpoints=(1,)))
     checkpoint = checkpoint_folder(tmp_path / "lstm", 1)
     assert type(load_classifier(checkpoint).model.lstm) is torch.nn.LSTM
     recorded = read_training_summary(checkpoint)

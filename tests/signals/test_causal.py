@@ -13,7 +13,7 @@ from tests.families import CAUSAL_FAMILIES, tiny_family_model
 def tiny_gpt2(tiny_tokenizer):
     from transformers import GPT2LMHeadModel
 
-    from lmaudit.models.train import clm_config
+    from lmaudit.models.architectures import clm_config
 
     torch.manual_seed(0)
     return GPT2LMHeadModel(clm_config("tiny", len(tiny_tokenizer), 64, tiny_tokenizer)).eval()

@@ -31,7 +31,7 @@ def test_concentration_equals_hand_computation():
 def models(tiny_tokenizer):
     from transformers import BertForMaskedLM, GPT2LMHeadModel
 
-    from lmaudit.models.train import clm_config, mlm_config
+    from lmaudit.models.architectures import clm_config, mlm_config
 
     torch.manual_seed(5)
     bert = BertForMaskedLM(mlm_config("tiny", len(tiny_tokenizer), 64, tiny_tokenizer.pad_token_id)).eval()
@@ -205,7 +205,7 @@ def test_gradient_norm_rules_on_a_tied_toy_model(length):
 
 @pytest.mark.parametrize("architecture", ["bert", "lstm"])  # the LSTM takes the one-backward-per-sample fallback
 def test_classifier_gradient_norms_equal_reference(tiny_tokenizer, texts, architecture):
-    from lmaudit.models.classifier import classifier_model
+    from lmaudit.models.architectures import classifier_model
 
     torch.manual_seed(2)
     model = classifier_model(architecture, "tiny", tiny_tokenizer, ["a", "b", "c"], 64, 0.1).eval()
@@ -221,7 +221,7 @@ def test_classifier_gradient_norms_equal_reference(tiny_tokenizer, texts, archit
 
 def test_classifier_gradient_is_stored_under_its_label(tiny_tokenizer, notes, tmp_path):
     """The cross-entropy gradient depends on the label: another label is another stored value, not a reuse."""
-    from lmaudit.models.classifier import classifier_model
+    from lmaudit.models.architectures import classifier_model
     from lmaudit.signals.compute import model_signal
 
     torch.manual_seed(3)

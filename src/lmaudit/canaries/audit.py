@@ -109,7 +109,7 @@ def frames_of(result: AttackScores, samples: pd.DataFrame, signal: str) -> tuple
 def classifier_inputs(config: AuditConfig, rows: pd.DataFrame, progress: bool) -> tuple[list[AttackInput], pd.DataFrame]:
     """A classifier's canaries as the loss attack reads them: the target's cross-entropy loss on each (nats)."""
     from lmaudit.attacks.base import TARGET_LOSS, AttackInput
-    from lmaudit.models.architecture import classifier_labels
+    from lmaudit.models.config_json import classifier_labels
     from lmaudit.pipeline import label_indices
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.features import classifier_features

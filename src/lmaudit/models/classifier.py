@@ -6,95 +6,41 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from lmaudit.errors import InputError
-from lmaudit.models import quiet_transformers
-from lmaudit.models.dp import (
-    DPSettings,
-    PrivateTraining,
-    cap_samples_per_group,
-    dp_record,
-    make_private,
-    per_sample_losses,
-    training_step,
-)
+from lmaudit.models.dp import PrivateTraining, dp_record, per_sample_losses, training_step
 from lmaudit.models.inputs import pad_batch, per_sample_position_inputs
-from lmaudit.models.lstm import LSTMClassifierConfig, LSTMForSequenceClassification
-from lmaudit.models.pretrained import LoraSettings
+from lmaudit.models.lstm import plain_lstm, swap_lstm
+from lmaudit.models.recipe import ARCHITECTURES, TrainingRecipe
+from lmaudit.models.setup import TrainingSetup, kept_samples, length_bucketed_batches, set_up_training
 from lmaudit.models.text import text_heads
-from lmaudit.models.train import (
-    SIZES,
-    checkpoint_folder,
-    default_learning_rate,
-    length_bucketed_batches,
-    mlm_config,
-    save_checkpoint,
-    save_model_folder,
-    starting_model,
-)
+from lmaudit.models.trained import checkpoint_folder, save_checkpoint, save_model_folder
 
 log = logging.getLogger(__name__)
 
-
-def swap_lstm(model: torch.nn.Module, private: bool) -> None:
-    """Give an LSTM classifier Opacus's DPLSTM (private=True), whose per-sample gradients Opacus can compute,
-    or the plain LSTM back; both hold the same weights under the same names and compute the same outputs."""
-    from opacus.layers import DPLSTM
-
-    if not isinstance(model, LSTMForSequenceClassification):
-        return
-    config = model.config
-    kind = DPLSTM if private else torch.nn.LSTM
-    replacement = kind(config.hidden_size, config.hidden_size, num_layers=config.num_layers, batch_first=True,
-                       dropout=config.dropout if config.num_layers > 1 else 0.0)
-    state = model.lstm.state_dict()
-    if isinstance(model.lstm, DPLSTM):
-        # In DP-SGD training its LSTM-named aliases are hidden from Opacus (make_private): read its cells' own weights.
-        state = {model.lstm.old_to_new.get(name, name): value.detach() for name, value in model.lstm.named_parameters()}
-    replacement.load_state_dict(state)
-    model.lstm = replacement
+Texts = Sequence[str]
 
 
-@contextmanager
-def plain_lstm(model: torch.nn.Module) -> Iterator[None]:
-    """While the block runs, the plain LSTM in place of a DP-SGD run's DPLSTM (whose state holds every weight under
-    two names, which safetensors refuses to save); the DPLSTM, which Opacus and the optimizer hold, is put back after."""
-    private_lstm = getattr(model, "lstm", None)
-    swap_lstm(model, private=False)
-    try:
-        yield
-    finally:
-        if private_lstm is not None:
-            model.lstm = private_lstm
+@dataclass(frozen=True)
+class ClassifierData:
+    """What a classifier learns from: its training texts and labels (and each text's group, patient or user, for the
+    DP-SGD cap), the held-out (texts, labels) that early stopping watches, optionally a test set, and labels of the data
+    that no training text has (the classifier predicts those too, so that it can be evaluated on them)."""
 
-
-ARCHITECTURES = ("bert", "lstm")
-
-
-def classifier_model(architecture: str, size: str, tokenizer, labels: Sequence[str], max_length: int, dropout: float):
-    """An untrained classifier of the named architecture and size, with label names in its config."""
-    from transformers import BertForSequenceClassification
-
-    id2label = dict(enumerate(labels))
-    label2id = {name: index for index, name in id2label.items()}
-    if architecture == "bert":
-        config = mlm_config(size, len(tokenizer), max_length, tokenizer.pad_token_id, dropout)
-        config.update({"num_labels": len(labels), "id2label": id2label, "label2id": label2id})
-        return BertForSequenceClassification(config)
-    _, hidden, _, _ = SIZES[size]
-    return LSTMForSequenceClassification(LSTMClassifierConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, num_layers=2, dropout=dropout, pad_token_id=tokenizer.pad_token_id,
-        num_labels=len(labels), id2label=id2label, label2id=label2id,
-    ))
+    texts: Texts
+    labels: Texts
+    validation: tuple[Texts, Texts]
+    test: tuple[Texts, Texts] | None = None
+    groups: Sequence[str | None] | None = None
+    all_labels: Texts = ()
 
 
 @dataclass
@@ -191,118 +137,106 @@ def _train_epoch(model, encoded: list[list[int]], label_ids: np.ndarray, pad: in
     return (float(np.mean(losses)) if losses else float("nan")), len(losses)
 
 
-def train_classifier(
-    texts: Sequence[str],
-    labels: Sequence[str],
-    out_dir: str | Path,
-    validation: tuple[Sequence[str], Sequence[str]],
-    test: tuple[Sequence[str], Sequence[str]] | None = None,
-    architecture: Literal["bert", "lstm"] = "bert",
-    size: Literal["tiny", "mini", "small"] = "tiny",
-    max_epochs: int = 30,
-    patience: int = 5,
-    seed: int = 0,
-    batch_size: int = 32,
-    learning_rate: float | None = None,
-    max_length: int = 128,
-    vocab_size: int = 4000,
-    dropout: float = 0.1,
-    tokenizer_dir: str | Path | None = None,
-    progress: bool = False,
-    label: str = "classifier",
-    dp: DPSettings | None = None,
-    groups: Sequence[str | None] | None = None,
-    init_from: str | Path | None = None,
-    lora: LoraSettings | None = None,
-    checkpoints: Sequence[int] = (),
-    tokenization: str = "wordpiece",
-    all_labels: Sequence[str] = (),
-) -> ClassifierTrainingSummary:
-    """Train a classifier, keep the epoch with the best validation accuracy (early stopping after
-    `patience` epochs without improvement), and save it with its tokenizer and a summary. From scratch (`architecture`,
-    `size`), or fine-tuned from the checkpoint `init_from` with a new head, fully or with `lora` adapters (then the
-    adapter, with the head, is saved). With `dp`, DP-SGD with Poisson batches; the epsilon recorded covers every epoch
-    run, not only the one kept. After each epoch in `checkpoints` that is run, the model as it is then (not the best
-    so far) is saved beside `out_dir` (`checkpoint_folder`). A tokenizer trained here is fitted on `texts`: WordPiece
-    or word-level (`tokenization`), of at most `vocab_size` tokens. The classifier predicts every label of `labels` and
-    `all_labels` (a label of the data that no training sample has is then still one the model can be evaluated on)."""
-    if architecture not in ARCHITECTURES:
-        raise InputError(f"unknown architecture '{architecture}'; use one of {', '.join(ARCHITECTURES)}")
-    quiet_transformers()
-    torch.manual_seed(seed)
-    if dp is not None:
-        kept = cap_samples_per_group(list(groups) if groups is not None else [None] * len(texts), dp.max_samples_per_group, seed)
-        texts, labels = [texts[i] for i in kept], [labels[i] for i in kept]
-    names = sorted({str(v) for v in (*labels, *all_labels)})
-    label2id = {name: index for index, name in enumerate(names)}
-    train_ids, validation_ids = _label_ids(labels, label2id, "training data"), _label_ids(validation[1], label2id, "validation data")
-    model, tokenizer, max_length, start = starting_model(
-        "classifier", texts, tokenizer_dir, init_from, lora, max_length, vocab_size,
-        lambda tokenizer: classifier_model(architecture, size, tokenizer, names, max_length, dropout), names, tokenization)
-    trained_tokenizer = {"tokenization": tokenization, "vocab_size": vocab_size} if tokenizer_dir is None and init_from is None else {}
-    if init_from is not None:
-        architecture = model.config.model_type
-    learning_rate = learning_rate or default_learning_rate(init_from, lora)
+def trained_architecture(recipe: TrainingRecipe, model) -> str:
+    """The classifier's architecture: the recipe's from scratch, the checkpoint's model type when fine-tuned."""
+    return model.config.model_type if recipe.init_from is not None else recipe.architecture
 
-    def encode(values: Sequence[str]) -> list[list[int]]:
-        return tokenizer(text_heads(tokenizer, values, max_length)[0], truncation=True, max_length=max_length)["input_ids"]
 
-    encoded, validation_encoded = encode(texts), encode(validation[0])
-    test_encoded = None if test is None else (encode(test[0]), _label_ids(test[1], label2id, "test data"))
-    pad, lengths, order_rng = tokenizer.pad_token_id, np.array([len(e) for e in encoded]), np.random.default_rng(seed)
-    if dp is not None:
-        swap_lstm(model, private=True)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01)
-    private = make_private(model, optimizer, len(encoded), batch_size, dp, seed) if dp is not None else None
-    steps, epoch_losses, validation_accuracies = 0, [], []
-    stopping = EarlyStopping(patience)
-    started = time.monotonic()
+@dataclass
+class EncodedSets:
+    """The training texts and the held-out sets as token ids, each with its label indices (test: None without one)."""
 
-    def summary_now(epochs_run: int, best_epoch: int, validation_accuracy: float,
-                    checkpoint_of: int | None = None) -> ClassifierTrainingSummary:
-        """The summary of the model as it is now (accuracies measured on it), after `epochs_run` epochs."""
-        train_accuracy = accuracy(model, encoded, train_ids, pad)
-        test_accuracy = None if test_encoded is None else accuracy(model, *test_encoded, pad)
-        held_out = test_accuracy if test_accuracy is not None else validation_accuracy
+    train: tuple[list[list[int]], np.ndarray]
+    validation: tuple[list[list[int]], np.ndarray]
+    test: tuple[list[list[int]], np.ndarray] | None
+    labels: list[str] = field(default_factory=list)
+
+    def summary(self, model, setup: TrainingSetup, recipe: TrainingRecipe, steps: int, **run) -> ClassifierTrainingSummary:
+        """The summary of `model` as it is now (accuracies measured on it) after `steps` optimizer steps; `run`: the
+        epochs and losses so far."""
+        pad = setup.tokenizer.pad_token_id
+        train_accuracy = accuracy(model, *self.train, pad)
+        test_accuracy = None if self.test is None else accuracy(model, *self.test, pad)
+        held_out = test_accuracy if test_accuracy is not None else run["validation_accuracy"]
+        trained_tokenizer = ({"tokenization": recipe.tokenization, "vocab_size": recipe.vocab_size}
+                             if recipe.tokenizer_dir is None and recipe.init_from is None else {})
         return ClassifierTrainingSummary(
-            **{"size": size, "dropout": dropout, **start},
-            kind="classifier", architecture=architecture, n_samples=len(encoded), n_validation=len(validation_encoded),
-            n_test=0 if test is None else len(test[0]), labels=names, max_epochs=max_epochs, patience=patience,
-            epochs_run=epochs_run, best_epoch=best_epoch, seed=seed, batch_size=batch_size,
-            learning_rate=learning_rate, max_length=max_length, train_accuracy=train_accuracy,
-            validation_accuracy=validation_accuracy, test_accuracy=test_accuracy,
+            **{"size": recipe.size, "dropout": recipe.dropout, **setup.start}, **run, **trained_tokenizer,
+            kind="classifier", architecture=trained_architecture(recipe, setup.model),
+            n_samples=len(self.train[0]), n_validation=len(self.validation[0]),
+            n_test=0 if self.test is None else len(self.test[0]), labels=self.labels, max_epochs=recipe.epochs,
+            patience=recipe.patience, seed=recipe.seed, batch_size=recipe.batch_size, learning_rate=setup.learning_rate,
+            max_length=setup.max_length, train_accuracy=train_accuracy, test_accuracy=test_accuracy,
             generalization_gap=train_accuracy - held_out, gap_measured_on="test" if test_accuracy is not None else "validation",
-            epoch_losses=list(epoch_losses), validation_accuracies=list(validation_accuracies),
-            dp=dp_record(private, steps) if private else None, checkpoint_of=checkpoint_of, **trained_tokenizer,
+            dp=dp_record(setup.private, steps) if setup.private else None,
         )
 
+
+def train_classifier(data: ClassifierData, out_dir: str | Path, recipe: TrainingRecipe, progress: bool = False,
+                     label: str = "classifier") -> ClassifierTrainingSummary:
+    """Train a classifier on `data` with `recipe`, keep the epoch with the best validation accuracy (early stopping after
+    the recipe's `patience` epochs without improvement), and save it with its tokenizer and a summary. From scratch, or
+    fine-tuned from a checkpoint with a new head, fully or with LoRA adapters (then the adapter, with the head, is
+    saved). With DP-SGD the epsilon recorded covers every epoch run, not only the one kept. After each epoch of the
+    recipe's `checkpoints` that is run, the model as it is then (not the best so far) is saved beside `out_dir`."""
+    if recipe.architecture not in ARCHITECTURES:
+        raise InputError(f"unknown architecture '{recipe.architecture}'; use one of {', '.join(ARCHITECTURES)}")
+    kept = kept_samples(recipe, data.groups, len(data.texts))
+    texts, labels = [data.texts[i] for i in kept], [data.labels[i] for i in kept]
+    names = sorted({str(v) for v in (*labels, *data.all_labels)})
+    label2id = {name: index for index, name in enumerate(names)}
+    train_ids, validation_ids = _label_ids(labels, label2id, "training data"), _label_ids(data.validation[1], label2id, "validation data")
+    setup = set_up_training("classifier", texts, recipe, names)
+    model, private = setup.model, setup.private
+
+    def encode(values: Texts) -> list[list[int]]:
+        return setup.tokenizer(text_heads(setup.tokenizer, values, setup.max_length)[0], truncation=True,
+                               max_length=setup.max_length)["input_ids"]
+
+    sets = EncodedSets((encode(texts), train_ids), (encode(data.validation[0]), validation_ids),
+                       None if data.test is None else (encode(data.test[0]), _label_ids(data.test[1], label2id, "test data")),
+                       names)
+    pad, order_rng = setup.tokenizer.pad_token_id, np.random.default_rng(recipe.seed)
+    lengths = np.array([len(e) for e in sets.train[0]])
+    steps, epoch_losses, validation_accuracies = 0, [], []
+    stopping = EarlyStopping(recipe.patience)
+    started = time.monotonic()
+
+    def run_so_far(epochs_run: int, best_epoch: int, validation_accuracy: float, **extra) -> dict:
+        return {"epochs_run": epochs_run, "best_epoch": best_epoch, "validation_accuracy": validation_accuracy,
+                "epoch_losses": list(epoch_losses), "validation_accuracies": list(validation_accuracies),
+                **extra}
+
+    architecture = trained_architecture(recipe, model)
     log.info("training %s (%s %s): %d samples, %d labels, at most %d epochs (patience %d), batch size %d, learning rate %g%s",
-             label, architecture, start.get("size", size), len(encoded), len(names), max_epochs, patience, batch_size,
-             learning_rate, f", DP-SGD noise {dp.noise_multiplier:g}" if dp is not None else "")
-    for epoch in tqdm(range(1, max_epochs + 1), desc=f"training {label} ({architecture} {size})", unit="epoch",
+             label, architecture, setup.start.get("size", recipe.size), len(texts), len(names), recipe.epochs,
+             recipe.patience, recipe.batch_size, setup.learning_rate,
+             f", DP-SGD noise {recipe.dp.noise_multiplier:g}" if recipe.dp is not None else "")
+    for epoch in tqdm(range(1, recipe.epochs + 1), desc=f"training {label} ({architecture} {recipe.size})", unit="epoch",
                       disable=not progress or None):
-        batches = private.batches() if private else length_bucketed_batches(lengths, batch_size, order_rng)
-        epoch_loss, epoch_steps = _train_epoch(model, encoded, train_ids, pad, batches, optimizer, private)
+        batches = private.batches() if private else length_bucketed_batches(lengths, recipe.batch_size, order_rng)
+        epoch_loss, epoch_steps = _train_epoch(model, *sets.train, pad, batches, setup.optimizer, private)
         epoch_losses.append(epoch_loss)
         steps += epoch_steps
-        validation_accuracies.append(accuracy(model, validation_encoded, validation_ids, pad))
+        validation_accuracies.append(accuracy(model, *sets.validation, pad))
         log.log(logging.DEBUG if progress else logging.INFO, "training %s: epoch %d/%d, loss %.3f, validation accuracy "
-                "%.1f%% (%.0f s)", label, epoch, max_epochs, epoch_loss, 100 * validation_accuracies[-1],
+                "%.1f%% (%.0f s)", label, epoch, recipe.epochs, epoch_loss, 100 * validation_accuracies[-1],
                 time.monotonic() - started)
-        if epoch in checkpoints:
-            summary = summary_now(epoch, epoch, validation_accuracies[-1], checkpoint_of=max_epochs)
+        if epoch in recipe.checkpoints:
+            summary = sets.summary(model, setup, recipe, steps, **run_so_far(epoch, epoch, validation_accuracies[-1],
+                                                                      checkpoint_of=recipe.epochs))
             with plain_lstm(model) if private else nullcontext():
-                save_checkpoint(model, private, tokenizer, summary, checkpoint_folder(out_dir, epoch))
+                save_checkpoint(model, private, setup.tokenizer, summary, checkpoint_folder(out_dir, epoch))
         if stopping.should_stop(epoch, validation_accuracies[-1], model):
             log.info("training %s: stopped early after epoch %d, no better validation accuracy since epoch %d", label,
                      epoch, stopping.best_epoch)
             break
     model.load_state_dict(stopping.best_state)
-    summary = summary_now(len(epoch_losses), stopping.best_epoch, stopping.best_accuracy)
+    summary = sets.summary(model, setup, recipe, steps, **run_so_far(len(epoch_losses), stopping.best_epoch, stopping.best_accuracy))
     if private:
         model = private.finished_model()
         swap_lstm(model, private=False)
-    save_model_folder(model, tokenizer, summary, Path(out_dir))
+    save_model_folder(model, setup.tokenizer, summary, Path(out_dir))
     log.info("trained %s: %d epochs (best %d) in %.1f s, train accuracy %.1f%%, %s accuracy %.1f%%; saved to %s", label,
              len(epoch_losses), stopping.best_epoch, time.monotonic() - started, 100 * summary.train_accuracy,
              summary.gap_measured_on, 100 * (summary.train_accuracy - summary.generalization_gap), out_dir)

@@ -18,16 +18,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import InputError
-
-
-@dataclass(frozen=True)
-class DPSettings:
-    """DP-SGD settings: noise multiplier (sigma), per-sample clipping norm, delta, and the per-group cap."""
-
-    noise_multiplier: float
-    max_grad_norm: float = 1.0
-    delta: float = 1e-5
-    max_samples_per_group: int | None = None
+from lmaudit.models.recipe import DPSettings
 
 
 def cap_samples_per_group(groups: Sequence[str | None], cap: int | None, seed: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_peft, quiet_transformers
-from lmaudit.models.architecture import classifier_labels, model_family
+from lmaudit.models.config_json import classifier_labels, model_family
 from lmaudit.models.folders import (
     adapter_base,
     check_adapter_folder,

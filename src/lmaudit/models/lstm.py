@@ -4,6 +4,9 @@ that it saves as safetensors with save_pretrained and loads through the same cod
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
@@ -57,3 +60,35 @@ class LSTMForSequenceClassification(PreTrainedModel):
 
 AutoConfig.register(LSTMClassifierConfig.model_type, LSTMClassifierConfig)
 AutoModelForSequenceClassification.register(LSTMClassifierConfig, LSTMForSequenceClassification)
+
+
+def swap_lstm(model: torch.nn.Module, private: bool) -> None:
+    """Give an LSTM classifier Opacus's DPLSTM (private=True), whose per-sample gradients Opacus can compute,
+    or the plain LSTM back; both hold the same weights under the same names and compute the same outputs."""
+    from opacus.layers import DPLSTM
+
+    if not isinstance(model, LSTMForSequenceClassification):
+        return
+    config = model.config
+    kind = DPLSTM if private else torch.nn.LSTM
+    replacement = kind(config.hidden_size, config.hidden_size, num_layers=config.num_layers, batch_first=True,
+                       dropout=config.dropout if config.num_layers > 1 else 0.0)
+    state = model.lstm.state_dict()
+    if isinstance(model.lstm, DPLSTM):
+        # In DP-SGD training its LSTM-named aliases are hidden from Opacus (make_private): read its cells' own weights.
+        state = {model.lstm.old_to_new.get(name, name): value.detach() for name, value in model.lstm.named_parameters()}
+    replacement.load_state_dict(state)
+    model.lstm = replacement
+
+
+@contextmanager
+def plain_lstm(model: torch.nn.Module) -> Iterator[None]:
+    """While the block runs, the plain LSTM in place of a DP-SGD run's DPLSTM (whose state holds every weight under
+    two names, which safetensors refuses to save); the DPLSTM, which Opacus and the optimizer hold, is put back after."""
+    private_lstm = getattr(model, "lstm", None)
+    swap_lstm(model, private=False)
+    try:
+        yield
+    finally:
+        if private_lstm is not None:
+            model.lstm = private_lstm

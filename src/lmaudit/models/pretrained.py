@@ -16,16 +16,8 @@ from lmaudit.errors import InputError
 from lmaudit.models import quiet_peft, quiet_transformers
 from lmaudit.models.fingerprints import model_fingerprint
 from lmaudit.models.folders import check_model_folder, resolve_model_folder
+from lmaudit.models.recipe import LoraSettings
 from lmaudit.models.tokenizer import load_tokenizer
-
-
-@dataclass(frozen=True)
-class LoraSettings:
-    """LoRA adapters on every linear layer of the transformer blocks: rank, scaling alpha (default 2 x rank), dropout."""
-
-    rank: int = 8
-    alpha: float | None = None
-    dropout: float = 0.05
 
 
 @dataclass

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import InputError
-from lmaudit.models.architecture import family_of
+from lmaudit.models.config_json import family_of
 from lmaudit.models.inputs import per_sample_position_inputs
 from lmaudit.signals.base import EncodedSample, SignalSettings, encode_for, exact_length_groups, progress_bar, refuse_single_token
 from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms

@@ -40,7 +40,7 @@ TOKENIZER_ALONE = "tokenizer alone: user AUC"
 @dataclass(frozen=True)
 class Variant:
     """One value of a studied setting: its label in the table, how it changes the generated posts
-    (generate_user_posts' arguments) and the training (train_classifier_pair's; `pretrained`: fine-tune the masked LM
+    (generate_user_posts' arguments) and the training (classifier_recipe's; `pretrained`: fine-tune the masked LM
     pretrained on other users' posts)."""
 
     label: str | int
@@ -207,7 +207,13 @@ def analyse(records: list[dict], ablation: Ablation) -> dict:
 
 def plan(out: Path, size: str, seed: int, progress: bool = False, ablation: str = "classes") -> StudyPlan:
     """One cell per (value of the ablation's setting, run)."""
-    from lmaudit.demos import classifier_audit_config, train_classifier_pair, train_posts_mlm, write_classifier_roles
+    from lmaudit.demos import (
+        classifier_audit_config,
+        classifier_recipe,
+        train_classifier_pair,
+        train_posts_mlm,
+        write_classifier_roles,
+    )
     from lmaudit.models.folders import read_training_summary
     from lmaudit.models.tokenizer import load_tokenizer
     from lmaudit.report.plots import ablation_figure
@@ -227,8 +233,8 @@ def plan(out: Path, size: str, seed: int, progress: bool = False, ablation: str 
         def prepare(folder: Path):
             rows, files = posts()
             pretrained = train_posts_mlm(out / "models" / "pretrained-mlm", size, seed, progress) if variant.pretrained else None
-            target, shadow = train_classifier_pair(rows, models, size, run_seed, progress, init_from=pretrained,
-                                                   **variant.training)
+            recipe = classifier_recipe(size, **variant.training, seed=run_seed, init_from=pretrained)
+            target, shadow = train_classifier_pair(rows, models, recipe, progress)
             return classifier_audit_config(target, shadow, files, folder, demo.bootstrap, run_seed, whitebox=False)
 
         def measure() -> dict:

@@ -125,9 +125,9 @@ def group_sizes(rows, cap: int) -> int:
 def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> list[Cell]:
     """One cell per (kind, start, noise, checkpoint epoch) of the masked and the causal LM, each trained with the
     `canaries` planted and measured by their one-run audit too."""
-    from lmaudit.models.dp import DPSettings
     from lmaudit.models.folders import read_training_summary
-    from lmaudit.models.train import checkpoint_folder
+    from lmaudit.models.recipe import DPSettings
+    from lmaudit.models.trained import checkpoint_folder
 
     epochs = checkpoint_epochs(study.size.epochs, grid.checkpoints)
     target_rows = study.notes[study.notes["role"].isin(TARGET_ROLES)]
@@ -145,12 +145,9 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
 
         def prepare(folder: Path):
             texts, groups = with_canaries(target_rows, canaries)
-            settings = {"checkpoints": tuple(epochs)}
-            if noise is not None:
-                settings |= {"dp": DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP), "groups": groups}
-            if start == "fine-tuned":
-                settings["init_from"] = reference(kind)
-            study.train(kind, name, texts, **settings)
+            dp = None if noise is None else DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP)
+            study.train(kind, name, texts, groups=groups, checkpoints=tuple(epochs), dp=dp,
+                        init_from=reference(kind) if start == "fine-tuned" else None)
             audit = study.audit(folder, checkpoint, [reference(kind)], SIGNAL_OF[kind])
             return audit.model_copy(update={"whitebox": True,
                                             "evaluation": audit.evaluation.model_copy(update={"delta": PAPER_DELTA})})
@@ -173,10 +170,16 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
 def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bool) -> list[Cell]:
     """One cell per (start, noise, checkpoint epoch) of the classifier demo's target, audited with its shadow's
     checkpoint of the same epoch."""
-    from lmaudit.demos import classifier_audit_config, train_classifier_pair, train_posts_mlm, write_classifier_roles
-    from lmaudit.models.dp import DPSettings
+    from lmaudit.demos import (
+        classifier_audit_config,
+        classifier_recipe,
+        train_classifier_pair,
+        train_posts_mlm,
+        write_classifier_roles,
+    )
     from lmaudit.models.folders import read_training_summary
-    from lmaudit.models.train import checkpoint_folder
+    from lmaudit.models.recipe import DPSettings
+    from lmaudit.models.trained import checkpoint_folder
 
     demo = CLASSIFIER_DEMO_SIZES[size]
     epochs = checkpoint_epochs(demo.max_epochs, grid.checkpoints)
@@ -191,9 +194,10 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
         def prepare(folder: Path):
             dp = None if noise is None else DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP)
             # Patience as long as the run: every checkpoint is reached, none is cut by early stopping.
-            trained, shadow = train_classifier_pair(posts, out / "models" / name, size, seed, progress,
-                                                    checkpoints=tuple(epochs), patience=demo.max_epochs, dp=dp,
-                                                    init_from=train_posts_mlm(pretrained, size, seed, progress) if start == "fine-tuned" else None)
+            init_from = train_posts_mlm(pretrained, size, seed, progress) if start == "fine-tuned" else None
+            recipe = classifier_recipe(size, seed=seed, checkpoints=tuple(epochs), patience=demo.max_epochs, dp=dp,
+                                       init_from=init_from)
+            trained, shadow = train_classifier_pair(posts, out / "models" / name, recipe, progress)
             audit = classifier_audit_config(checkpoint_folder(trained, epoch), checkpoint_folder(shadow, epoch), files,
                                             folder, demo.bootstrap, seed)
             return audit.model_copy(update={"evaluation": audit.evaluation.model_copy(update={"delta": PAPER_DELTA})})

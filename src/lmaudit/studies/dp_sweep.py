@@ -12,6 +12,7 @@ epsilon beside the accountant's and the attacks'.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS
@@ -19,10 +20,10 @@ from lmaudit.attacks.registry import attacks_reading
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.demos import (
-    DEMO_LEARNING_RATE,
     DEMO_SIZES,
     DEMO_SPLIT,
     REFERENCE_TRAIN,
+    demo_recipe,
     split_and_write_roles,
     train_language_model_unless_done,
 )
@@ -71,8 +72,9 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
                  whitebox: bool = False, progress: bool = False, epochs: int | None = None) -> dict:
     """Train and audit one DP target per noise level (`epochs` overrides the size's); write sweep.json and sweep.html."""
     from lmaudit.data.synth import generate_notes
-    from lmaudit.models.dp import DPSettings, cap_samples_per_group
+    from lmaudit.models.dp import cap_samples_per_group
     from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.recipe import DPSettings
 
     demo = DEMO_SIZES[size]
     out = Path(out)
@@ -84,13 +86,12 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
         # audit would then count as a member.
         notes = notes.iloc[cap_samples_per_group(notes["group_id"].tolist(), max_samples_per_group, seed)].reset_index(drop=True)
         files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-        recipe = {"dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, "progress": progress}
         reference = out / "models" / "reference"
         log.info("dp sweep: %d notes in roles (at most %s per patient); training the reference unless already trained",
                  len(notes), max_samples_per_group)
         # The reference is the demo's (same patients, seed and epochs); only the targets take `epochs`.
         train_language_model_unless_done("mlm", notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist(), reference,
-                                         seed=seed + 1, label="reference", epochs=demo.epochs, **recipe)
+                                         replace(demo_recipe(demo.epochs), seed=seed + 1), "reference", progress)
         epochs = epochs or demo.epochs
         target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
         population = notes[notes["role"] == POPULATION]
@@ -102,9 +103,9 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
             log.info("dp sweep: noise %g (%d of %d): training the DP-SGD target unless already trained", noise, number,
                      len(noises))
             target = out / "models" / f"target-{name}"
-            dp = DPSettings(noise, max_grad_norm, delta, max_samples_per_group)
-            train_language_model_unless_done("mlm", texts, target, tokenizer_dir=reference, seed=seed,
-                                             label=f"target {name}", dp=dp, groups=groups, epochs=epochs, **recipe)
+            recipe = replace(demo_recipe(epochs), seed=seed, tokenizer_dir=reference,
+                             dp=DPSettings(noise, max_grad_norm, delta, max_samples_per_group))
+            train_language_model_unless_done("mlm", texts, target, recipe, f"target {name}", progress, groups)
             config = AuditConfig(
                 target=str(target), reference=str(reference), members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
                 population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),

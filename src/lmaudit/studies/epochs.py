@@ -47,10 +47,11 @@ def classifier_cells(out: Path, size: str, seed: int, progress: bool) -> tuple[l
     from lmaudit.demos import (
         CLASSIFIER_DEMO_SIZES,
         classifier_audit_config,
+        classifier_recipe,
         train_classifier_pair,
         write_classifier_roles,
     )
-    from lmaudit.models.train import checkpoint_folder
+    from lmaudit.models.trained import checkpoint_folder
 
     demo = CLASSIFIER_DEMO_SIZES[size]
     epochs = checkpoint_epochs(demo.max_epochs)
@@ -59,8 +60,8 @@ def classifier_cells(out: Path, size: str, seed: int, progress: bool) -> tuple[l
     def cell(epoch: int) -> Cell:
         def prepare(folder: Path):
             # Patience as long as the run: every checkpoint is reached, none is cut by early stopping.
-            target, shadow = train_classifier_pair(posts, out / "models" / "classifier", size, seed, progress,
-                                                   checkpoints=tuple(epochs), patience=demo.max_epochs)
+            recipe = classifier_recipe(size, seed=seed, checkpoints=tuple(epochs), patience=demo.max_epochs)
+            target, shadow = train_classifier_pair(posts, out / "models" / "classifier", recipe, progress)
             return classifier_audit_config(checkpoint_folder(target, epoch), checkpoint_folder(shadow, epoch), files,
                                            folder, demo.bootstrap, seed, whitebox=False)
 
@@ -71,7 +72,7 @@ def classifier_cells(out: Path, size: str, seed: int, progress: bool) -> tuple[l
 
 def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     """One cell per (model kind, checkpoint epoch)."""
-    from lmaudit.models.train import checkpoint_folder
+    from lmaudit.models.trained import checkpoint_folder
 
     study = notes_study(out, size, seed, progress)
     epochs = checkpoint_epochs(study.size.epochs)

@@ -5,7 +5,7 @@ for every cell, and the audit of a cell."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -13,11 +13,11 @@ import pandas as pd
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.demos import (
-    DEMO_LEARNING_RATE,
     DEMO_SIZES,
     DEMO_SPLIT,
     REFERENCE_TRAIN,
     DemoSize,
+    demo_recipe,
     split_and_write_roles,
     train_language_model_unless_done,
 )
@@ -48,25 +48,24 @@ class NotesStudy:
         """The first reference, whose tokenizer (trained on its own patients' notes) every model of the study uses."""
         return self.out / "models" / "reference"
 
-    def train(self, kind: str, name: str, texts: list[str], seed: int | None = None, **settings) -> Path:
-        """out/models/NAME: an LM of `kind` trained on `texts` with the demo's recipe (settings override it) unless
-        already trained the same way; on the first reference's tokenizer, or fine-tuned from `init_from` (a model of
-        the study, so on that tokenizer too)."""
+    def train(self, kind: str, name: str, texts: list[str], seed: int | None = None, groups: list | None = None,
+              **changes) -> Path:
+        """out/models/NAME: an LM of `kind` trained on `texts` with the demo's recipe (`changes`, TrainingRecipe fields,
+        override it; `groups`: each text's patient, for DP-SGD's cap) unless already trained the same way; on the first
+        reference's tokenizer, or fine-tuned from `init_from` (a model of the study, so on that tokenizer too)."""
         folder = self.out / "models" / name
-        recipe = {"epochs": self.size.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE, **settings}
-        if folder != self.tokenizer_source and recipe.get("init_from") is None:
+        recipe = replace(demo_recipe(self.size.epochs), seed=self.seed if seed is None else seed, **changes)
+        if folder != self.tokenizer_source and recipe.init_from is None:
             self.reference()
-            recipe["tokenizer_dir"] = self.tokenizer_source
-        train_language_model_unless_done(kind, texts, folder, seed=self.seed if seed is None else seed, label=name,
-                                         progress=self.progress, **recipe)
+            recipe = replace(recipe, tokenizer_dir=self.tokenizer_source)
+        train_language_model_unless_done(kind, texts, folder, recipe, name, self.progress, groups)
         return folder
 
     def reference(self, kind: str = "mlm") -> Path:
         """The in-domain reference: trained like the target on the reference patients' notes, with its own seed."""
         folder = self.tokenizer_source
-        recipe = {"epochs": self.size.epochs, "dropout": 0.1, "learning_rate": DEMO_LEARNING_RATE}
-        train_language_model_unless_done(kind, self.texts(REFERENCE_TRAIN), folder, seed=self.seed + 1,
-                                         label="reference", progress=self.progress, **recipe)
+        train_language_model_unless_done(kind, self.texts(REFERENCE_TRAIN), folder,
+                                         replace(demo_recipe(self.size.epochs), seed=self.seed + 1), "reference", self.progress)
         return folder
 
     def demo_cell(self) -> Cell:

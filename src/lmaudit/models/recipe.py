@@ -1,0 +1,96 @@
+"""How a model is trained: one recipe for language models and classifiers alike, with its DP-SGD and LoRA settings.
+
+No torch: the command line builds a recipe from its options, and a demo or study compares a trained model's summary with
+the recipe it wants (`recorded`) before deciding to train again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# The sizes of the models trained from scratch: layers, hidden width, attention heads, feed-forward width.
+SIZES = {
+    "tiny": (2, 64, 2, 256),
+    "mini": (2, 128, 4, 512),
+    "small": (4, 256, 4, 1024),
+}
+ARCHITECTURES = ("bert", "lstm")  # of the classifiers trained from scratch
+
+
+@dataclass(frozen=True)
+class DPSettings:
+    """DP-SGD settings: noise multiplier (sigma), per-sample clipping norm, delta, and the per-group cap."""
+
+    noise_multiplier: float
+    max_grad_norm: float = 1.0
+    delta: float = 1e-5
+    max_samples_per_group: int | None = None
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters on every linear layer of the transformer blocks: rank, scaling alpha (default 2 x rank), dropout."""
+
+    rank: int = 8
+    alpha: float | None = None
+    dropout: float = 0.05
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """Everything that decides how a model trains besides its data.
+
+    From scratch: a model of `size` (a classifier of `architecture`) on the tokenizer of `tokenizer_dir`, or on one
+    trained on the texts (`tokenization`, at most `vocab_size` tokens). From a checkpoint: `init_from`, fully or with
+    `lora` adapters; the checkpoint brings its own architecture and tokenizer. AdamW at `learning_rate` (None: the
+    default of the start, `peak_learning_rate`) for `epochs` epochs (a classifier's at most: it stops after `patience`
+    epochs without a better validation accuracy), batches of `batch_size`, inputs cut to `max_length` tokens; with `dp`,
+    DP-SGD. After each epoch in `checkpoints` the model as it is then is saved beside it as well.
+    """
+
+    size: str = "tiny"
+    epochs: int = 30
+    seed: int = 0
+    batch_size: int = 32
+    learning_rate: float | None = None
+    max_length: int = 128
+    dropout: float = 0.1
+    tokenizer_dir: str | Path | None = None
+    tokenization: str = "wordpiece"
+    vocab_size: int = 4000
+    init_from: str | Path | None = None
+    lora: LoraSettings | None = None
+    dp: DPSettings | None = None
+    checkpoints: tuple[int, ...] = ()
+    architecture: str = "bert"
+    patience: int = 5
+
+    def peak_learning_rate(self) -> float:
+        """AdamW's peak learning rate: the recipe's, else 2e-3 from scratch (tiny models), 5e-5 to fine-tune a checkpoint
+        fully (BERT's and GPT-2's fine-tuning range), 2e-4 for LoRA adapters (the LoRA paper's range)."""
+        if self.learning_rate:
+            return self.learning_rate
+        if self.init_from is None:
+            return 2e-3
+        return 2e-4 if self.lora is not None else 5e-5
+
+    def recorded(self, kind: str, n_texts: int) -> dict:
+        """What the training summary of a `kind` model trained with this recipe on `n_texts` texts records of it: a
+        trained model is reused only when its summary agrees with every entry."""
+        pretrained = self.init_from is not None
+        fields = {"kind": kind, "seed": self.seed, "batch_size": self.batch_size, "max_length": self.max_length,
+                  "learning_rate": self.peak_learning_rate(), "dp": None if self.dp is None else asdict(self.dp),
+                  "init_from": str(self.init_from) if pretrained else None,
+                  # A checkpoint brings its own size and dropout, which the summary records as such.
+                  "size": "pretrained" if pretrained else self.size, "dropout": None if pretrained else self.dropout}
+        if self.dp is None:  # DP-SGD caps each patient or user, so its count is not that of the texts given
+            fields["n_samples"] = n_texts
+        if kind != "classifier":
+            return fields | {"epochs": self.epochs}
+        fields |= {"max_epochs": self.epochs, "patience": self.patience}
+        if not pretrained:
+            fields["architecture"] = self.architecture
+            if self.tokenizer_dir is None:
+                fields |= {"tokenization": self.tokenization, "vocab_size": self.vocab_size}
+        return fields
