@@ -25,9 +25,10 @@ import torch
 from markdown_section import replace_section
 from transformers import BertConfig, BertForMaskedLM
 
-from lmaudit.signals.base import EncodedSample, has_fast_bf16
+from lmaudit.signals.base import EncodedSample
 from lmaudit.signals.masks import random_masks
 from lmaudit.signals.mlm import score_masked_copies
+from lmaudit.signals.settings import has_fast_bf16
 
 K = 10
 MASK_TOKEN = 4

@@ -24,8 +24,9 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from lmaudit.attacks.dc_pdd import dc_pdd_score
 from lmaudit.attacks.min_k import min_k_score
 from lmaudit.attacks.min_k_plus_plus import min_k_plus_plus_score
-from lmaudit.signals.base import EncodedSample, SignalSettings, pack_token_values, unpack_token_values
+from lmaudit.signals.base import EncodedSample, pack_token_values, unpack_token_values
 from lmaudit.signals.causal import causal_passes
+from lmaudit.signals.settings import SignalSettings
 
 VOCABULARY = 50257
 

@@ -33,8 +33,9 @@ from scoring import (
     samples_of_length,
 )
 
-from lmaudit.signals.base import SignalSettings, exact_length_groups
+from lmaudit.signals.base import exact_length_groups
 from lmaudit.signals.mlm import score_masked_copies
+from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.whitebox import attention_features_of, gradient_features_of
 
 SETTINGS = SignalSettings(seed=0)

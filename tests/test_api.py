@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from lmaudit.api import audit_losses, audit_texts
+from lmaudit.audit.run import run_attack, run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.pipeline import run_attack, run_audit
 
 DOCS = Path(__file__).parents[1] / "docs" / "api.md"
 

@@ -20,7 +20,7 @@ from lmaudit.cli import main
 from lmaudit.config import AuditConfig
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.recipe import SIZES, TrainingRecipe
-from lmaudit.signals.base import SignalSettings
+from lmaudit.signals.settings import SignalSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d lmaudit: ")
@@ -154,11 +154,11 @@ def test_usage_errors_are_one_line_on_stderr_with_status_2(args, command, fragme
 @pytest.fixture
 def captured_audit(monkeypatch):
     """audit with the pipeline replaced: the configuration it would run."""
-    import lmaudit.pipeline
+    import lmaudit.audit.run
     import lmaudit.report.tables
 
     seen = {}
-    monkeypatch.setattr(lmaudit.pipeline, "run_audit", lambda config, progress: seen.setdefault("config", config))
+    monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress: seen.setdefault("config", config))
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
     return seen
 
@@ -197,11 +197,11 @@ def test_audit_options_override_the_config_files_values_and_leave_the_rest(captu
 
 def test_attack_builds_the_evaluation_settings_from_its_options(monkeypatch, tmp_path):
     """attack passes --bootstrap, --seed, --length-slices, --length-bounds and --slice-by to run_attack."""
-    import lmaudit.pipeline
+    import lmaudit.audit.run
     import lmaudit.report.tables
 
     seen = []
-    monkeypatch.setattr(lmaudit.pipeline, "run_attack", lambda scores, out, settings: seen.append(settings))
+    monkeypatch.setattr(lmaudit.audit.run, "run_attack", lambda scores, out, settings: seen.append(settings))
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
     _, stderr, code = run("attack", "--scores", "s.csv", "--out", tmp_path, "--bootstrap", 20, "--seed", 5,
                           "--length-slices", 2, "--length-bounds", "10, 30", "--slice-by", "source")

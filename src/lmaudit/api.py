@@ -18,12 +18,13 @@ from pathlib import Path
 import pandas as pd
 
 from lmaudit.attacks.base import Skipped
+from lmaudit.audit.finish import AuditOutcome
+from lmaudit.audit.run import attack_losses, audit
 from lmaudit.config import AuditConfig, validated
 from lmaudit.data.corpus import corpus_from_table
 from lmaudit.data.scores import scores_from_table
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.pipeline import AuditOutcome, attack_losses, audit
 
 # How results.table() names the TPR columns: the FPR levels the evaluation reports by default.
 TABLE_ALPHAS = ("0.01", "0.001")

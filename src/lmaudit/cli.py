@@ -26,8 +26,8 @@ from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.recipe import SIZES, DPSettings, LoraSettings, TrainingRecipe
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
-from lmaudit.signals.base import DEVICES, PRECISIONS, SignalSettings
 from lmaudit.signals.registry import signal_names
+from lmaudit.signals.settings import DEVICES, PRECISIONS, SignalSettings
 from lmaudit.studies.registry import STUDIES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
@@ -494,19 +494,19 @@ def score(model: str, adapter: str | None, data: str, signal: str, k: int, masks
           quantization: str | None, out: str, cache_dir: str | None, shard: str | None, chunk_size: int, backend: str,
           ray_address: str | None, ray_workers: int | None) -> None:
     """Compute a per-sample LM signal (nats; lower = more likely under the model), reading --data in chunks."""
-    from lmaudit.config import signal_backend
+    from lmaudit.backends.choose import signal_backend
     from lmaudit.models.load import resolve_device
     from lmaudit.models.source import ModelSource, Placement
-    from lmaudit.signals.compute import score_file
+    from lmaudit.signals.compute import Scoring, score_file
     from lmaudit.signals.store import default_cache_dir, parse_shard
 
     settings = SignalSettings(signal=signal, k=k, masks=masks, normalize=normalize, seed=seed, max_length=max_length,
                               precision=precision, batch_tokens=batch_tokens)
     placement = Placement(resolve_device(device), dtype, device_map, quantization)
-    written, truncated = score_file(
-        ModelSource(model, adapter), data, out, settings, cache_dir or default_cache_dir(Path(out).parent), placement,
-        parse_shard(shard) if shard is not None else None, chunk_size,
-        signal_backend(backend, ray_address, ray_workers, placement.device), _progress())
+    scoring = Scoring(Path(cache_dir) if cache_dir else default_cache_dir(Path(out).parent), placement,
+                      signal_backend(backend, ray_address, ray_workers, placement.device), _progress(), chunk_size)
+    written, truncated = score_file(ModelSource(model, adapter), data, out, settings, scoring,
+                                    parse_shard(shard) if shard is not None else None)
     click.echo(f"wrote {signal} of {written} samples to {out} ({truncated} truncated)")
 
 
@@ -599,8 +599,8 @@ def _audit_setting(*decls, field: str, help: str, model: type[BaseModel] = Audit
 @_backend_options(from_config=True, what="signals are")
 def audit(config_path: str | None, **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
+    from lmaudit.audit.run import run_audit
     from lmaudit.config import load_config, validated
-    from lmaudit.pipeline import run_audit
     from lmaudit.report.tables import summary_table
 
     options["nonmembers"] = nonmember_files(options["nonmembers"])
@@ -636,7 +636,7 @@ def audit(config_path: str | None, **options) -> None:
 def attack(scores: str, out: str, bootstrap: int, length_slices: int, length_bounds: tuple[int, ...] | None,
            slice_by: tuple[str, ...], seed: int) -> None:
     """Audit from precomputed losses (lower = more likely under the model): same attacks and report."""
-    from lmaudit.pipeline import run_attack
+    from lmaudit.audit.run import run_attack
     from lmaudit.report.tables import summary_table
 
     settings = EvaluationSettings(bootstrap=bootstrap, seed=seed, length_slices=length_slices,

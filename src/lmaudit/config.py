@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import yaml
 from pydantic import (
@@ -27,12 +27,9 @@ from lmaudit.data.roles import (
 )
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource, Placement
-from lmaudit.signals.base import DEVICES, SignalSettings
+from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource
 from lmaudit.signals.registry import signal_names
-
-if TYPE_CHECKING:
-    from lmaudit.signals.store import Backend
+from lmaudit.signals.settings import DEVICES, SignalSettings
 
 # The field (and command-line option, with - for _) that names each role's file.
 ROLE_FILE_FIELDS = {
@@ -176,16 +173,6 @@ class AuditConfig(BaseModel):
         adapters = self.reference_adapter or [None] * len(self.reference)
         return [ModelSource(folder, adapter) for folder, adapter in zip(self.reference, adapters, strict=True)]
 
-    def placement(self) -> Placement:
-        """How every model of the audit is loaded and where it runs (device 'auto' resolved here)."""
-        from lmaudit.models.load import resolve_device
-
-        return Placement(resolve_device(self.device), self.dtype, self.device_map, self.quantization, self.trust_remote_code)
-
-    def signal_backend(self) -> Backend | None:
-        """Where the signals are computed: None (in this process) or a Ray backend."""
-        return signal_backend(self.backend, self.ray_address, self.ray_workers, self.placement().device)
-
     def nonmember_sets(self) -> dict[str, str]:
         """Each non-member set's file by name, in the order given (one file: named by its stem)."""
         if isinstance(self.nonmembers, dict):
@@ -206,18 +193,6 @@ class AuditConfig(BaseModel):
         if self.data:
             chosen.append(RoleFile(None, self.data))
         return chosen
-
-
-def signal_backend(backend: str, address: str | None, workers: int | None, device: str) -> Backend | None:
-    """None for backend local (in this process); for ray, a RayBackend whose workers take one GPU each when the
-    models run on cuda."""
-    if backend == "local":
-        if address is not None or workers is not None:
-            raise InputError("--ray-address and --ray-workers apply to --backend ray")
-        return None
-    from lmaudit.backends.ray_cluster import RayBackend
-
-    return RayBackend(address, workers, gpus_per_worker=1 if device == "cuda" else 0)
 
 
 PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir", "neighbour_model",
@@ -247,11 +222,38 @@ def read_yaml_settings(path: Path, what: str = "config") -> dict:
     return values
 
 
-def load_config(path: str | Path, overrides: dict | None = None) -> AuditConfig:
-    """Read an audit YAML file; relative paths in it are relative to the file's folder."""
-    path = Path(path)
-    values = read_yaml_settings(path)
-    for key in set(PATH_FIELDS) & set(values):
-        values[key] = relative_to(path.parent, values[key])
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return validated(values, str(path))
+# The configuration's sections, each a settings model of its own: a flat setting (a command-line option) named by a
+# field of a section's model belongs to that section.
+SECTIONS: dict[str, type[BaseModel]] = {"signal": SignalSettings, "evaluation": EvaluationSettings, "attacks": AttackSettings}
+
+
+def given(options: dict) -> dict:
+    """The options that were given: neither None nor an empty repeatable option, so that a file's value or the default
+    stands for the others."""
+    return {key: value for key, value in options.items() if value is not None and value != ()}
+
+
+def sectioned(options: dict) -> dict:
+    """Flat settings (command-line options) nested as the configuration holds them: a given setting named by a field of
+    a section's model goes into that section (seed into both signal and evaluation); the others stay at the top."""
+    options = given(options)
+    sections = {name: {key: value for key, value in options.items() if key in model.model_fields}
+                for name, model in SECTIONS.items()}
+    nested = {key for values in sections.values() for key in values}
+    return {key: value for key, value in options.items() if key not in nested} | {
+        name: values for name, values in sections.items() if values}
+
+
+def load_config(path: str | Path | None, options: dict | None = None) -> AuditConfig:
+    """The audit configuration of a YAML file (relative paths in it relative to the file's folder) with `options` on
+    top (flat, as `sectioned` takes them): a given option overrides the file's value, a section's options only their own
+    fields. Without a file, the options alone."""
+    values = {}
+    if path is not None:
+        path = Path(path)
+        values = read_yaml_settings(path)
+        for key in set(PATH_FIELDS) & set(values):
+            values[key] = relative_to(path.parent, values[key])
+    for key, value in sectioned(options or {}).items():
+        values[key] = {**values[key], **value} if key in SECTIONS and isinstance(values.get(key), dict) else value
+    return validated(values, "command line" if path is None else str(path))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmaudit.audit.run import run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import write_table
 from lmaudit.data.roles import (
@@ -27,7 +28,6 @@ from lmaudit.data.roles import (
 )
 from lmaudit.locks import output_lock
 from lmaudit.models.recipe import TrainingRecipe
-from lmaudit.pipeline import run_audit
 
 log = logging.getLogger(__name__)
 

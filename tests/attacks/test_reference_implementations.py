@@ -28,8 +28,9 @@ from lmaudit.attacks.neighbourhood import neighbourhood_score
 from lmaudit.attacks.recall import recall_score
 from lmaudit.attacks.rmia import log_likelihood_ratio, rmia_score
 from lmaudit.attacks.zlib import zlib_score
-from lmaudit.signals.base import SignalSettings, unpack_token_values
+from lmaudit.signals.base import unpack_token_values
 from lmaudit.signals.causal import causal_token_values
+from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.variants import compressed_bytes, corpus_counts, smoothed_frequencies, token_ids_of
 
 TOLERANCE = 1e-6  # formulas on the same inputs

@@ -8,11 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
+from lmaudit.audit.records import resolve
+from lmaudit.backends.choose import signal_backend
 from lmaudit.backends.ray_cluster import RayBackend
-from lmaudit.config import AuditConfig, signal_backend
+from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
-from lmaudit.signals.base import SignalSettings
-from lmaudit.signals.compute import model_signal, model_signals
+from lmaudit.signals.compute import Scoring, model_signal, model_signals
+from lmaudit.signals.settings import SignalSettings
 from tests.helpers import invoke
 
 SETTINGS = SignalSettings(k=2)
@@ -70,14 +72,14 @@ def test_ray_workers_score_what_a_run_in_process_scores_into_a_reusable_store(ba
     """Both workers score chunks; values, token counts and truncation equal the in-process run's bit for bit; and the
     store the Ray run wrote serves a later run in process without computing anything."""
     ids, texts = samples
-    on_ray = model_signal(tiny_model_dirs[0], ids, texts, SETTINGS, tmp_path / "ray", chunk_size=CHUNK, backend=backend)
+    on_ray = model_signal(tiny_model_dirs[0], ids, texts, SETTINGS, Scoring(tmp_path / "ray", chunk_size=CHUNK, backend=backend))
     assert len(backend.chunks_per_worker) == 2 and min(backend.chunks_per_worker) > 0
     assert sum(backend.chunks_per_worker) == len(ids) // CHUNK
-    in_process = model_signal(tiny_model_dirs[0], ids, texts, SETTINGS, tmp_path / "local", chunk_size=CHUNK)
+    in_process = model_signal(tiny_model_dirs[0], ids, texts, SETTINGS, Scoring(tmp_path / "local", chunk_size=CHUNK))
     assert_identical(on_ray, in_process)
     stored = parts_in(tmp_path / "ray")
     assert len(stored) == len(ids) // CHUNK
-    reused = model_signal(tiny_model_dirs[0], ids, texts, SETTINGS, tmp_path / "ray", chunk_size=CHUNK)
+    reused = model_signal(tiny_model_dirs[0], ids, texts, SETTINGS, Scoring(tmp_path / "ray", chunk_size=CHUNK))
     assert parts_in(tmp_path / "ray") == stored  # nothing was computed again
     assert_identical(reused, in_process)
 
@@ -88,13 +90,13 @@ def test_joint_scoring_of_target_and_reference_on_ray_equals_in_process(backend,
     and their stores serve a later run in process without computing anything."""
     ids, texts = samples
     models = dict(zip(("target", "reference"), tiny_model_dirs, strict=True))
-    on_ray = model_signals(models, ids, texts, SETTINGS, tmp_path / "ray", backend=backend)
-    in_process = model_signals(models, ids, texts, SETTINGS, tmp_path / "local")
+    on_ray = model_signals(models, ids, texts, SETTINGS, Scoring(tmp_path / "ray", backend=backend))
+    in_process = model_signals(models, ids, texts, SETTINGS, Scoring(tmp_path / "local"))
     for name in models:
         assert_identical(on_ray[name], in_process[name])
     stored = parts_in(tmp_path / "ray")
     assert len(stored) == 2  # one chunk per model's store
-    reused = model_signals(models, ids, texts, SETTINGS, tmp_path / "ray")
+    reused = model_signals(models, ids, texts, SETTINGS, Scoring(tmp_path / "ray"))
     assert parts_in(tmp_path / "ray") == stored
     for name in models:
         assert_identical(reused[name], in_process[name])
@@ -104,7 +106,7 @@ def test_bad_input_on_a_worker_raises_the_input_error_of_a_run_in_process(backen
     """A sample the tokenizer makes nothing of, found on a worker, is refused with the InputError a run in process
     raises (which the command line prints as one line), not a Ray error."""
     with pytest.raises(InputError, match="sample 'empty'"):
-        model_signal(tiny_model_dirs[0], ["empty"], [" "], SETTINGS, tmp_path, backend=backend)
+        model_signal(tiny_model_dirs[0], ["empty"], [" "], SETTINGS, Scoring(tmp_path, backend=backend))
 
 
 def test_score_command_with_backend_ray_writes_the_same_file(backend, one_thread, tiny_model_dirs, notes, tmp_path):
@@ -132,12 +134,12 @@ def test_the_configuration_picks_the_backend(tmp_path):
     """backend local computes in process; ray gives a RayBackend with the address and workers asked for, and one GPU
     per worker when the models run on cuda; Ray options without backend ray are refused, not ignored."""
     audit = {"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": str(tmp_path)}
-    assert AuditConfig(**audit).signal_backend() is None
-    backend = AuditConfig(**audit, backend="ray", ray_address="auto", ray_workers=3).signal_backend()
+    assert resolve(AuditConfig(**audit)).scoring.backend is None
+    backend = resolve(AuditConfig(**audit, backend="ray", ray_address="auto", ray_workers=3)).scoring.backend
     assert (backend.address, backend.workers, backend.gpus_per_worker) == ("auto", 3, 0)
     assert signal_backend("ray", None, None, "cuda").gpus_per_worker == 1
     with pytest.raises(InputError, match="apply to --backend ray"):
-        AuditConfig(**audit, ray_workers=3).signal_backend()
+        resolve(AuditConfig(**audit, ray_workers=3))
 
 
 def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):

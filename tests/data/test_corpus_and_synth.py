@@ -31,8 +31,8 @@ def test_sample_ids_are_generated_when_absent(tmp_path):
 
 def test_generated_ids_of_two_files_with_one_name_do_not_collide(tmp_path):
     """members/notes.csv and population/notes.csv both generate ids: each keeps its folder, so none is a duplicate."""
+    from lmaudit.audit.corpus import load_audit_corpus
     from lmaudit.config import RoleFile
-    from lmaudit.pipeline import load_audit_corpus
 
     for role in ("members", "nonmembers", "population"):
         (tmp_path / role).mkdir()

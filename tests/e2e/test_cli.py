@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.models.load import load_masked_lm
-from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.mlm import mlm_signal
+from lmaudit.signals.settings import SignalSettings
 from tests.helpers import invoke
 
 

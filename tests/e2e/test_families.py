@@ -96,12 +96,12 @@ def test_every_sequence_classifier_family_gives_its_own_label_probabilities(fami
     read the last real token: padding must not move it)."""
     from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast
 
-    from lmaudit.signals.base import SignalSettings
-    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.compute import Scoring, model_signal
+    from lmaudit.signals.settings import SignalSettings
 
     folder = save_family_model(family, "classifier", tiny_tokenizer, tmp_path / family)
     texts, ids = notes["text"].tolist()[:8], notes["sample_id"].tolist()[:8]
-    batched = np.stack(model_signal(folder, ids, texts, SignalSettings(signal="classifier"), tmp_path / "cache")["value"])
+    batched = np.stack(model_signal(folder, ids, texts, SignalSettings(signal="classifier"), Scoring(tmp_path / "cache"))["value"])
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)  # the tokenizer that was saved, as lmaudit loads it
     with torch.no_grad():

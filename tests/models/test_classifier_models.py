@@ -11,8 +11,8 @@ from lmaudit.models.classifier import ClassifierData, accuracy, train_classifier
 from lmaudit.models.config_json import classifier_labels
 from lmaudit.models.load import load_classifier
 from lmaudit.models.recipe import TrainingRecipe
-from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.classifier import class_log_probabilities
+from lmaudit.signals.settings import SignalSettings
 
 
 @pytest.fixture(scope="module")

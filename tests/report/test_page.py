@@ -12,8 +12,11 @@ import pandas as pd
 import pytest
 
 from lmaudit.attacks.base import AttackScores, aggregated_attack, score_frame
+from lmaudit.audit.finish import Findings, finish_audit
+from lmaudit.audit.records import CLASSIFIER_LEVEL_NAMES
+from lmaudit.audit.run import run_attack
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.pipeline import CLASSIFIER_LEVEL_NAMES, finish_audit, run_attack
+from lmaudit.report.build import AuditFacts, environment_info
 from lmaudit.report.plots import histogram_bins, histogram_figure
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -60,8 +63,8 @@ def wide_report_page(tmp_path_factory):
         frame = score_frame(samples, rng.normal(size=360) + 0.5 * (np.array(roles) == "member"))
         attacks.append(AttackScores(frame, attack=attack, signal=signal, level="sample"))
         attacks.append(aggregated_attack(attacks[-1], "group"))
-    finish_audit(out, {"out": str(out)}, samples, attacks, [], EvaluationSettings(bootstrap=20), texts=None,
-                 level_names=CLASSIFIER_LEVEL_NAMES)
+    finish_audit(out, AuditFacts({"out": str(out)}, environment_info(), CLASSIFIER_LEVEL_NAMES),
+                 Findings(samples, attacks, []), EvaluationSettings(bootstrap=20))
     return out / "report.html"
 
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from lmaudit.signals.base import SignalSettings, unpack_token_values
+from lmaudit.signals.base import unpack_token_values
 from lmaudit.signals.causal import causal_lm_loss, causal_token_values
+from lmaudit.signals.settings import SignalSettings
 from tests.families import CAUSAL_FAMILIES, tiny_family_model
 
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from lmaudit.errors import InputError
-from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.causal import causal_token_values
 from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.mlm import mlm_signal
+from lmaudit.signals.settings import SignalSettings
 from tests.families import tiny_family_model
 
 

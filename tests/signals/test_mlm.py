@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from lmaudit.signals.base import SignalSettings, encode, unpack_token_values
+from lmaudit.signals.base import encode, unpack_token_values
 from lmaudit.signals.masks import mask_size, random_masks
 from lmaudit.signals.mlm import mlm_signal, mlm_token_values
+from lmaudit.signals.settings import SignalSettings
 from tests.families import MASKED_FAMILIES, tiny_family_model
 
 

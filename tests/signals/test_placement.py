@@ -9,8 +9,8 @@ import torch
 from lmaudit.models.fingerprints import model_fingerprint, weights_fingerprint
 from lmaudit.models.load import load_model
 from lmaudit.models.source import Placement
-from lmaudit.signals.base import SignalSettings
-from lmaudit.signals.compute import model_signal
+from lmaudit.signals.compute import Scoring, model_signal
+from lmaudit.signals.settings import SignalSettings
 from tests.families import save_family_model
 from tests.helpers import assert_one_line_error, invoke, run_cli
 
@@ -28,8 +28,8 @@ def test_weights_load_in_the_dtype_asked_and_are_stored_apart(qwen, notes, tmp_p
     assert len(fingerprints) == 3 and weights_fingerprint(qwen, Placement()) == model_fingerprint(qwen)
     ids, texts = notes["sample_id"].tolist()[:8], notes["text"].tolist()[:8]
     settings = SignalSettings(signal="clm_loss", max_length=64)
-    full = model_signal(qwen, ids, texts, settings, tmp_path)["value"].to_numpy(dtype=float)
-    half = model_signal(qwen, ids, texts, settings, tmp_path, placement=Placement(dtype="bf16"))["value"].to_numpy(dtype=float)
+    full = model_signal(qwen, ids, texts, settings, Scoring(tmp_path))["value"].to_numpy(dtype=float)
+    half = model_signal(qwen, ids, texts, settings, Scoring(tmp_path, placement=Placement(dtype="bf16")))["value"].to_numpy(dtype=float)
     assert not np.array_equal(full, half)  # computed anew, not read from the fp32 store
     np.testing.assert_allclose(half, full, rtol=2e-2)  # bf16 keeps 8 bits of mantissa; log-softmax stays fp32
 

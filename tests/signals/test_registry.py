@@ -5,8 +5,8 @@ import pytest
 
 from lmaudit.config import validated
 from lmaudit.errors import InputError
-from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.registry import SIGNALS, resolved, signal_names, signal_spec
+from lmaudit.signals.settings import SignalSettings
 from tests.helpers import assert_one_line_error, run_cli
 
 
@@ -26,12 +26,12 @@ def test_defaults_are_filled_from_the_registry():
 
 
 def test_unknown_signal_is_an_error_everywhere(tiny_model_dirs, notes, tmp_path):
-    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.compute import Scoring, model_signal
 
     with pytest.raises(InputError, match="unknown signal 'mlm_energi'; use one of mlm_energy"):
         signal_spec("mlm_energi")
     with pytest.raises(InputError, match="unknown signal"):
-        model_signal(tiny_model_dirs[0], ["a"], ["text"], SignalSettings(signal="mlm_energi"), tmp_path)
+        model_signal(tiny_model_dirs[0], ["a"], ["text"], SignalSettings(signal="mlm_energi"), Scoring(tmp_path))
     assert not list(tmp_path.iterdir())  # refused before anything was stored
     with pytest.raises(InputError, match="signal: .*unknown signal 'gradient_norms' for an audit"):
         validated({"target": "t", "members": "m", "nonmembers": "n", "out": "o", "signal": {"signal": "gradient_norms"}}, "x")

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.signals.base import SignalSettings
-from lmaudit.signals.compute import model_signal
+from lmaudit.signals.compute import Scoring, model_signal
+from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.store import SignalStore, stored_signals
 
 
@@ -61,9 +61,9 @@ def test_settings_and_models_have_separate_stores(tmp_path):
 def test_model_signal_reuses_the_store_and_matches_direct_scoring(tiny_model_dirs, notes, tmp_path):
     ids, texts = notes["sample_id"].tolist()[:6], notes["text"].tolist()[:6]
     settings = SignalSettings(k=3)
-    first = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+    first = model_signal(tiny_model_dirs[0], ids, texts, settings, Scoring(tmp_path))
     parts = sorted(tmp_path.rglob("part-*.parquet"))
-    second = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+    second = model_signal(tiny_model_dirs[0], ids, texts, settings, Scoring(tmp_path))
     assert sorted(tmp_path.rglob("part-*.parquet")) == parts
     pd.testing.assert_frame_equal(first, second)
     from lmaudit.models.load import load_masked_lm
@@ -93,8 +93,8 @@ def test_hub_id_resolves_from_the_local_cache_only(tiny_model_dirs, notes, tmp_p
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     assert resolve_model_folder("clinic/tiny-bert") == snapshot
     ids, texts = notes["sample_id"].tolist()[:3], notes["text"].tolist()[:3]
-    from_hub = model_signal("clinic/tiny-bert", ids, texts, SignalSettings(k=2), tmp_path / "cache")
-    from_folder = model_signal(tiny_model_dirs[0], ids, texts, SignalSettings(k=2), tmp_path / "cache")
+    from_hub = model_signal("clinic/tiny-bert", ids, texts, SignalSettings(k=2), Scoring(tmp_path / "cache"))
+    from_folder = model_signal(tiny_model_dirs[0], ids, texts, SignalSettings(k=2), Scoring(tmp_path / "cache"))
     pd.testing.assert_frame_equal(from_hub, from_folder)
     with pytest.raises(InputError, match="local Hugging Face cache"):
         resolve_model_folder("clinic/not-there")
@@ -105,14 +105,14 @@ def test_target_and_reference_on_the_same_batches_equal_separate_scoring(tiny_mo
 
     ids, texts = notes["sample_id"].tolist()[:8], notes["text"].tolist()[:8]
     settings = SignalSettings(k=3)
-    joint = model_signals({"target": tiny_model_dirs[0], "reference": tiny_model_dirs[1]}, ids, texts, settings, tmp_path / "joint")
+    joint = model_signals({"target": tiny_model_dirs[0], "reference": tiny_model_dirs[1]}, ids, texts, settings, Scoring(tmp_path / "joint"))
     for name, folder in zip(("target", "reference"), tiny_model_dirs, strict=True):
-        alone = model_signal(folder, ids, texts, settings, tmp_path / f"alone-{name}")
+        alone = model_signal(folder, ids, texts, settings, Scoring(tmp_path / f"alone-{name}"))
         pd.testing.assert_frame_equal(joint[name], alone, check_exact=True)
     # A reference already stored is not scored again when audited with another target.
     parts = {p for p in (tmp_path / "joint").rglob("part-*.parquet")}
     reference_parts = {p for p in parts if p.parent.parent.name.startswith(model_fingerprint_prefix(tiny_model_dirs[1]))}
-    model_signals({"target": tiny_model_dirs[1], "reference": tiny_model_dirs[1]}, ids, texts, settings, tmp_path / "joint")
+    model_signals({"target": tiny_model_dirs[1], "reference": tiny_model_dirs[1]}, ids, texts, settings, Scoring(tmp_path / "joint"))
     assert reference_parts and {p for p in (tmp_path / "joint").rglob("part-*.parquet")} == parts
 
 

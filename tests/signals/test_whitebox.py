@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.masks import random_masks
+from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.whitebox import (
     attention_concentration,
     attention_features,
@@ -114,17 +114,17 @@ def test_batched_gradient_norms_equal_one_backward_per_sample(models, tiny_token
 
 def test_whitebox_signals_are_stored_and_reused(tiny_model_dirs, notes, tmp_path, monkeypatch):
     from lmaudit.signals import whitebox
-    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.compute import Scoring, model_signal
 
     texts, ids = notes["text"].tolist()[:12], notes["sample_id"].tolist()[:12]
     settings = SignalSettings(signal="gradient_norms", max_length=64)
-    first = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+    first = model_signal(tiny_model_dirs[0], ids, texts, settings, Scoring(tmp_path))
 
     def fail(*args, **kwargs):
         raise AssertionError("recomputed a stored feature")
 
     monkeypatch.setattr(whitebox, "gradient_features", fail)  # the registry looks the scorer up when it scores
-    second = model_signal(tiny_model_dirs[0], ids, texts, settings, tmp_path)
+    second = model_signal(tiny_model_dirs[0], ids, texts, settings, Scoring(tmp_path))
     np.testing.assert_array_equal(np.stack(first["value"].to_numpy()), np.stack(second["value"].to_numpy()))
 
 
@@ -222,7 +222,7 @@ def test_classifier_gradient_norms_equal_reference(tiny_tokenizer, texts, archit
 def test_classifier_gradient_is_stored_under_its_label(tiny_tokenizer, notes, tmp_path):
     """The cross-entropy gradient depends on the label: another label is another stored value, not a reuse."""
     from lmaudit.models.architectures import classifier_model
-    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.compute import Scoring, model_signal
 
     torch.manual_seed(3)
     folder = tmp_path / "classifier"
@@ -230,9 +230,9 @@ def test_classifier_gradient_is_stored_under_its_label(tiny_tokenizer, notes, tm
     tiny_tokenizer.save_pretrained(folder)
     texts, ids = notes["text"].tolist()[:6], notes["sample_id"].tolist()[:6]
     settings = SignalSettings(signal="gradient_norms", max_length=64)
-    first = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[0] * 6)
-    other = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[1] * 6)
-    again = model_signal(folder, ids, texts, settings, tmp_path / "store", class_labels=[0] * 6)
+    first = model_signal(folder, ids, texts, settings, Scoring(tmp_path / "store"), class_labels=[0] * 6)
+    other = model_signal(folder, ids, texts, settings, Scoring(tmp_path / "store"), class_labels=[1] * 6)
+    again = model_signal(folder, ids, texts, settings, Scoring(tmp_path / "store"), class_labels=[0] * 6)
     assert not np.allclose(np.stack(first["value"].to_numpy()), np.stack(other["value"].to_numpy()))
     np.testing.assert_array_equal(np.stack(first["value"].to_numpy()), np.stack(again["value"].to_numpy()))
 

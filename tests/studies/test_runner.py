@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit import pipeline
+from lmaudit.audit import run
 from lmaudit.data.scores import scores_from_table
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.report.study import study_lines
@@ -27,10 +27,10 @@ def audits(monkeypatch):
         roles = ["member", "nonmember", "population"] * 100
         losses = rng.normal(size=300) - shift * (np.array(roles) == "member")
         table = pd.DataFrame({"sample_id": [f"s{i}" for i in range(300)], "role": roles, "target_loss": losses})
-        return pipeline.attack_losses(scores_from_table(table, "generated"), config.out,
+        return run.attack_losses(scores_from_table(table, "generated"), config.out,
                                       EvaluationSettings(bootstrap=20)).report
 
-    monkeypatch.setattr(pipeline, "run_audit", fake_run_audit)
+    monkeypatch.setattr(run, "run_audit", fake_run_audit)
     return audited
 
 

@@ -29,10 +29,10 @@ from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
-from lmaudit.signals.registry import signal_spec
 
 if TYPE_CHECKING:  # the attacks (and scikit-learn) load when an audit runs, not with the command line
     from lmaudit.attacks.base import AttackInput, AttackScores
+    from lmaudit.audit.records import ResolvedAudit
     from lmaudit.metrics.one_run import OneRunBound
 
 log = logging.getLogger(__name__)
@@ -63,34 +63,34 @@ class CanaryAudit:
     report: dict
 
 
-def canary_scores(config: AuditConfig, attack: str, canaries: pd.DataFrame, candidates: pd.DataFrame | None,
-                  labels: bool, progress: bool) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def canary_scores(audit: ResolvedAudit, attack: str, canaries: pd.DataFrame, candidates: pd.DataFrame | None,
+                  labels: bool) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Each canary's membership score under `attack` and the target's loss (sample_id, score, loss), and the
     candidates' target loss (sample_id, loss) where there are candidates. No key is read here."""
     from lmaudit.attacks.registry import ATTACKS, attack_spec, run_attacks
-    from lmaudit.pipeline import language_model_signals
+    from lmaudit.audit.language_model import language_model_signals
 
     if attack not in {spec.name for spec in ATTACKS}:
         raise InputError(f"--attack {attack}: no such attack; choose one of {', '.join(s.name for s in ATTACKS)}")
     rows = pd.concat([canaries.assign(role=NONMEMBER),
                       *([candidates.assign(role=POPULATION)] if candidates is not None else [])], ignore_index=True)
-    if signal_spec(config.signal.signal).output == "log_probabilities":
-        if config.reference:
+    if audit.classifier:
+        if audit.references:
             raise InputError("--reference: a classifier's canaries are scored by its own loss; leave --reference out")
         if not labels:
             raise InputError("--signal classifier: the canaries have no label; make sample canaries from a labelled "
                              "--source")
-        inputs, samples = classifier_inputs(config, rows, progress)
+        inputs, samples = classifier_inputs(audit, rows)
     else:
-        scored = language_model_signals(config, rows, config.placement(), config.signal_backend(), progress)
+        scored = language_model_signals(audit, rows)
         inputs, samples = scored.inputs, scored.samples
     spec = attack_spec(attack)
     results, skipped = run_attacks(inputs, [spec])
     sample_level = [result for result in results if result.level == "sample"]
     if not sample_level:
-        reasons = "; ".join(s.reason for s in skipped) or f"it does not apply to the {config.signal.signal} signal"
+        reasons = "; ".join(s.reason for s in skipped) or f"it does not apply to the {audit.signal.signal} signal"
         raise InputError(f"--attack {attack}: cannot score the canaries ({reasons}); choose another attack")
-    return frames_of(sample_level[0], samples, config.signal.signal)
+    return frames_of(sample_level[0], samples, audit.signal.signal)
 
 
 def frames_of(result: AttackScores, samples: pd.DataFrame, signal: str) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -106,23 +106,21 @@ def frames_of(result: AttackScores, samples: pd.DataFrame, signal: str) -> tuple
                    if len(candidates) else None)
 
 
-def classifier_inputs(config: AuditConfig, rows: pd.DataFrame, progress: bool) -> tuple[list[AttackInput], pd.DataFrame]:
+def classifier_inputs(audit: ResolvedAudit, rows: pd.DataFrame) -> tuple[list[AttackInput], pd.DataFrame]:
     """A classifier's canaries as the loss attack reads them: the target's cross-entropy loss on each (nats)."""
     from lmaudit.attacks.base import TARGET_LOSS, AttackInput
+    from lmaudit.audit.classifier import label_indices
     from lmaudit.models.config_json import classifier_labels
-    from lmaudit.pipeline import label_indices
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.features import classifier_features
-    from lmaudit.signals.store import default_cache_dir
 
-    source = config.target_source()
-    label_ids = label_indices(rows, classifier_labels(source), source.folder)
-    values = model_signal(source, rows["sample_id"].tolist(), rows["text"].tolist(), config.signal,
-                          config.cache_dir or default_cache_dir(config.out), progress, config.placement(), "target")
+    label_ids = label_indices(rows, classifier_labels(audit.target), audit.target.folder)
+    values = model_signal(audit.target, rows["sample_id"].tolist(), rows["text"].tolist(), audit.signal, audit.scoring,
+                          "target")
     loss = classifier_features(np.stack(values["value"].to_numpy()), label_ids)["loss"]
     samples = rows[["sample_id", "role", "group_id", "subgroup_id"]].assign(loss=loss,
                                                                             length=values["n_tokens"].to_numpy())
-    return [AttackInput(config.signal.signal, samples, {TARGET_LOSS: loss}, config.evaluation.seed)], samples
+    return [AttackInput(audit.signal.signal, samples, {TARGET_LOSS: loss}, audit.evaluation.seed)], samples
 
 
 def secret_candidates(canary_set: CanarySet, canaries: pd.DataFrame, count: int) -> pd.DataFrame:
@@ -197,6 +195,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     `default_attack`), bound epsilon from the key, measure the secrets' exposure against `candidates` random ones,
     and write the output folder (config.out). `delta`: that of the bound (default: the target's recorded DP-SGD
     delta, else 0, the pure-DP bound)."""
+    from lmaudit.audit.records import resolve
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.one_run import one_run_bound
 
@@ -212,7 +211,8 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
         log.info("canary audit: scoring %d canaries%s with %s", len(canaries),
                  f" and {candidates} random secrets" if pool is not None else "", attack)
         scored = canaries[["sample_id", "text", "label", "group_id", "subgroup_id", "source", "row"]]
-        scores, candidate_losses = canary_scores(config, attack, scored, pool, canaries["label"].notna().all(), progress)
+        scores, candidate_losses = canary_scores(resolve(config, progress), attack, scored, pool,
+                                                 canaries["label"].notna().all())
         check_scored(scores, folder)
         included = read_key(folder, scores)
         bound = one_run_bound(scores["score"].to_numpy(), included, delta, confidence, seed=config.evaluation.seed)

@@ -1,4 +1,4 @@
-"""Assemble report.json (DESIGN.md schema) and write the audit's output folder, all files or none."""
+"""Assemble report.json (docs/design.md schema) and write the audit's output folder, all files or none."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import math
 import platform
 import subprocess
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from lmaudit import __version__
 from lmaudit.atomic import staged
-from lmaudit.attacks.base import LEVELS, AttackScores, Skipped
+from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.data.roles import NONMEMBER_SET
 from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings
@@ -84,35 +84,45 @@ def json_ready(value):
     return value
 
 
-def build_report(config: dict, data: dict, results: list[AttackResult], skipped: list[Skipped], environment: dict,
-                 warnings: list[str], models: dict | None = None, model_files: dict | None = None,
-                 level_names: dict[str, str] | None = None, caveats: list[str] | None = None,
+@dataclass(frozen=True)
+class AuditFacts:
+    """What report.json says of an audit besides its findings: the configuration as given, the environment that
+    computed it, what each level's unit is called, the audited models' training summaries (by role, when known) and
+    files (folders, adapters, fingerprints), and the caveats the verdict must carry about the audit itself."""
+
+    config: dict
+    environment: dict
+    level_names: dict[str, str]
+    models: dict | None = None
+    model_files: dict | None = None
+    caveats: list[str] = field(default_factory=list)
+
+
+def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped], warnings: list[str],
                  per_class: dict | None = None) -> dict:
-    """The report.json document (DESIGN.md schema, version 1): the verdict (`summary`) first, the attacks ranked at each
-    level, and the checks' warnings after the given ones; `models`: training summaries by role, when known;
-    `model_files`: each audited model's folder, adapter and fingerprints; `level_names`: each level's unit; `caveats`:
-    what the verdict must carry about the audit itself (they lead the warnings too); `per_class`: a classifier audit's
-    per-class analyses (metrics/per_class.py:per_class_report)."""
+    """The report.json document (docs/design.md schema, version 1): the verdict (`summary`) first, the attacks ranked at
+    each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
+    audit's per-class analyses (metrics/per_class.py:per_class_report)."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config": config,
-        "environment": environment,
+        "config": facts.config,
+        "environment": facts.environment,
         "data": data,
         "results": results,
         "skipped": skipped,
-        "warnings": [*(caveats or []), *warnings],
-        **({"models": models} if models else {}),
-        **({"model_files": model_files} if model_files else {}),
+        "warnings": [*facts.caveats, *warnings],
+        **({"models": facts.models} if facts.models else {}),
+        **({"model_files": facts.model_files} if facts.model_files else {}),
         **({"per_class": per_class} if per_class else {}),
-        "level_names": level_names or {level: level for level in LEVELS},
+        "level_names": facts.level_names,
     })
     document["warnings"] += audit_warnings(document)
     document["ranking"] = ranking(document["results"])
     summary = verdict(document["results"], document["ranking"], document["level_names"])
-    if caveats:
-        summary["caveats"] = list(caveats)
+    if facts.caveats:
+        summary["caveats"] = list(facts.caveats)
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
 
 

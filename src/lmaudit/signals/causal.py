@@ -17,7 +17,6 @@ from lmaudit.models.inputs import pad_batch
 from lmaudit.models.text import model_max_length
 from lmaudit.signals.base import (
     EncodedSample,
-    SignalSettings,
     encode,
     encode_for,
     length_sorted_batches,
@@ -28,6 +27,7 @@ from lmaudit.signals.base import (
 from lmaudit.signals.heads import checked_encoder_and_head, input_device
 from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.registry import resolved
+from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.tokens import token_statistics
 
 # Logits per chunk of positions (positions x vocabulary, fp32: 128 MiB). Measured on 2 CPU cores with a GPT-2-sized

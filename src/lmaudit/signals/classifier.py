@@ -8,9 +8,10 @@ import numpy as np
 import torch
 
 from lmaudit.models.inputs import pad_batch
-from lmaudit.signals.base import EncodedSample, SignalSettings, encode_for, length_sorted_batches, progress_bar
+from lmaudit.signals.base import EncodedSample, encode_for, length_sorted_batches, progress_bar
 from lmaudit.signals.heads import input_device
 from lmaudit.signals.registry import resolved
+from lmaudit.signals.settings import SignalSettings
 
 
 @torch.inference_mode()

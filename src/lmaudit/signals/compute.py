@@ -19,8 +19,8 @@ from lmaudit.models.fingerprints import tokenizer_fingerprint, weights_fingerpri
 from lmaudit.models.folders import checked_source
 from lmaudit.models.load import LoadedModel, load_model
 from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource, Placement
-from lmaudit.signals.base import SignalSettings
 from lmaudit.signals.registry import resolved, signal_spec
+from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.store import Backend, InProcess, open_store, shard_positions, stored_signals
 
 log = logging.getLogger(__name__)
@@ -69,38 +69,40 @@ class ScoringJob:
         return [_frame(values, encoded)]
 
 
-def model_signal(
-    model: str | Path | ModelSource,
-    sample_ids: list[str],
-    texts: list[str],
-    settings: SignalSettings,
-    cache_dir: str | Path,
-    progress: bool = False,
-    placement: Placement = DEFAULT_PLACEMENT,
-    label: str = "model",
-    chunk_size: int = 512,
-    class_labels: list[int] | None = None,
-    prefix: str | None = None,
-    backend: Backend | None = None,
-) -> pd.DataFrame:
-    """Columns sample_id, value, n_tokens (content tokens before truncation), truncated.
+@dataclass(frozen=True)
+class Scoring:
+    """Where and how missing signal values are computed and kept: the signal store's folder, the models' placement,
+    the backend that runs the missing chunks (None: this process), progress bars, and samples per stored chunk."""
+
+    cache_dir: Path
+    placement: Placement = DEFAULT_PLACEMENT
+    backend: Backend | None = None
+    progress: bool = False
+    chunk_size: int = 512
+
+
+def model_signal(model: str | Path | ModelSource, sample_ids: list[str], texts: list[str], settings: SignalSettings,
+                 scoring: Scoring, label: str = "model", class_labels: list[int] | None = None,
+                 prefix: str | None = None) -> pd.DataFrame:
+    """Columns sample_id, value, n_tokens (content tokens before truncation), truncated, read from the store under
+    `scoring` (what is missing is computed there first; `label` names the pass in the logs).
 
     value: a number for the loss signals (nats); an array for the others (label log-probabilities,
     a feature vector). `class_labels` (label indices) are for a classifier's gradient features, whose
     loss depends on the label: such values are stored under the text and the label. A `prefix` (text) is put before
-    every sample (ReCaLL; per-token signals only): values are stored under the text and the prefix. `backend` runs
-    the missing chunks (default: in this process)."""
+    every sample (ReCaLL; per-token signals only): values are stored under the text and the prefix."""
     source = checked_source(model)
-    settings = resolved(settings, placement.device)
-    store = open_store(cache_dir, weights_fingerprint(source, placement), settings)
+    settings = resolved(settings, scoring.placement.device)
+    store = open_store(scoring.cache_dir, weights_fingerprint(source, scoring.placement), settings)
     label_of = dict(zip(sample_ids, class_labels, strict=True)) if class_labels is not None else None
-    job = ScoringJob((source,), settings, placement, prefix, label_of, progress)
+    job = ScoringJob((source,), settings, scoring.placement, prefix, label_of, scoring.progress)
     keys = None
     if label_of is not None or prefix is not None:
         keys = [text + (f"\x00label={label_of[i]}" if label_of is not None else "")
                 + (f"\x00prefix={prefix}" if prefix is not None else "") for i, text in zip(sample_ids, texts, strict=True)]
-    return stored_signals([store], sample_ids, texts, job, chunk_size, description=f"scoring {label}", progress=progress,
-                          keys=keys, backend=_Logged(backend, label, len(sample_ids), progress))[0]
+    return stored_signals([store], sample_ids, texts, job, scoring.chunk_size, description=f"scoring {label}",
+                          progress=scoring.progress, keys=keys,
+                          backend=_Logged(scoring.backend, label, len(sample_ids), scoring.progress))[0]
 
 
 class _Logged:
@@ -138,36 +140,25 @@ def _frame(values, encoded) -> pd.DataFrame:
     return pd.DataFrame({"value": list(values), "n_tokens": [e.n_tokens for e in encoded], "truncated": [e.truncated for e in encoded]})
 
 
-def model_signals(
-    models: dict[str, str | Path | ModelSource],
-    sample_ids: list[str],
-    texts: list[str],
-    settings: SignalSettings,
-    cache_dir: str | Path,
-    progress: bool = False,
-    placement: Placement = DEFAULT_PLACEMENT,
-    backend: Backend | None = None,
-    chunk_size: int = 512,
-) -> dict[str, pd.DataFrame]:
+def model_signals(models: dict[str, str | Path | ModelSource], sample_ids: list[str], texts: list[str],
+                  settings: SignalSettings, scoring: Scoring) -> dict[str, pd.DataFrame]:
     """model_signal for several models; when they share a tokenizer and the signal has a joint scorer, samples that
     none of them has stored are scored on the same batches (each batch built once, run through each model)."""
     sources = {name: checked_source(model) for name, model in models.items()}
     spec = signal_spec(settings.signal)
-    settings = resolved(settings, placement.device)
+    settings = resolved(settings, scoring.placement.device)
     shared_tokenizer = len({tokenizer_fingerprint(s) for s in sources.values()}) == 1
     if len(sources) > 1 and shared_tokenizer and spec.joint_scorer:
-        stores = [open_store(cache_dir, weights_fingerprint(s, placement), settings) for s in sources.values()]
-        job = ScoringJob(tuple(sources.values()), settings, placement, progress=progress)
-        stored_signals(stores, sample_ids, texts, job, chunk_size, description=f"scoring {' and '.join(sources)}",
-                       progress=progress, backend=_Logged(backend, " and ".join(sources), len(sample_ids), progress))
-    return {name: model_signal(source, sample_ids, texts, settings, cache_dir, progress, placement, name, chunk_size,
-                               backend=backend)
-            for name, source in sources.items()}
+        stores = [open_store(scoring.cache_dir, weights_fingerprint(s, scoring.placement), settings) for s in sources.values()]
+        job = ScoringJob(tuple(sources.values()), settings, scoring.placement, progress=scoring.progress)
+        names = " and ".join(sources)
+        stored_signals(stores, sample_ids, texts, job, scoring.chunk_size, description=f"scoring {names}",
+                       progress=scoring.progress, backend=_Logged(scoring.backend, names, len(sample_ids), scoring.progress))
+    return {name: model_signal(source, sample_ids, texts, settings, scoring, name) for name, source in sources.items()}
 
 
-def score_file(model: ModelSource, data: str | Path, out: str | Path, settings: SignalSettings, cache_dir: str | Path,
-               placement: Placement, shard: tuple[int, int] | None = None, chunk_size: int = 512,
-               backend: Backend | None = None, progress: bool = False) -> tuple[int, int]:
+def score_file(model: ModelSource, data: str | Path, out: str | Path, settings: SignalSettings, scoring: Scoring,
+               shard: tuple[int, int] | None = None) -> tuple[int, int]:
     """Score every sample of a corpus file (or shard i of N of each chunk read) into `out`: columns sample_id and the
     signal. The file is read, scored and written a chunk at a time, so memory does not grow with its length; `out`
     appears whole at the end. Returns (samples written, samples truncated)."""
@@ -177,8 +168,7 @@ def score_file(model: ModelSource, data: str | Path, out: str | Path, settings: 
         for corpus in load_corpus_chunks(data):
             if shard is not None:
                 corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), shard)]
-            values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, cache_dir, progress,
-                                  placement, chunk_size=chunk_size, backend=backend)
+            values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, scoring)
             write(pd.DataFrame({"sample_id": values["sample_id"], settings.signal: values["value"]}))
             written += len(values)
             truncated += int(values["truncated"].sum())

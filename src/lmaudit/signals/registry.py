@@ -6,8 +6,53 @@ The command line's choices, the configuration's validation, the store's keys and
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
 from lmaudit.errors import InputError
-from lmaudit.signals.base import Output, SignalSettings, SignalSpec, resolve_precision
+from lmaudit.signals.settings import SignalSettings, resolve_precision
+
+ModelKind = Literal["mlm", "clm", "classifier", "any"]
+Output = Literal["loss", "tokens", "log_probabilities", "features"]
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    """A registered signal: what model it needs, what it outputs and in which unit, and where its scorer is.
+
+    model_kind "any" means the model's own family (white-box features exist for every family).
+    output "loss": one number per sample, lower = the model finds the sample likelier (audited as an LM);
+    "tokens": per-token values of an LM (TOKEN_FIELDS), from which the sample's loss is their mean NLL;
+    "log_probabilities": a classifier's log-probability of every label; "features": a feature vector.
+    A scorer is named "module:function" and imported only when a model is scored, so listing the signals
+    never imports torch. It is called as scorer(model, tokenizer, texts, sample_ids, settings, progress)
+    and returns (values, encoded samples); `joint_scorer` does the same for several models that share a
+    tokenizer, on the same batches. A label-dependent signal of a classifier (its gradient) also takes the
+    samples' label indices, `labels=`, and is stored under the text and the label. `loss_signal`: for a per-token
+    signal, the signal that gives only its loss (for passes that need no more). `squared_gradient_norms`: the feature
+    vector holds squared gradient norms, whose roots are what GradNorm reads.
+    """
+
+    name: str
+    model_kind: ModelKind
+    output: Output
+    unit: str
+    description: str
+    scorer: str
+    joint_scorer: str | None = None
+    default_normalize: Literal["sum", "mean"] | None = None
+    needs_attention: bool = False
+    label_dependent: bool = False
+    loss_signal: str | None = None
+    squared_gradient_norms: bool = False
+
+    def scoring_function(self, joint: bool = False) -> Callable:
+        """The scorer (or the joint scorer) itself."""
+        module, function = (self.joint_scorer if joint else self.scorer).split(":")
+        return getattr(importlib.import_module(module), function)
+
 
 SIGNALS: tuple[SignalSpec, ...] = (
     SignalSpec(

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from lmaudit.atomic import staged, write_text
 from lmaudit.errors import InputError
-from lmaudit.signals.base import SignalSettings
+from lmaudit.signals.settings import SignalSettings
 
 STORE_COLUMNS = ["sample_id", "text_key", "value", "n_tokens", "truncated"]
 ROW_KEY = ["sample_id", "text_key"]

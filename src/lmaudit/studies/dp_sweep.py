@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS
 from lmaudit.attacks.registry import attacks_reading
+from lmaudit.audit.run import run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.demos import (
@@ -28,9 +29,9 @@ from lmaudit.demos import (
     train_language_model_unless_done,
 )
 from lmaudit.locks import output_lock
-from lmaudit.pipeline import default_cache_dir, run_audit
 from lmaudit.report.sweep import write_sweep
 from lmaudit.report.tables import population_threshold_at, result_of
+from lmaudit.signals.store import default_cache_dir
 from lmaudit.studies.canary_epsilon import canary_measurement, note_canaries, with_canaries
 from lmaudit.studies.notes import held_out_loss
 

@@ -99,8 +99,8 @@ def load_grid_config(path: str | Path) -> GridConfig:
 
 def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bool) -> NotesStudy:
     """A NotesStudy over your files: each read and validated, the reference's texts as their own part."""
+    from lmaudit.audit.corpus import load_audit_corpus
     from lmaudit.config import RoleFile
-    from lmaudit.pipeline import load_audit_corpus
 
     roles = {MEMBER: files.members, POPULATION: files.population}
     if files.calibration_members:

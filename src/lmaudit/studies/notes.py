@@ -104,11 +104,11 @@ def held_out_loss(model_dir: Path, signal: str, sample_ids: list[str], texts: li
                   cache: Path) -> float:
     """The model's mean loss per token (nats) on held-out texts: `signal` (mlm_energy: masked tokens, k masks each;
     clm_loss: every next token) averaged per text, then over the texts."""
-    from lmaudit.signals.base import SignalSettings
-    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.compute import Scoring, model_signal
+    from lmaudit.signals.settings import SignalSettings
 
     settings = SignalSettings(signal=signal, k=k, normalize="mean", seed=seed)
-    return float(model_signal(model_dir, sample_ids, texts, settings, cache)["value"].mean())
+    return float(model_signal(model_dir, sample_ids, texts, settings, Scoring(cache))["value"].mean())
 
 
 def notes_study(out: str | Path, size: str, seed: int, progress: bool = False) -> NotesStudy:

@@ -95,7 +95,7 @@ def _finished(folder: Path, cell: Cell) -> dict | None:
 
 def run_study(plan: StudyPlan, out: str | Path, progress: bool = False) -> dict:
     """Run every cell not finished before, then write study.json and study.html in `out`; returns study.json's document."""
-    from lmaudit.pipeline import run_audit
+    from lmaudit.audit.run import run_audit
     from lmaudit.report.study import write_study
 
     out = Path(out)

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit import pipeline
-from lmaudit.config import AuditConfig
+from lmaudit.audit import run
+from lmaudit.config import ROLE_FILE_FIELDS, AuditConfig
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models import tokenizer
 from lmaudit.report import build
@@ -45,7 +45,7 @@ def fake_frame(sample_ids, values) -> pd.DataFrame:
     return pd.DataFrame({"sample_id": sample_ids, "value": list(values), "n_tokens": lengths, "truncated": False})
 
 
-def fake_model_signals(models, sample_ids, texts, settings, cache, progress=False, placement=None, backend=None):
+def fake_model_signals(models, sample_ids, texts, settings, scoring):
     """Target 1 nat below the reference on members; both carry the same sample difficulty."""
     return {name: fake_frame(sample_ids, difficulty(sample_ids) - (name == "target") * member_like(sample_ids))
             for name in models}
@@ -66,8 +66,7 @@ def calls(monkeypatch):
     """Fake scoring: records which model scored which samples (and with which labels) and returns member-like values."""
     record = []
 
-    def fake_model_signal(model, sample_ids, texts, settings, cache_dir, progress=False, placement=None,
-                          label="model", chunk_size=512, class_labels=None, prefix=None, backend=None):
+    def fake_model_signal(model, sample_ids, texts, settings, scoring, label="model", class_labels=None, prefix=None):
         record.append({"model": label, "signal": settings.signal, "ids": list(sample_ids), "labels": class_labels})
         member = member_like(sample_ids)
         if settings.signal == "classifier":  # log-probabilities of labels a, b: members are confident and right
@@ -89,11 +88,11 @@ def language_model_config(tmp_path, roles=("member", "nonmember", "population", 
     files = write_roles(tmp_path, roles)
     return AuditConfig(target=fake_config(tmp_path / "target"), reference=fake_config(tmp_path / "reference"),
                        out=str(tmp_path / "out"), evaluation={"bootstrap": 20},
-                       **{pipeline.ROLE_FILE_FIELDS[role]: str(path) for role, path in files.items()}, **settings)
+                       **{ROLE_FILE_FIELDS[role]: str(path) for role, path in files.items()}, **settings)
 
 
 def test_language_model_audit_pairs_target_and_reference_of_each_sample(tmp_path, calls):
-    report = pipeline.run_audit(language_model_config(tmp_path))
+    report = run.run_audit(language_model_config(tmp_path))
     scores = pd.read_parquet(tmp_path / "out" / "scores.parquet")
     expected = scores["reference_mlm_energy"] - scores["target_mlm_energy"]
     evaluated = scores["role"] != "calibration_member"
@@ -114,7 +113,7 @@ def test_language_model_audit_pairs_target_and_reference_of_each_sample(tmp_path
 def test_language_model_audit_without_reference_or_calibration(tmp_path, calls):
     config = language_model_config(tmp_path, roles=("member", "nonmember", "population")).model_copy(
         update={"reference": [], "whitebox": True})
-    report = pipeline.run_audit(config)
+    report = run.run_audit(config)
     skipped = {(s["attack"], s["signal"]): s["reason"] for s in report["skipped"]}
     assert skipped[("likelihood_ratio", "mlm_energy")].startswith("no reference-model signal")
     for signal in ("attention_concentration", "gradient_norms"):
@@ -135,8 +134,8 @@ def test_classifier_audit_scores_each_side_with_its_own_model(tmp_path, calls):
         table.assign(text=table["text"] + " " + table["label"]).to_csv(files[role], index=False)
     config = AuditConfig(target=fake_config(tmp_path / "target"), shadow=fake_config(tmp_path / "shadow"),
                          out=str(tmp_path / "out"), signal={"signal": "classifier"}, evaluation={"bootstrap": 20},
-                         whitebox=True, **{pipeline.ROLE_FILE_FIELDS[role]: str(path) for role, path in files.items()})
-    report = pipeline.run_audit(config)
+                         whitebox=True, **{ROLE_FILE_FIELDS[role]: str(path) for role, path in files.items()})
+    report = run.run_audit(config)
     by_model = {(c["model"], c["signal"]): c for c in calls}
     def prefixes(model):
         return {sample_id.split("-")[0] for key, call in by_model.items() if key[0].startswith(model) for sample_id in call["ids"]}
@@ -161,7 +160,7 @@ def test_attack_from_a_scores_file(tmp_path, calls):
              "reference_loss": 3.0 + i % 5 + 0.001 * i}
             for p, role in (("m", "member"), ("n", "nonmember"), ("p", "population")) for i in range(20)]
     pd.DataFrame(rows).to_csv(tmp_path / "scores.csv", index=False)
-    report = pipeline.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
+    report = run.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
     assert {r["attack"]: r["auc"] for r in report["results"] if r["slice"] == "all"} == {
         "loss": pytest.approx(0.68), "likelihood_ratio": 1.0,
         # RMIA: every member beats every population sample (score 1); so does the last non-member (i = 19), a tie
@@ -182,7 +181,7 @@ def test_attack_from_a_scores_file_with_several_references(tmp_path, calls):
             rows.append({"sample_id": f"{p}{i}", "role": role, "target_loss": difficulty - (p == "m"),
                          "reference_loss_1": difficulty + rng.normal(0, 0.1), "reference_loss_2": difficulty + rng.normal(0, 0.1)})
     pd.DataFrame(rows).to_csv(tmp_path / "scores.csv", index=False)
-    report = pipeline.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
+    report = run.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
     aucs = {r["attack"]: r["auc"] for r in report["results"] if r["slice"] == "all"}
     assert aucs["likelihood_ratio"] == aucs["lira"] == aucs["rmia"] == 1.0
     scores = pd.read_parquet(tmp_path / "out" / "scores.parquet")
@@ -196,7 +195,7 @@ def test_huge_losses_and_no_population_still_give_a_full_report_with_a_warning(t
     losses = np.r_[rng.normal(size=98), 1e308, -1e308]
     pd.DataFrame({"sample_id": [f"s{i}" for i in range(100)], "role": ["member", "nonmember"] * 50,
                   "target_loss": losses}).to_csv(tmp_path / "scores.csv", index=False)
-    report = pipeline.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
+    report = run.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"report.json", "report.html", "scores.parquet"}
     assert report["results"][0]["thresholds"] == []
     assert report["results"][0]["unavailable"]["population_threshold_0.1"].startswith("no population samples")

@@ -1,0 +1,96 @@
+"""The end of every audit: the attacks' scores evaluated on all data and on each slice, report.json built from the
+results and the audit's facts, and the output folder written (report.json, scores.parquet, report.html)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lmaudit.attacks.base import AttackScores, Skipped
+from lmaudit.errors import InputError
+from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
+from lmaudit.metrics.per_class import correct_decisions, per_class_report
+from lmaudit.metrics.results import AttackResult
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.metrics.slices import nonmember_sets, sample_slices
+from lmaudit.report.build import AuditFacts, build_report, data_summary, write_report
+
+# The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
+# Algorithm 4 per user.
+PER_CLASS_ATTACKS = {"sample": "sample_threshold", "group": "sample_to_user"}
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What an audit found before evaluation: one row per scored sample (ids, role, length, signals), every attack's
+    scores, what was not run and why, the samples' texts (only when the scores table may hold them) and the values of
+    the slice_by columns (index sample_id)."""
+
+    samples: pd.DataFrame
+    attacks: list[AttackScores]
+    skipped: list[Skipped]
+    texts: pd.Series | None = None
+    slice_columns: pd.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """What an audit wrote and found: report.json's document, the typed results it was built from, what was not run,
+    and scores.parquet's table."""
+
+    report: dict
+    results: list[AttackResult]
+    skipped: list[Skipped]
+    scores: pd.DataFrame
+
+
+def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
+                      level_names: dict[str, str]) -> tuple[list[AttackResult], list[Skipped]]:
+    """Every attack's results on all data, on each slice and on each non-member set, and all that was not run or not
+    evaluated (InputError when no attack could be evaluated)."""
+    slices = sample_slices(findings.samples, evaluation, findings.slice_columns)
+    units = {level: f"{name}s" for level, name in level_names.items()}
+    results, not_evaluated = evaluate_attacks(findings.attacks, evaluation, slices, units, nonmember_sets(findings.samples))
+    skipped = findings.skipped + not_evaluated
+    if not results:
+        raise InputError("no attack could be evaluated: " + "; ".join(s.reason for s in skipped))
+    return results, skipped
+
+
+def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluation: EvaluationSettings) -> AuditOutcome:
+    """Evaluate the findings, build report.json with the audit's facts, and write the output folder all or nothing."""
+    results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
+    report = build_report(facts, data_summary(findings.samples), results, skipped, population_mismatch_warnings(results),
+                          classifier_per_class(findings.samples, findings.attacks))
+    scores = scores_table(findings.samples, findings.attacks, findings.texts)
+    write_report(out, report, scores, findings.attacks)
+    return AuditOutcome(report, results, skipped, scores)
+
+
+def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:
+    """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked.
+
+    Attack columns are score_<attack>, or score_<attack>_<signal> when the attack runs on several signals."""
+    table = samples.copy()
+    sample_attacks = [a for a in attacks if a.level == "sample"]
+    uses = pd.Series([a.attack for a in sample_attacks]).value_counts()
+    for attack in sample_attacks:
+        name = f"score_{attack.attack}_{attack.signal}" if uses[attack.attack] > 1 else f"score_{attack.attack}"
+        table = table.merge(attack.frame[["id", "score"]].rename(columns={"id": "sample_id", "score": name}),
+                            on="sample_id", how="left")
+    if texts is not None:
+        table["text"] = texts.to_numpy()
+    return table
+
+
+def classifier_per_class(samples: pd.DataFrame, attacks: list[AttackScores]) -> dict | None:
+    """report.json's `per_class` (metrics/per_class.py) for a classifier audit, from each feature's Algorithm 1 and 4
+    decisions at their own fixed threshold; None for any other audit (no labels, or Algorithm 1 did not run)."""
+    decisions = {level: {a.signal: correct_decisions(a.frame, a.fixed_thresholds[0].value) for a in attacks
+                         if a.attack == name and a.level == level and a.fixed_thresholds}
+                 for level, name in PER_CLASS_ATTACKS.items()}
+    if "label" not in samples or not decisions["sample"]:
+        return None
+    return per_class_report(samples, decisions["sample"], decisions["group"])

@@ -1,0 +1,83 @@
+"""The one place where an audit's stages run in order: corpus -> signals -> attacks -> metrics -> report.
+
+A language-model audit runs the target (and its references) on every sample it audits or calibrates with, paired; a
+classifier audit runs the target on the audited samples and the shadow model on its own members and non-members. Both
+hand their stored signals to every registered attack that can read them, evaluate the scores and write one output
+folder. `run_attack` starts from losses that were computed elsewhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput
+from lmaudit.attacks.registry import run_attacks
+from lmaudit.audit.classifier import classifier_signals
+from lmaudit.audit.corpus import checked_audit_corpus, load_audit_corpus
+from lmaudit.audit.finish import AuditOutcome, Findings, finish_audit
+from lmaudit.audit.language_model import language_model_signals
+from lmaudit.audit.records import GENERIC_LEVEL_NAMES, ResolvedAudit, resolve
+from lmaudit.config import AuditConfig
+from lmaudit.data.corpus import combine_corpora
+from lmaudit.data.scores import REFERENCE_MODEL, load_scores
+from lmaudit.locks import output_lock
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.report.build import AuditFacts, environment_info
+
+
+def run_audit(config: AuditConfig, progress: bool = False) -> dict:
+    """Audit from models (`audit`) and return report.json's document."""
+    return audit(config, progress).report
+
+
+def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | None = None) -> AuditOutcome:
+    """Audit from models: compute (or reuse) the signals, run every attack they allow, write the output folder.
+    `corpus`: the samples, already validated (`corpus_from_table`), instead of the configuration's role files."""
+    if corpus is None:
+        corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by)
+    else:
+        corpus = checked_audit_corpus(combine_corpora([corpus]))
+    with output_lock(config.out):
+        resolved = resolve(config, progress)
+        scored = (classifier_signals if resolved.classifier else language_model_signals)(resolved, corpus)
+        attacks, not_run = run_attacks(scored.inputs)
+        by_id = corpus.set_index("sample_id")
+        texts = by_id.loc[scored.samples["sample_id"], "text"] if resolved.include_text else None
+        findings = Findings(scored.samples, attacks, scored.skipped + not_run, texts,
+                            by_id[list(resolved.evaluation.slice_by)])
+        facts = AuditFacts(resolved.given, environment_info(resolved.placement.device), resolved.level_names,
+                           scored.models, model_files(resolved), scored.warnings)
+        return finish_audit(resolved.out, facts, findings, resolved.evaluation)
+
+
+def model_files(audit: ResolvedAudit) -> dict[str, dict]:
+    """Each audited model by role: its folder and fingerprint, and its adapter's folder and fingerprint when it has one."""
+    from lmaudit.models.fingerprints import adapter_fingerprint, model_fingerprint
+
+    sources = {"target": audit.target, **audit.references, **({"shadow": audit.shadow} if audit.shadow else {})}
+    return {name: {"folder": source.folder, "fingerprint": model_fingerprint(source.folder), "adapter": source.adapter,
+                   "adapter_fingerprint": adapter_fingerprint(source.adapter) if source.adapter else None}
+            for name, source in sources.items()}
+
+
+def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss") -> dict:
+    """Audit from a file of precomputed losses (`attack_losses`) and return report.json's document."""
+    return attack_losses(load_scores(scores_path, evaluation.slice_by), out, evaluation, signal, str(scores_path)).report
+
+
+def attack_losses(signals: pd.DataFrame, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss",
+                  source: str = "DataFrame") -> AuditOutcome:
+    """Audit from precomputed losses (`load_scores`' or `scores_from_table`'s layout): the same attacks, metrics and
+    report, without any model; `source` names where the losses came from in the report's configuration."""
+    config = {"scores": source, "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
+    values = {TARGET_LOSS: signals["target"].to_numpy(dtype=float)}
+    references = [column for column in signals.columns if REFERENCE_MODEL.match(column)]
+    if references:
+        values[REFERENCE_LOSSES] = signals[references].to_numpy(dtype=float)
+    attacks, skipped = run_attacks([AttackInput(signal, signals, values, evaluation.seed)])
+    samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
+    findings = Findings(samples, attacks, skipped, slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])
+    with output_lock(out):
+        return finish_audit(out, AuditFacts(config, environment_info(), GENERIC_LEVEL_NAMES), findings, evaluation)

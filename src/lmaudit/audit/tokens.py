@@ -1,0 +1,123 @@
+"""What the token-level attacks read besides the target's loss: its per-token values, the texts' compressed lengths,
+token frequencies of non-audited text, and the target's losses of lowercased, prefixed and neighbour texts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.attacks.base import (
+    COMPRESSED_BYTES,
+    LOWERCASE_LOSS,
+    NEIGHBOUR_LOSSES,
+    PREFIXED_LOG_PROBS,
+    TOKEN_FREQUENCIES,
+    TOKEN_IDS,
+    TOKEN_LOG_PROBS,
+    TOKEN_MEANS,
+    TOKEN_STDS,
+)
+from lmaudit.audit.records import ResolvedAudit
+from lmaudit.data.corpus import load_corpus
+from lmaudit.data.roles import POPULATION
+from lmaudit.signals.base import unpack_token_values
+from lmaudit.signals.registry import signal_spec
+from lmaudit.signals.settings import SignalSettings
+
+# The attack input a per-token signal's fields become (signals.base.TOKEN_FIELDS).
+TOKEN_VALUES = {"log_prob": TOKEN_LOG_PROBS, "mean": TOKEN_MEANS, "std": TOKEN_STDS, "token_id": TOKEN_IDS}
+
+
+def losses_of(values: pd.Series, output: str) -> np.ndarray:
+    """Each sample's loss (the signal's unit) from stored values: the value itself, or the mean NLL of its tokens."""
+    if output == "tokens":
+        return -np.nanmean(unpack_token_values(values.to_numpy())["log_prob"], axis=1)
+    return values.to_numpy(dtype=float)
+
+
+def why_missing(audit: ResolvedAudit, model_kind: str) -> dict[str, str]:
+    """Why each value of the extra passes would be missing, as the audit is set up (overwritten by those computed)."""
+    passes = audit.tokens
+    return {
+        TOKEN_FREQUENCIES: "no non-audited text to count token frequencies in: give --population or --frequency-data",
+        LOWERCASE_LOSS: "not asked for (--no-lowercase)",
+        PREFIXED_LOG_PROBS: ("conditions a causal LM on a prefix; a masked LM has no such form" if model_kind != "clm"
+                             else f"needs more than --recall-prefix {passes.recall_prefix} population samples"
+                             if passes.recall_prefix else "not asked for (--recall-prefix 0)"),
+        NEIGHBOUR_LOSSES: "not asked for: give --neighbours N (N more passes of the target)",
+    }
+
+
+def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.DataFrame,
+                       stored: pd.Series) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """What the token-level attacks read besides the target's loss, from the target's stored per-token values of
+    `rows` under `settings`, and the extra passes the audit asks for; and why any of these is missing."""
+    from lmaudit.models.tokenizer import load_tokenizer
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.variants import compressed_bytes, corpus_counts, smoothed_frequencies, token_ids_of
+
+    ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
+    tokens = unpack_token_values(stored.to_numpy())
+    values = {TOKEN_VALUES[field]: table for field, table in tokens.items()}
+    values[COMPRESSED_BYTES] = compressed_bytes(texts)
+    population = np.flatnonzero(rows["role"].to_numpy() == POPULATION)
+    spec = signal_spec(settings.signal)
+    loss_settings = settings.model_copy(update={"signal": spec.loss_signal, "normalize": None})
+
+    def target_losses(variant_ids: list[str], variant_texts: list[str], label: str) -> np.ndarray:
+        frame = model_signal(audit.target, variant_ids, variant_texts, loss_settings, audit.scoring, label)
+        return frame["value"].to_numpy(dtype=float)
+
+    passes = audit.tokens
+    tokenizer = load_tokenizer(audit.target, audit.placement.trust_remote_code)
+    extra_texts = load_corpus(passes.frequency_data)["text"].tolist() if passes.frequency_data else []
+    missing = why_missing(audit, spec.model_kind)
+    if len(population) or extra_texts:
+        population_ids = token_ids_of(tokenizer, [texts[i] for i in population])
+        counts = corpus_counts(population_ids + token_ids_of(tokenizer, extra_texts), len(tokenizer))
+        own: list[np.ndarray | None] = [None] * len(rows)
+        for position, token_ids in zip(population, population_ids, strict=True):
+            own[position] = token_ids
+        values[TOKEN_FREQUENCIES] = smoothed_frequencies(counts, tokens["token_id"], own)
+    if passes.lowercase:
+        lowered = [text.lower() for text in texts]
+        if all(np.array_equal(a, b) for a, b in zip(token_ids_of(tokenizer, lowered), token_ids_of(tokenizer, texts),
+                                                    strict=True)):
+            missing[LOWERCASE_LOSS] = "the target's tokenizer lowercases every text, so lowercasing changes nothing"
+        else:
+            values[LOWERCASE_LOSS] = target_losses(ids, lowered, "target, lowercased")
+    if spec.model_kind == "clm" and passes.recall_prefix and len(population) > passes.recall_prefix:
+        values[PREFIXED_LOG_PROBS] = prefixed_log_probs(audit, settings, rows, population)
+    if passes.neighbour_model:
+        neighbours = neighbour_texts_of(audit, ids, texts)
+        flat = [text for per_sample in neighbours for text in per_sample]
+        losses = target_losses([i for i in ids for _ in range(passes.neighbours)], flat, "target, neighbours")
+        values[NEIGHBOUR_LOSSES] = losses.reshape(len(ids), passes.neighbours)
+    return values, {value: reason for value, reason in missing.items() if value not in values}
+
+
+def prefixed_log_probs(audit: ResolvedAudit, settings: SignalSettings, rows: pd.DataFrame,
+                       population: np.ndarray) -> np.ndarray:
+    """ReCaLL's pass: the target's per-token log-probabilities of every row after a prefix of population samples (NaN
+    for the prefix's own samples: a sample scored after itself says nothing)."""
+    from lmaudit.signals.compute import model_signal
+    from lmaudit.signals.variants import prefix_samples, prefix_text
+
+    texts = rows["text"].tolist()
+    in_prefix = population[prefix_samples(population.tolist(), audit.tokens.recall_prefix, audit.evaluation.seed)]
+    prefix = prefix_text([texts[i] for i in in_prefix])
+    prefixed = model_signal(audit.target, rows["sample_id"].tolist(), texts, settings, audit.scoring,
+                            "target, after a non-member prefix", prefix=prefix)
+    log_probs = unpack_token_values(prefixed["value"].to_numpy())["log_prob"]
+    log_probs[in_prefix] = np.nan
+    return log_probs
+
+
+def neighbour_texts_of(audit: ResolvedAudit, ids: list[str], texts: list[str]) -> list[list[str]]:
+    """The neighbours of each text, words replaced by the audit's neighbour model (a masked LM)."""
+    from lmaudit.models.load import load_masked_lm
+    from lmaudit.signals.neighbours import neighbour_texts
+
+    masked_lm = load_masked_lm(audit.tokens.neighbour_model, audit.placement)
+    return neighbour_texts(masked_lm.model, masked_lm.tokenizer, texts, ids, audit.tokens.neighbours,
+                           audit.tokens.neighbour_words, audit.signal.seed, progress=audit.scoring.progress)
