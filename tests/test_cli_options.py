@@ -14,9 +14,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from lmaudit import cli
 from lmaudit.attacks.settings import AttackSettings
 from lmaudit.cli import main
+from lmaudit.cli import studies as study_commands
 from lmaudit.config import AuditConfig
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.recipe import SIZES, TrainingRecipe
@@ -117,15 +117,15 @@ def test_sizes_batch_sizes_and_noises_are_the_code_defaults():
     from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES
     from lmaudit.studies.dp_sweep import DEFAULT_NOISES
 
-    assert cli.DEMO_SIZES == tuple(DEMO_SIZES) == tuple(CLASSIFIER_DEMO_SIZES)
-    assert tuple(float(n) for n in cli.DEFAULT_NOISES.split(",")) == DEFAULT_NOISES
+    assert study_commands.DEMO_SIZES == tuple(DEMO_SIZES) == tuple(CLASSIFIER_DEMO_SIZES)
+    assert tuple(float(n) for n in study_commands.DEFAULT_NOISES.split(",")) == DEFAULT_NOISES
     train_sizes = [option(("train", kind), "--size") for kind in ("mlm", "clm", "classifier")]
     assert {(tuple(o.type.choices), o.default, o.help) for o in train_sizes} == {(tuple(SIZES), "tiny", train_sizes[0].help)}
     for kind in ("mlm", "clm", "classifier"):
         assert option(("train", kind), "--batch-size").default == TrainingRecipe().batch_size
         assert option(("train", kind), "--learning-rate")
     demo_sizes = [option((name,), "--size") for name in ("demo", "dp-sweep")]
-    assert {(tuple(o.type.choices), o.help) for o in demo_sizes} == {(cli.DEMO_SIZES, demo_sizes[0].help)}
+    assert {(tuple(o.type.choices), o.help) for o in demo_sizes} == {(study_commands.DEMO_SIZES, demo_sizes[0].help)}
     assert [o.default for o in demo_sizes] == ["default", "smoke"]  # dp-sweep: the default size takes over an hour
 
 
@@ -293,7 +293,7 @@ def test_docs_cli_md_is_generated_from_the_commands():
 
 
 def test_nonmembers_options_become_one_file_or_named_sets(tmp_path):
-    from lmaudit.cli import nonmember_files
+    from lmaudit.cli.audit import nonmember_files
 
     assert nonmember_files(()) is None
     assert nonmember_files(("a/notes.csv",)) == "a/notes.csv"

@@ -24,6 +24,7 @@ import pandas as pd
 from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, CanarySet, distinct_secrets, read_canary_set
+from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
@@ -36,8 +37,6 @@ if TYPE_CHECKING:  # the attacks (and scikit-learn) load when an audit runs, not
     from lmaudit.metrics.one_run import OneRunBound
 
 log = logging.getLogger(__name__)
-DEFAULT_CANDIDATES = 1000
-MINIMUM_CANDIDATES = 20
 CONFIDENCE = 0.95
 REPORT_FILE, SCORES_FILE, PAGE_FILE = "canary_report.json", "canary_scores.parquet", "canary_report.html"
 CANDIDATE_SEED = 15485863  # added to the canaries' seed: candidates are drawn apart from the secrets

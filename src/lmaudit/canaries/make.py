@@ -24,13 +24,10 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.atomic import staged
+from lmaudit.canaries.settings import DEFAULT_FORMAT, DEFAULT_SECRET_DIGITS, KINDS, SECRET_SLOT
 from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
 
-KINDS = ("secret", "sample")
-SECRET_SLOT = "{secret}"
-DEFAULT_FORMAT = "the patient's medical record number is {secret} ."
-DEFAULT_SECRET_DIGITS = 8
 INCLUSION_PROBABILITY = 0.5  # Steinke et al.: each canary in or out by a fair coin, independently
 CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.jsonl", "key.parquet", "canaries.json"
 

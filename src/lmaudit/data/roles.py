@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from lmaudit.errors import InputError, row_location
 
 if TYPE_CHECKING:  # the checks only call methods of the frames they are given; the command line starts without pandas
@@ -75,6 +73,8 @@ def check_no_single_sample_groups(corpus: pd.DataFrame) -> None:
 
 def split_groups(groups: Sequence[str], fractions: Mapping[str, float], seed: int) -> dict[str, str]:
     """Assign each group to a role, in the given proportions, by a seeded shuffle."""
+    import numpy as np  # here, not above: the command line reads the role names without loading numpy
+
     unique = sorted(set(groups))
     order = np.random.default_rng(seed).permutation(len(unique))
     total = sum(fractions.values())

@@ -1,0 +1,177 @@
+"""`lmaudit score`, `lmaudit audit` and `lmaudit attack`: a model's signal for a corpus, an audit from models, and an
+audit from precomputed losses."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import click
+
+from lmaudit.attacks.settings import AttackSettings
+from lmaudit.cli.app import progress
+from lmaudit.cli.options import (
+    backend_options,
+    evaluation_options,
+    placement_options,
+    setting,
+    signal_options,
+)
+from lmaudit.config import NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig, given
+from lmaudit.data.roles import NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
+from lmaudit.errors import InputError
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.signals.registry import signal_names
+from lmaudit.signals.settings import SignalSettings
+
+
+@click.command()
+@click.option("--model", required=True, type=click.Path(), help="Model folder (save_pretrained or `lmaudit train`).")
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter folder to apply to --model.")
+@click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column (.csv, .jsonl, .parquet).")
+@signal_options(from_config=False)
+@placement_options(from_config=False)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.csv, .jsonl or .parquet).")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="Signal store (default: cache/ next to --out).")
+@click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the "
+                                            "work (default: all).")
+@click.option("--chunk-size", default=512, type=click.IntRange(min=1), help="Samples per stored chunk.")
+@backend_options(from_config=False, what="chunks are")
+def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str | None, shard: str | None,
+          chunk_size: int, **options) -> None:
+    """Compute a per-sample LM signal (nats; lower = more likely under the model), reading --data in chunks."""
+    from lmaudit.backends.choose import signal_backend
+    from lmaudit.models.load import resolve_device
+    from lmaudit.models.source import ModelSource, Placement
+    from lmaudit.signals.compute import Scoring, score_file
+    from lmaudit.signals.store import default_cache_dir, parse_shard
+
+    settings = SignalSettings(**{key: options.pop(key) for key in list(options) if key in SignalSettings.model_fields})
+    placement = Placement(resolve_device(options["device"]), options["dtype"], options["device_map"], options["quantization"])
+    backend = signal_backend(options["backend"], options["ray_address"], options["ray_workers"], placement.device)
+    scoring = Scoring(Path(cache_dir) if cache_dir else default_cache_dir(Path(out).parent), placement, backend,
+                      progress(), chunk_size)
+    written, truncated = score_file(ModelSource(model, adapter), data, out, settings, scoring,
+                                    parse_shard(shard) if shard is not None else None)
+    click.echo(f"wrote {settings.signal} of {written} samples to {out} ({truncated} truncated)")
+
+
+ROLE_FILE_HELP = {
+    SHADOW_MEMBER: "The shadow classifier's training data.", SHADOW_NONMEMBER: "Data the shadow classifier did not see.",
+    NONMEMBER: "Samples the target did not train on. Repeat as NAME=FILE for several sets (e.g. other hospitals): each "
+               "result is also reported per set, and the verdict audits the first.",
+}
+
+
+def role_file_options(function):
+    """One --<role file> option per role (--members, --nonmembers, ...), as the configuration names them; --nonmembers
+    may repeat, as NAME=FILE, for several non-member sets."""
+    for role, field in reversed(ROLE_FILE_FIELDS.items()):
+        several = {"multiple": True, "metavar": "[NAME=]FILE"} if role == NONMEMBER else {"default": None}
+        function = click.option(f"--{field.replace('_', '-')}", type=click.Path(), **several,
+                                help=ROLE_FILE_HELP.get(role, f"Samples of role {role}."))(function)
+    return function
+
+
+def _named_set(value: str) -> bool:
+    name = value.split("=", 1)[0]
+    return "=" in value and NONMEMBER_SET_NAME.fullmatch(name) is not None and not Path(value).exists()
+
+
+def nonmember_files(values: tuple[str, ...]) -> str | dict[str, str] | None:
+    """--nonmembers as the configuration takes it: one FILE as given; several, or NAME=FILE, as sets by name (an
+    unnamed file is named by its stem)."""
+    if not values:
+        return None
+    if len(values) == 1 and not _named_set(values[0]):
+        return values[0]
+    sets: dict[str, str] = {}
+    for value in values:
+        name, path = value.split("=", 1) if _named_set(value) else (Path(value).stem, value)
+        if name in sets:
+            raise InputError(f"--nonmembers: two sets named '{name}'; name each set with NAME=FILE")
+        sets[name] = path
+    return sets
+
+
+audit_setting = partial(setting, AuditConfig, from_config=True)
+
+
+@click.command()
+@click.option("--config", "config_path", default=None, type=click.Path(),
+              help="audit.yaml with the same settings; options given here override its values.")
+@click.option("--target", default=None, type=click.Path(), help="The audited model's folder.")
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
+@click.option("--reference", multiple=True, type=click.Path(),
+              help="Reference model, never trained on the audited members; repeat for several (RMIA, LiRA).")
+@click.option("--reference-adapter", multiple=True, type=click.Path(),
+              help="A PEFT adapter applied to a reference; one per --reference, in the same order.")
+@click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
+@role_file_options
+@click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Folder of the report.")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ in --out).")
+@signal_options(from_config=True)
+@evaluation_options(from_config=True)
+@placement_options(from_config=True)
+@audit_setting("whitebox", is_flag=True, default_text="off",
+               help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
+@audit_setting("include_text", is_flag=True, default_text="off", help="Copy the sample texts into scores.parquet.")
+@audit_setting("allow_tokenizer_mismatch", is_flag=True, default_text="off",
+               help="Audit even when a reference's tokenizer differs from the target's (masks are then not paired); "
+                    "the report's warnings and verdict say so.")
+@audit_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
+               help="Also compute this per-token signal of the target for the token-level attacks (e.g. mlm_tokens "
+                    "beside --signal mlm_energy); --signal clm_tokens needs none.")
+@audit_setting("lowercase", "--lowercase/--no-lowercase",
+               help="Token signals: score the lowercased texts too, for the lowercase attack (one more pass).")
+@audit_setting("recall_prefix", type=click.IntRange(min=0),
+               help="Token signals: population samples in ReCaLL's non-member prefix (0 = no ReCaLL).")
+@audit_setting("neighbours", type=click.IntRange(min=0),
+               help="Token signals: neighbour texts per sample for the neighbourhood attack (N more passes; 0 = off).")
+@audit_setting("neighbour_words", type=click.IntRange(min=1), help="Words replaced per neighbour.")
+@audit_setting("neighbour_model", type=click.Path(), help="Masked LM that proposes the neighbours' words.",
+               default_text="the first reference, if a masked LM")
+@audit_setting("frequency_data", type=click.Path(), default_text="none",
+               help="Non-audited text whose token frequencies DC-PDD uses, besides the population's.")
+@setting(AttackSettings, "min_k_fraction", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
+         help="Share of least likely tokens Min-K% and Min-K%++ average.")
+@setting(AttackSettings, "rmia_offline_a", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
+         help="RMIA's offline scaling a (1: the references' mean; see docs/attacks.md).")
+@backend_options(from_config=True, what="signals are")
+def audit(config_path: str | None, nonmembers: tuple[str, ...], **options) -> None:
+    """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
+    from lmaudit.audit.run import run_audit
+    from lmaudit.config import load_config
+    from lmaudit.report.tables import summary_table
+
+    options["nonmembers"] = nonmember_files(nonmembers)
+    if not config_path:
+        missing = [f"--{n}" for n in ("target", "members", "nonmembers", "out") if not options.get(n)]
+        if missing and not (options.get("data") and "--members" in missing):
+            raise InputError(f"missing {', '.join(missing)}; give them or --config audit.yaml")
+    config = load_config(config_path, options)
+    report = run_audit(config, progress=progress())
+    click.echo(summary_table(report))
+    click.echo(f"report: {Path(config.out) / 'report.html'}")
+
+
+@click.command()
+@click.option("--scores", required=True, type=click.Path(),
+              help="sample_id, role, target_loss[, reference_loss or reference_loss_1, _2, ..., group_id, length]")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the report.")
+@evaluation_options(from_config=False)
+@setting(EvaluationSettings, "seed", help="Seed of the bootstrap and the balanced repeats.")
+def attack(scores: str, out: str, **options) -> None:
+    """Audit from precomputed losses (lower = more likely under the model): same attacks and report."""
+    from lmaudit.audit.run import run_attack
+    from lmaudit.report.tables import summary_table
+
+    report = run_attack(scores, out, EvaluationSettings(**given(options)))
+    click.echo(summary_table(report))
+    click.echo(f"report: {Path(out) / 'report.html'}")
+
+
+
+COMMANDS = (score, audit, attack)

@@ -1,0 +1,80 @@
+"""`lmaudit canaries make` and `lmaudit canaries audit`: canaries planted in a training run, and what their scores prove
+(a one-run epsilon lower bound; the exposure of secrets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lmaudit.canaries.settings import DEFAULT_CANDIDATES, DEFAULT_FORMAT, DEFAULT_SECRET_DIGITS, KINDS
+from lmaudit.cli.app import progress
+from lmaudit.cli.options import placement_options, signal_options
+
+
+@click.group()
+def canaries() -> None:
+    """Plant canaries in a training run and audit them: a lower bound on epsilon from one run (Steinke et al. 2023),
+    and the exposure of planted secrets (Carlini et al. 2019)."""
+
+
+@canaries.command("make")
+@click.option("--n", "count", required=True, type=click.IntRange(min=2),
+              help="Canaries to make (each planted with probability 1/2); hundreds to thousands for a useful bound.")
+@click.option("--kind", default="secret", type=click.Choice(KINDS),
+              help="secret: a random number in the --format sentence (exposure measurable); sample: held-out real "
+                   "samples from --source.")
+@click.option("--format", "secret_format", default=DEFAULT_FORMAT,
+              help="The secret canaries' sentence, with {secret} where the random number goes.")
+@click.option("--secret-digits", default=DEFAULT_SECRET_DIGITS, type=click.IntRange(min=1),
+              help="Digits of each secret (--kind secret).")
+@click.option("--source", default=None, type=click.Path(),
+              help="Held-out samples (never trained on) to draw canaries from (--kind sample); a 'label' column makes "
+                   "classifier canaries.")
+@click.option("--exclude", multiple=True, type=click.Path(),
+              help="A file whose texts are never drawn as canaries (--kind sample): give your training data (repeatable).")
+@click.option("--seed", default=None, type=int,
+              help="Seed of the secrets or the draw, and of which canaries are planted; it rebuilds the key, so keep it "
+                   "private  (default: drawn from the operating system's entropy, recorded in canaries.json).")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
+def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None,
+                  exclude: tuple[str, ...], seed: int | None, out: str) -> None:
+    """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
+    from lmaudit.canaries.make import INSERT_FILE, make_canaries, planted_canaries
+
+    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude)
+    click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} in "
+               f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
+
+
+@canaries.command("audit")
+@click.option("--model", "target", required=True, type=click.Path(), help="The trained model's folder.")
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --model.")
+@click.option("--reference", multiple=True, type=click.Path(),
+              help="Reference model(s) never trained on the canaries (repeatable; the likelihood ratio needs one).")
+@click.option("--canaries", "folder", required=True, type=click.Path(file_okay=False),
+              help="The canary folder the model was trained with.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the canary report.")
+@click.option("--attack", default=None,
+              help="The registered attack that scores the canaries (higher = guessed planted; see docs/attacks.md)  "
+                   "(default: likelihood_ratio for sample canaries with --reference, else loss).")
+@click.option("--delta", default=None, type=click.FloatRange(min=0, max=1, max_open=True),
+              help="Delta of the bound (default: the model's recorded DP-SGD delta, else 0).")
+@click.option("--candidates", default=DEFAULT_CANDIDATES, type=click.IntRange(min=0),
+              help="Random secrets scored to measure each secret canary's exposure (at least 20; 0: no exposure).")
+@click.option("--include-text", is_flag=True, help="Write the canaries' text in canary_scores.parquet.")
+@signal_options(from_config=True, signal_help="The signal of the model and the references: an LM's loss signal, or "
+                                               "classifier (the classifier's loss on each canary's label).")
+@placement_options(from_config=True)
+def canaries_audit(folder: str, attack: str | None, delta: float | None, candidates: int, **options) -> None:
+    """Audit planted canaries: score them, guess which were planted, bound epsilon; exposure for secrets."""
+    from lmaudit.canaries.audit import audit_canaries, canary_lines
+    from lmaudit.config import load_config
+
+    config = load_config(None, options)
+    result = audit_canaries(config, folder, attack, candidates, delta, progress=progress())
+    click.echo("\n".join(canary_lines(result.report)))
+    click.echo(f"report: {Path(config.out) / 'canary_report.html'}")
+
+
+COMMANDS = (canaries,)

@@ -1,0 +1,160 @@
+"""Options built from the settings they set, so that an option's default and its help's words for it cannot drift from
+the code: each option names a field of a settings model (a pydantic model or a dataclass), whose default it takes.
+
+Options of `audit` (from_config) default to None, so that a --config file's value stands unless the option is given,
+and write the setting's default into their help instead of click's [default: ...].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from functools import partial
+
+import click
+from pydantic import BaseModel
+
+from lmaudit.config import AUDITED_OUTPUTS, AuditConfig
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
+from lmaudit.signals.registry import signal_names
+from lmaudit.signals.settings import DEVICES, PRECISIONS, SignalSettings
+
+Decorator = Callable[[Callable], Callable]
+
+
+def default_of(model: type, field: str):
+    """The default of a field of a pydantic model or a dataclass (None for a field without one)."""
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return model.model_fields[field].get_default(call_default_factory=True)
+    default = {f.name: f for f in dataclasses.fields(model)}[field].default
+    return None if default is dataclasses.MISSING else default
+
+
+def shown(value) -> str:
+    """A default as the help writes it."""
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple | list):
+        return ",".join(str(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def setting(model: type, field: str, *decls: str, help: str, from_config: bool = False, default_text: str | None = None,
+            **attrs) -> Decorator:
+    """An option that sets `model.field` (declared as `decls`, default --FIELD). From a configuration: default None,
+    and the help says the setting's default; else the setting's default is the option's, shown by click.
+    `default_text` describes a default that is not a value (e.g. None = the model's own)."""
+    decls = decls or (f"--{field.replace('_', '-')}",)
+    default = default_of(model, field)
+    if default_text is not None:
+        return click.option(*decls, default=None if from_config or default is None else default,
+                            help=f"{help}  (default: {default_text})", **attrs)
+    if from_config:
+        return click.option(*decls, default=None, help=f"{help}  (default: {shown(default)})", **attrs)
+    return click.option(*decls, default=default, show_default=True, help=help, **attrs)
+
+
+def stack(*options: Decorator) -> Decorator:
+    """One decorator that adds `options` to a command, in the order given (as in its help)."""
+    def decorate(function: Callable) -> Callable:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def seed_option(from_config: bool) -> Decorator:
+    """--seed: of the masks (`score`); from a configuration, of the masks and of the evaluation both."""
+    if not from_config:
+        return setting(SignalSettings, "seed", help="Mask seed.")
+    masks, evaluation = default_of(SignalSettings, "seed"), default_of(EvaluationSettings, "seed")
+    default = masks if masks == evaluation else f"{masks} for the masks, {evaluation} for the evaluation"
+    return click.option("--seed", default=None, type=int, help="Seed of the random masks and of the evaluation's "
+                        f"bootstrap and balanced repeats (signal.seed and evaluation.seed) (default: {default}).")
+
+
+def signal_options(from_config: bool, signal_help: str | None = None) -> Decorator:
+    """How a signal is computed, on `score` and (from_config) `audit` and `canaries audit`; `signal_help` replaces the
+    audit's help of --signal."""
+    option = partial(setting, SignalSettings, from_config=from_config)
+    signal_help = signal_help or ("The signal of every model (see docs/attacks.md); classifier: audit a text classifier "
+                                  "with shadow-calibrated attacks (needs --shadow)." if from_config else
+                                  "The per-sample signal to compute (lower = more likely under the model).")
+    return stack(
+        option("signal", type=click.Choice(signal_names(*AUDITED_OUTPUTS) if from_config else signal_names("loss")),
+               help=signal_help),
+        option("k", type=click.IntRange(min=1), help="Random masks per sample (MLM signals)."),
+        option("masks", type=click.Choice(["random", "all"]),
+               help="random: --k random masks per sample; all: every mask of --k tokens (MLM signals)."),
+        option("normalize", type=click.Choice(["sum", "mean"]),
+               help="Per-mask sum (Eq. 2) or mean (released code) of the masked tokens' losses (MLM signals).",
+               default_text="the signal's own: sum for mlm_energy, mean for mlm_pll"),
+        seed_option(from_config),
+        option("max_length", type=click.IntRange(min=3), help="Truncate to this many tokens.",
+               default_text="the model's maximum"),
+        option("precision", type=click.Choice(PRECISIONS),
+               help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
+        option("batch_tokens", type=click.IntRange(min=64),
+               help="Tokens per batch (padded); halved automatically on out-of-memory errors."),
+    )
+
+
+def placement_options(from_config: bool) -> Decorator:
+    """How the models are loaded and where they run: device, weight dtype, device map, quantization."""
+    option = partial(setting, AuditConfig, from_config=from_config)
+    return stack(
+        option("device", type=click.Choice(DEVICES), help="Where the models run; auto = cuda when available, else cpu."),
+        option("dtype", type=click.Choice(WEIGHT_DTYPES), help="Load the weights in this dtype (bf16 halves the memory of fp32)."),
+        option("device_map", type=click.Choice(["auto"]), default_text="none: one device",
+               help="auto: spread a model too large for one GPU over the GPUs and the CPU (accelerate)."),
+        option("quantization", type=click.Choice(QUANTIZATIONS), default_text="none",
+               help="Load the weights in 8 or 4 bits (bitsandbytes, CUDA; pip install 'lmaudit[gpu]')."),
+    )
+
+
+def backend_options(from_config: bool, what: str) -> Decorator:
+    """Where the signals are computed: in this process, or on a Ray cluster (`what`: what the backend computes)."""
+    option = partial(setting, AuditConfig, from_config=from_config)
+    return stack(
+        option("backend", type=click.Choice(["local", "ray"]),
+               help=f"Where the {what} computed: in this process, or on the workers of a Ray cluster "
+                    "(pip install 'lmaudit[ray]')."),
+        option("ray_address", help="Ray cluster to join (auto, ray://HEAD:10001), with --backend ray.",
+               default_text="RAY_ADDRESS, else a new local cluster"),
+        option("ray_workers", type=click.IntRange(min=1), help="Ray workers, one copy of the models each (with --backend ray).",
+               default_text="one per GPU with --device cuda, else one per CPU"),
+    )
+
+
+def _length_bounds(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    """'20,60' -> (20, 60): increasing positive token counts."""
+    if value is None:
+        return None
+    try:
+        bounds = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"'{value}': expected token counts separated by commas, e.g. 20,60") from None
+    if any(bound < 1 for bound in bounds) or list(bounds) != sorted(set(bounds)):
+        raise click.BadParameter(f"'{value}': expected increasing positive token counts, e.g. 20,60")
+    return bounds
+
+
+def evaluation_options(from_config: bool) -> Decorator:
+    """How the attacks are evaluated, on `attack` and (from_config) `audit`."""
+    option = partial(setting, EvaluationSettings, from_config=from_config)
+    return stack(
+        option("bootstrap", type=click.IntRange(min=10),
+               help="Bootstrap resamples of the AUC's 95% interval (TPR intervals are exact, Clopper-Pearson)."),
+        option("length_slices", type=click.IntRange(min=0),
+               help="Report every sample-level attack on this many quantile bins of token length too (0 = none)."),
+        click.option("--length-bounds", default=None, callback=_length_bounds, metavar="N,N,...",
+                     help="Token-length bounds of the length slices instead of quantiles, e.g. 20,60: "
+                          "[min, 20), [20, 60), [60, max] (default: none: --length-slices quantile bins)."),
+        click.option("--slice-by", multiple=True, metavar="COLUMN",
+                     help="A corpus column whose values each make a sample-level slice of the report; repeat for "
+                          "several (default: none)."),
+    )

@@ -1,0 +1,110 @@
+"""`lmaudit demo`, `lmaudit study` and `lmaudit dp-sweep`: whole audits on generated data with models trained on the
+spot, one, a grid of them, or one per DP-SGD noise level."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lmaudit.cli.app import progress
+from lmaudit.errors import InputError
+from lmaudit.models.recipe import ARCHITECTURES
+from lmaudit.studies.registry import STUDIES
+
+# The demos' sizes (demos.py DEMO_SIZES and CLASSIFIER_DEMO_SIZES; not imported here, which would import pandas) and the
+# dp sweep's noise multipliers (studies/dp_sweep.py DEFAULT_NOISES, as text); a test checks that these agree.
+DEMO_SIZES = ("smoke", "default")
+DEFAULT_NOISES = "2,1,0.1,0.01,0.001,0"
+
+
+def demo_size_option(default: str):
+    """The size of a demo's data and models, shared by `demo` and `dp-sweep` (demos.py DEMO_SIZES)."""
+    return click.option("--size", default=default, type=click.Choice(DEMO_SIZES),
+                        help="smoke: a small, quick run that checks the setup; default: the size the README's numbers "
+                             "come from.")
+
+
+@click.command()
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/demo, "
+                                                                            "runs/demo-<suite> for the other suites).")
+@demo_size_option("default")
+@click.option("--seed", default=0, help="Seed of the generated data, the models and the audit.")
+@click.option("--suite", default="mlm", type=click.Choice(["mlm", "causal", "classifier"]),
+              help="mlm: BERT models, MLM energy, likelihood ratio; causal: GPT-2 models, next-token loss; "
+                   "classifier: topic classifiers of user posts, shadow-calibrated sample- and user-level attacks.")
+@click.option("--architecture", default="bert", type=click.Choice(ARCHITECTURES),
+              help="Classifier architecture (--suite classifier).")
+def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -> None:
+    """Run the whole audit on generated data (clinical notes, or user posts) with tiny models trained on the spot."""
+    from lmaudit.demos import default_out, run_demo
+    from lmaudit.report.tables import summary_table
+
+    out = out or default_out(suite)
+    report = run_demo(out, size, seed, progress=progress(), suite=suite, architecture=architecture)
+    click.echo(summary_table(report))
+    click.echo(f"report: {Path(out) / 'report.html'}")
+
+
+@click.command(epilog="Studies: " + "; ".join(f"{spec.name}: {spec.summary}" for spec in STUDIES) + ".")
+@click.argument("name", required=False, type=click.Choice([spec.name for spec in STUDIES]), metavar="NAME")
+@click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False),
+              help="A study YAML file (a grid of training and audit settings, with its own size and seed; see "
+                   "docs/studies.md) instead of NAME.")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/study-NAME).")
+@demo_size_option("smoke")
+@click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")
+@click.option("--cells", "cell_patterns", multiple=True, metavar="PATTERN",
+              help="Run only the cells whose names match this shell pattern (repeatable), e.g. 'classifier-*'; "
+                   "study.json and study.html then tabulate those.")
+def study(name: str | None, config_file: str | None, out: str | None, size: str, seed: int,
+          cell_patterns: tuple[str, ...]) -> None:
+    """Run a study: train and audit a grid of settings, then tabulate and plot it (study.json, study.html); NAME is one
+    of the studies below. A rerun keeps every finished cell."""
+    from lmaudit.report.study import study_lines
+    from lmaudit.studies.registry import run_config_study, run_named_study
+
+    if (name is None) == (config_file is None):
+        raise InputError("give a study NAME or --config FILE (one of them); see 'lmaudit study -h'")
+    if config_file is not None:
+        from lmaudit.studies.grid import load_grid_config
+
+        out = out or f"runs/study-{load_grid_config(config_file).study}"
+        document = run_config_study(config_file, out, progress(), cell_patterns)
+    else:
+        out = out or f"runs/study-{name}"
+        document = run_named_study(name, out, size, seed, progress(), cell_patterns)
+    click.echo("\n".join(study_lines(document)))
+    click.echo(f"report: {Path(out) / 'study.html'}")
+
+
+@click.command("dp-sweep")
+@click.option("--out", default="runs/dp-sweep", type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--noise", default=DEFAULT_NOISES, help="Noise multipliers, comma-separated; 0 = clipping without noise.")
+# smoke by default: at the default size (100 epochs per DP-SGD target) a sweep takes over an hour on 2 CPU cores.
+@demo_size_option("smoke")
+@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Training epochs of the targets (default: the size's).")
+@click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")
+@click.option("--max-grad-norm", default=1.0, type=click.FloatRange(min=0, min_open=True), help="Per-sample clipping norm.")
+@click.option("--delta", default=1e-5, type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+              help="Delta of the epsilons (the accountants' and the empirical lower bounds).")
+@click.option("--max-samples-per-group", default=50, type=click.IntRange(min=1), help="Notes kept per patient.")
+@click.option("--whitebox", is_flag=True, help="Also run the white-box attacks at every noise level.")
+def dp_sweep(out: str, noise: str, size: str, epochs: int | None, seed: int, max_grad_norm: float, delta: float,
+             max_samples_per_group: int, whitebox: bool) -> None:
+    """Train one DP-SGD masked LM per noise level on the demo's patients, audit each, compare epsilon and leakage."""
+    from lmaudit.report.sweep import sweep_table
+    from lmaudit.studies.dp_sweep import run_dp_sweep
+
+    try:
+        noises = tuple(float(part) for part in noise.split(","))
+    except ValueError:
+        raise InputError(f"--noise {noise}: expected comma-separated numbers, e.g. 2,1,0.1,0") from None
+    if any(n < 0 for n in noises):
+        raise InputError("--noise: noise multipliers must be >= 0")
+    sweep = run_dp_sweep(out, noises, size, seed, max_grad_norm, delta, max_samples_per_group, whitebox, progress(), epochs)
+    click.echo(sweep_table(sweep))
+    click.echo(f"report: {Path(out) / 'sweep.html'}")
+
+
+COMMANDS = (demo, study, dp_sweep)

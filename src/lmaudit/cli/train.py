@@ -1,0 +1,208 @@
+"""`lmaudit synth` and `lmaudit train mlm|clm|classifier`: generated notes, and models trained on a corpus with one
+training recipe (models/recipe.py), whose defaults the options take."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from pathlib import Path
+
+import click
+
+from lmaudit.cli.app import progress
+from lmaudit.cli.options import setting, stack
+from lmaudit.errors import InputError
+from lmaudit.models.recipe import ARCHITECTURES, SIZES, DPSettings, LoraSettings, TrainingRecipe
+from lmaudit.models.tokenizer import TOKENIZATIONS
+
+recipe_option = partial(setting, TrainingRecipe)
+
+
+@click.command()
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.csv, .jsonl or .parquet).")
+@click.option("--patients", default=300, type=click.IntRange(min=1), help="Patients to generate (several notes each).")
+@click.option("--seed", default=0, help="Random seed; the same seed gives the same notes.")
+@click.option("--insert-names", is_flag=True, help="Prepend the patient's name to every sample (the paper's Base-b).")
+def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
+    """Generate synthetic clinical notes (one row per sample, with patient and admission ids)."""
+    from lmaudit.data.corpus import table_kind, write_table
+    from lmaudit.data.synth import generate_notes
+
+    table_kind(out)  # refuse an unknown output type before generating
+    notes = generate_notes(patients, seed, insert_names)
+    write_table(notes, out)
+    click.echo(f"wrote {len(notes)} samples of {notes['group_id'].nunique()} patients to {out}")
+
+
+@click.group()
+def train() -> None:
+    """Train small models from scratch, or fine-tune a pretrained checkpoint (fully or with LoRA), on a corpus."""
+
+
+canaries_option = click.option(
+    "--canaries", default=None, type=click.Path(file_okay=False),
+    help="Plant this folder's canaries (`lmaudit canaries make`: its insert.jsonl) in the training data, each once, for "
+         "`lmaudit canaries audit` (default: none).")
+# What every train command shares: the size from scratch, the tokenizer, the seed, the batch size.
+model_options = stack(
+    recipe_option("size", type=click.Choice(tuple(SIZES)),
+                  help="Size of a model trained from scratch: tiny (2 layers, width 64) < mini < small; not with "
+                       "--init-from."),
+    click.option("--tokenizer", "tokenizer_dir", default=None, type=click.Path(file_okay=False),
+                 help="Reuse this tokenizer folder (default: train a WordPiece tokenizer on --data)."),
+    recipe_option("seed", help="Seed of the initial weights, the batches and the masks."),
+    recipe_option("batch_size", type=click.IntRange(min=1),
+                  help="Samples per batch (with --dp: the expected size of the Poisson batches)."),
+)
+# Where training starts: from scratch, or from a checkpoint, fully or with LoRA adapters.
+start_options = stack(
+    click.option("--init-from", default=None, type=click.Path(),
+                 help="Fine-tune this checkpoint (a folder, or a hub id in the local Hugging Face cache) and its "
+                      "tokenizer instead of training from scratch (--size and --tokenizer do not apply)."),
+    click.option("--lora", is_flag=True, help="Train LoRA adapters (peft) on --init-from instead of every weight; "
+                                              "the adapter is saved, audit it with --target BASE --adapter OUT."),
+    setting(LoraSettings, "rank", "--lora-rank", type=click.IntRange(min=1), help="LoRA rank (with --lora)."),
+    click.option("--learning-rate", default=None, type=click.FloatRange(min=0, min_open=True),
+                 help="AdamW peak learning rate (default 2e-3 from scratch, 5e-5 fine-tuning, 2e-4 LoRA)."),
+)
+dp_options = stack(
+    click.option("--dp", is_flag=True, help="Train with DP-SGD (Opacus): Poisson batches, per-sample clipping, noise."),
+    click.option("--noise-multiplier", default=None, type=click.FloatRange(min=0),
+                 help="DP-SGD noise sigma (with --dp; required there)."),
+    setting(DPSettings, "max_grad_norm", type=click.FloatRange(min=0, min_open=True),
+            help="Per-sample clipping norm (with --dp)."),
+    setting(DPSettings, "delta", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+            help="Delta of the epsilon reported (with --dp)."),
+    click.option("--max-samples-per-group", default=None, type=click.IntRange(min=1),
+                 help="Keep at most this many samples per group_id (patient, user) (with --dp; default: all)."),
+)
+
+
+def dp_settings(dp: bool, noise_multiplier: float | None, max_grad_norm: float, delta: float,
+                max_samples_per_group: int | None) -> DPSettings | None:
+    """The DP-SGD settings of --dp and its options; InputError for DP options without --dp or --dp without noise."""
+    if not dp:
+        if noise_multiplier is not None or max_samples_per_group is not None:
+            raise InputError("--noise-multiplier and --max-samples-per-group apply to DP training: add --dp")
+        return None
+    if noise_multiplier is None:
+        raise InputError("--dp needs --noise-multiplier (e.g. 1.0; larger is more private and less accurate)")
+    return DPSettings(noise_multiplier, max_grad_norm, delta, max_samples_per_group)
+
+
+def recipe_of(options: dict) -> TrainingRecipe:
+    """The training recipe of a train command's options: the recipe's own fields, LoRA's and DP-SGD's."""
+    lora, rank = options.pop("lora"), options.pop("lora_rank")
+    dp = dp_settings(*(options.pop(name) for name in ("dp", "noise_multiplier", "max_grad_norm", "delta",
+                                                      "max_samples_per_group")))
+    return TrainingRecipe(lora=LoraSettings(rank=rank) if lora else None, dp=dp, **options)
+
+
+def dp_line(record: dict | None) -> str:
+    """What a DP-SGD run spent, as the train commands print it ('' without DP-SGD)."""
+    if not record:
+        return ""
+    prv = "not computed" if record["epsilon_prv"] is None else f"{record['epsilon_prv']:.3g}"
+    return (f"; DP-SGD sigma {record['noise_multiplier']}, clip {record['max_grad_norm']}, {record['steps']} steps: "
+            f"epsilon {prv} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
+
+
+def with_canaries(corpus, canaries: str | None):
+    """The training corpus with the planted canaries of `canaries` appended (each its own group), or as it is."""
+    if canaries is None:
+        return corpus
+    from lmaudit.canaries.make import plant
+
+    return plant(corpus, canaries)
+
+
+def train_language_model_command(kind: str, data: str, out: str, canaries: str | None, **options) -> None:
+    """`lmaudit train mlm|clm`: train, save, print what was trained."""
+    from lmaudit.data.corpus import load_corpus
+    from lmaudit.models.train import train_language_model
+
+    recipe = recipe_of(options)
+    corpus = with_canaries(load_corpus(data), canaries)
+    if canaries and recipe.dp and recipe.tokenizer_dir is None and recipe.init_from is None:
+        logging.getLogger("lmaudit").warning(
+            "the tokenizer is trained here on the training data, canaries included, outside DP-SGD: it can give canaries "
+            "away and make a canary audit contradict the accountant; pass --tokenizer (fitted on public text) instead")
+    summary = train_language_model(kind, corpus["text"].tolist(), out, recipe, corpus["group_id"].tolist(), progress(),
+                                   Path(out).name)
+    saved = (f"the adapter saved to {out} (audit with --target {recipe.init_from} --adapter {out})" if recipe.lora
+             else f"saved to {out}")
+    click.echo(f"trained on {summary.n_samples} samples for {recipe.epochs} epochs, final loss {summary.final_train_loss:.3f}"
+               f"{dp_line(summary.dp)}; {saved}")
+
+
+language_model_options = stack(
+    click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column."),
+    click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the model is saved in."),
+    recipe_option("epochs", type=click.IntRange(min=1), help="Passes over the data."),
+    canaries_option, model_options, start_options, dp_options,
+)
+
+
+@train.command("mlm")
+@language_model_options
+def train_mlm(**options) -> None:
+    """Train a BERT-style masked LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from);
+    save as safetensors."""
+    train_language_model_command("mlm", **options)
+
+
+@train.command("clm")
+@language_model_options
+def train_clm(**options) -> None:
+    """Train a GPT-2-style causal LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from), e.g.
+    with LoRA; save as safetensors."""
+    train_language_model_command("clm", **options)
+
+
+@train.command("classifier")
+@click.option("--data", required=True, type=click.Path(), help="Training file with 'text' and 'label' columns.")
+@click.option("--validation", required=True, type=click.Path(), help="Held-out file (text, label) for early stopping.")
+@click.option("--test", "test_data", default=None, type=click.Path(), help="Held-out file (text, label) for the test accuracy.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the classifier is saved in.")
+@canaries_option
+@recipe_option("architecture", type=click.Choice(ARCHITECTURES),
+               help="A BERT-style encoder or a 2-layer LSTM (from scratch; --init-from brings its own).")
+@recipe_option("epochs", "--max-epochs", "epochs", type=click.IntRange(min=1), help="Epochs at most (see --patience).")
+@recipe_option("patience", type=click.IntRange(min=1), help="Stop after this many epochs without a better validation accuracy.")
+@recipe_option("tokenization", type=click.Choice(TOKENIZATIONS),
+               help="The tokenizer trained on the training texts (unless --tokenizer or --init-from): WordPiece, or "
+                    "word-level (other words become [UNK]).")
+@recipe_option("vocab_size", type=click.IntRange(min=10), help="Tokens in that tokenizer, at most.")
+@recipe_option("max_length", type=click.IntRange(min=4), help="Tokens per text, at most (longer texts are cut).")
+@model_options
+@start_options
+@dp_options
+def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, canaries: str | None,
+                             **options) -> None:
+    """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
+    head (--init-from, fully or with LoRA); save as safetensors."""
+    from lmaudit.data.corpus import check_labels, load_corpus
+    from lmaudit.models.classifier import ClassifierData, train_classifier
+
+    def labelled(path: str):
+        corpus = load_corpus(path)
+        check_labels(corpus)
+        return corpus
+
+    def texts_and_labels(corpus) -> tuple[list[str], list[str]]:
+        return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
+
+    recipe = recipe_of(options)
+    training = with_canaries(labelled(data), canaries)
+    check_labels(training)
+    classifier_data = ClassifierData(*texts_and_labels(training), texts_and_labels(labelled(validation)),
+                                     texts_and_labels(labelled(test_data)) if test_data else None,
+                                     training["group_id"].tolist())
+    summary = train_classifier(classifier_data, out, recipe, progress(), Path(out).name)
+    held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
+    click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
+               f"train accuracy {summary.train_accuracy:.1%}, {summary.gap_measured_on} accuracy {held_out:.1%}, "
+               f"gap {100 * summary.generalization_gap:.1f} points{dp_line(summary.dp)}; saved to {out}")
+
+
+COMMANDS = (synth, train)
