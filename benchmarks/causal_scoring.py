@@ -8,7 +8,10 @@ two times gives each way's fixed cost (its intercept) and its cost per text (its
 the forward FLOPs of a text (weights and attention, LM head at every position) by the seconds per text and by the fp32
 matrix-multiply peak measured in the same run. The losses of the two ways are compared text by text.
 
-    python benchmarks/causal_scoring.py [--out docs/performance.md] [--quick] [--device cuda --dtype bf16]
+With --fixed it measures the fixed cost itself instead: whole processes that score one text, each way, repeated
+(median), lmaudit with the model's fingerprint already remembered (as on every run after the first) and on first sight.
+
+    python benchmarks/causal_scoring.py [--out docs/performance.md] [--quick] [--fixed] [--device cuda --dtype bf16]
 """
 
 from __future__ import annotations
@@ -75,10 +78,10 @@ def forward_flops(token_counts: np.ndarray, layers: int, hidden: int, vocabulary
     return token_counts * per_token + layers * 4 * token_counts**2 * hidden
 
 
-def timed_process(command: list[str]) -> float:
+def timed_process(command: list[str], env: dict | None = None) -> float:
     """Wall seconds of a whole process (it must succeed)."""
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     return time.perf_counter() - start
 
 
@@ -124,12 +127,40 @@ def run_size(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, counts: tu
     }
 
 
+def fixed_cost(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, work: Path, device: str, dtype: str,
+               repeats: int = 5) -> dict:
+    """Median wall seconds of whole processes that each score one text (start-up, imports, fingerprint, load, one
+    forward, write): plain, lmaudit with the fingerprint remembered, and lmaudit seeing the model for the first time.
+    The three ways take turns, so that a slow spell of the machine falls on each."""
+    family, layers, hidden, heads, vocabulary = shape
+    folder = work / family
+    build_model(folder, family, layers, hidden, heads, vocabulary, tokenizer)
+    os.sync()
+    data = work / "one-text.csv"
+    texts.head(1).to_csv(data, index=False)
+    lmaudit = str(Path(sys.executable).with_name("lmaudit"))
+    times: dict[str, list[float]] = {"plain": [], "lmaudit": [], "lmaudit, model first seen": []}
+    for repeat in range(repeats):
+        times["plain"].append(timed_process([sys.executable, "-c", PLAIN_SCRIPT, str(folder), str(data),
+                                             str(work / "plain-one.csv"), device, TORCH_DTYPES[dtype]]))
+        for way, home in (("lmaudit", work / "home"), ("lmaudit, model first seen", work / f"home-{repeat}")):
+            times[way].append(timed_process(
+                [lmaudit, "score", "--model", str(folder), "--data", str(data), "--signal", "clm_loss", "--device", device,
+                 "--dtype", dtype, "--out", str(work / "lmaudit-one.csv"), "--cache-dir", str(work / f"cache-{way}-{repeat}")],
+                env={**os.environ, "LMAUDIT_CACHE_HOME": str(home)}))
+    median = {way: float(np.median(seconds)) for way, seconds in times.items()}
+    return {"model": name, "repeats": repeats, **{f"{way} s": f"{seconds:.2f}" for way, seconds in median.items()},
+            "lmaudit - plain s": f"{median['lmaudit'] - median['plain']:.2f}",
+            "first seen - plain s": f"{median['lmaudit, model first seen'] - median['plain']:.2f}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="GPT-2-small-sized only, 16 and 48 texts")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
+    parser.add_argument("--fixed", action="store_true", help="the fixed cost of a process: one text, repeated")
     args = parser.parse_args()
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.tokenizer import train_tokenizer
@@ -145,14 +176,18 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for name, shape in sizes.items():
-            rows.append(run_size(name, shape, tokenizer, texts, counts, Path(work), args.device, args.dtype, peak))
+            if args.fixed:
+                rows.append(fixed_cost(name, shape, tokenizer, texts, Path(work), args.device, args.dtype))
+            else:
+                rows.append(run_size(name, shape, tokenizer, texts, counts, Path(work), args.device, args.dtype, peak))
             print(rows[-1], flush=True)
     text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
             f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
             f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + markdown_table(rows))
     print(text)
     if args.out:
-        replace_section(args.out, f"causal-scoring-{args.device}-{args.dtype}", text)
+        section = "causal-fixed-cost" if args.fixed else "causal-scoring"
+        replace_section(args.out, f"{section}-{args.device}-{args.dtype}", text)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""The package's shape: no import cycle anywhere (imports inside functions included), and attacks/ and metrics/ never
-reach torch or transformers, so every attack can be recomputed from stored signals in seconds."""
+"""The package's shape (docs/design.md, "Layout"): no import cycle anywhere (imports inside functions included), no
+import that climbs back up a floor, modules and functions small enough to read, attacks/ and metrics/ never reaching
+torch or transformers (every attack is recomputed from stored signals in seconds), and a command line that starts
+without the heavy libraries."""
 
 import ast
 import subprocess
@@ -128,3 +130,89 @@ def test_every_import_is_declared_and_every_dependency_is_used():
     core, extras = declared_dependencies()
     assert imported - core - extras == set(), "imported but not declared"
     assert core - imported - USED_WITHOUT_IMPORT == set(), "declared but never imported"
+
+
+# The package's floors, lowest first (docs/design.md, "Layout"): a module imports modules of its own floor or below,
+# never above. "lmaudit" is the package's own __init__ (its version).
+FLOORS = (
+    ("lmaudit", "errors", "atomic", "logs", "locks"),
+    ("data", "models", "backends"),
+    ("signals", "attacks"),
+    ("metrics",),
+    ("config", "report"),
+    ("audit",),
+    ("api", "demos", "canaries"),
+    ("studies",),
+    ("cli",),
+)
+FLOOR_OF = {part: floor for floor, parts in enumerate(FLOORS) for part in parts}
+
+
+def part_of(module: str) -> str:
+    """The top-level module or package of `lmaudit.x.y` (x), or 'lmaudit' for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "lmaudit"
+
+
+def imports_up(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a floor to a higher one, as 'module -> module'."""
+    return [f"{module} -> {target}" for module, targets in sorted(graph.items()) for target in sorted(targets)
+            if FLOOR_OF[part_of(target)] > FLOOR_OF[part_of(module)]]
+
+
+def test_every_module_stands_on_a_floor_and_no_import_climbs_back_up():
+    graph, _ = import_graph()
+    assert {part_of(module) for module in graph} == set(FLOOR_OF), "place every new top-level module in FLOORS"
+    assert imports_up(graph) == []
+
+
+def test_the_floor_check_finds_a_planted_import_up():
+    graph, _ = import_graph()
+    graph["lmaudit.models.train"] = graph["lmaudit.models.train"] | {"lmaudit.signals.base"}
+    assert imports_up(graph) == ["lmaudit.models.train -> lmaudit.signals.base"]
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+MAX_PARAMETERS = 10  # more travel in a settings object (a dataclass or pydantic model), or as a command's **options
+
+
+def parameter_count(function: ast.FunctionDef) -> int:
+    """A function's parameters, self and cls aside; *args and **kwargs count one each."""
+    arguments = function.args
+    names = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    count = len(names) + (arguments.vararg is not None) + (arguments.kwarg is not None)
+    return count - (bool(names) and names[0].arg in ("self", "cls"))
+
+
+def oversized(path: Path) -> list[str]:
+    """What in one module breaks the size rules: the module's length, each function's length and parameters."""
+    text = path.read_text()
+    found = [f"{path.name}: {len(text.splitlines())} lines"] if len(text.splitlines()) > MAX_MODULE_LINES else []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES or parameter_count(node) > MAX_PARAMETERS:
+                found.append(f"{path.name}:{node.lineno} {node.name}: {lines} lines, {parameter_count(node)} parameters")
+    return found
+
+
+def test_modules_and_functions_are_small_enough_to_read():
+    """No module over 400 lines, no function over 80 lines or with more than 10 parameters."""
+    assert [problem for path in sorted(PACKAGE.rglob("*.py")) for problem in oversized(path)] == []
+
+
+def test_the_size_check_counts_parameters_and_lines(tmp_path):
+    arguments = ", ".join(f"a{i}" for i in range(10))
+    body = "\n".join(f"    x{i} = {i}" for i in range(80))
+    (tmp_path / "big.py").write_text(f"def wide(self, {arguments}, *rest): pass\ndef narrow(self, {arguments}): pass\n"
+                                     f"def long():\n{body}\n")
+    assert oversized(tmp_path / "big.py") == ["big.py:1 wide: 1 lines, 11 parameters", "big.py:3 long: 81 lines, 0 parameters"]
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    """`import lmaudit.cli` (what `lmaudit --help` runs) loads none of torch, transformers, scikit-learn, opacus, peft,
+    accelerate, nor pandas, numpy or matplotlib: they load when a command needs them."""
+    heavy = (*HEAVY, "sklearn", "pandas", "numpy", "matplotlib", "scipy")
+    code = f"import sys, lmaudit.cli\nprint(sorted(set(sys.modules) & set({heavy!r})))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""Score direction, for every registered attack: higher score = more likely a member (DESIGN.md: Score convention).
+"""Score direction, for every registered attack: higher score = more likely a member (docs/design.md: Invariants).
 
 Each attack runs alone on one synthetic input that holds every kind of value an attack can read, in
 which members (and calibration and shadow members) are clearly more member-like than non-members.

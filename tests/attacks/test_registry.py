@@ -1,4 +1,8 @@
-"""The attack registry: well-formed specs, which attacks apply to which audit, and the order of the results."""
+"""The attack registry: well-formed specs, documented in docs/attacks.md, which attacks apply to which audit, and the
+order of the results."""
+
+import re
+from pathlib import Path
 
 import numpy as np
 
@@ -17,6 +21,20 @@ def test_specs_are_well_formed():
         assert set(spec.levels) <= set(LEVELS) and len(set(spec.levels)) == len(spec.levels), spec.name
         assert set(spec.fitted_on) <= set(ROLES), spec.name
         assert spec.description and spec.score_label and spec.paper, spec.name
+
+
+def documented_attacks(markdown: str) -> set[str]:
+    """The attack names in the first column of the table of docs/attacks.md (each in backticks)."""
+    rows = [line for line in markdown.splitlines() if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([a-z0-9_]+)`", row.split("|")[1])}
+
+
+def test_docs_attacks_md_lists_every_registered_attack_and_no_other():
+    """A new attack is documented in the table of docs/attacks.md (its score, what it reads, its paper), and a removed
+    one leaves the table."""
+    markdown = (Path(__file__).resolve().parents[2] / "docs" / "attacks.md").read_text(encoding="utf-8")
+    assert documented_attacks(markdown) == {spec.name for spec in ATTACKS}
+    assert documented_attacks("| attack | score |\n|---|---|\n| `a`, `b_c` | `not_this` |\n") == {"a", "b_c"}
 
 
 def inputs_for(scored_roles, seed=0):

@@ -1,4 +1,4 @@
-"""Metrics equal scikit-learn's or hand computations; thresholds follow DESIGN.md's rule exactly."""
+"""Metrics equal scikit-learn's or hand computations; thresholds follow docs/design.md's rule (Metrics) exactly."""
 
 import math
 

@@ -1,7 +1,7 @@
 """Training is deterministic, and a rerun resumes after the models it already trained."""
 
 def test_tokenizer_and_training_are_deterministic(notes, tmp_path):
-    """The same texts and seed give the same vocabulary and bit-identical weights (DESIGN.md: Conventions)."""
+    """The same texts and seed give the same vocabulary and bit-identical weights (docs/design.md: Invariants)."""
     from safetensors.torch import load_file
 
     from lmaudit.models.recipe import TrainingRecipe

@@ -1,6 +1,6 @@
 """Role names (the only place they are spelled), role invariants, and seeded group splits.
 
-Every sample has one role with respect to the target model (DESIGN.md: Roles).
+Every sample has one role with respect to the target model (docs/design.md: Roles).
 """
 
 from __future__ import annotations

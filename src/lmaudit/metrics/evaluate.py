@@ -1,4 +1,4 @@
-"""Evaluate one attack's membership scores: AUC, TPR at low FPR and every threshold, per slice (DESIGN.md: Metrics)."""
+"""Evaluate one attack's membership scores: AUC, TPR at low FPR and every threshold, per slice (docs/design.md: Metrics)."""
 
 from __future__ import annotations
 

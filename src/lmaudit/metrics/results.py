@@ -1,4 +1,4 @@
-"""The typed records of an evaluated attack: what report.json's `results` hold (DESIGN.md: Report).
+"""The typed records of an evaluated attack: what report.json's `results` hold (docs/design.md: Report).
 
 Rates are fractions, counts are numbers of samples (or groups at group level), intervals are 95%.
 A field marked OPTIONAL is left out of report.json when it does not apply (None). `unavailable` says, per quantity

@@ -16,7 +16,7 @@ from lmaudit.errors import InputError
 
 
 def mask_size(n_content: int, fraction: float = 0.15) -> int:
-    """Positions masked per pattern: ceil(fraction * T), at least 1 (DESIGN.md, Eq. 2)."""
+    """Positions masked per pattern: ceil(fraction * T), at least 1 (docs/design.md: MLM energy)."""
     # round() first so that float noise such as 0.15 * 20 = 3.0000000000000004 does not add a position.
     return max(1, math.ceil(round(fraction * n_content, 9)))
 
