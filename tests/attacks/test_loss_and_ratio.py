@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks.base import Skipped, aggregate_by_group
+from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, Skipped, aggregate_by_group
 from lmaudit.attacks.likelihood_ratio import likelihood_ratio_score
 from lmaudit.attacks.loss import loss_score
-from lmaudit.attacks.registry import run_attacks
+from lmaudit.attacks.registry import attacks_reading, run_attacks
 from lmaudit.metrics.evaluate import evaluate_attack
 from lmaudit.metrics.settings import EvaluationSettings
 from tests.helpers import audited_auc, loss_input, scores_of
@@ -104,7 +104,11 @@ def test_subgroup_and_group_scores_are_means_over_hand_made_groups():
 
 
 def test_likelihood_ratio_without_a_reference_is_skipped_with_the_reason():
+    """Without a reference, the attacks that read the target's loss alone run (loss among them) and every attack that
+    reads a reference is skipped, saying why."""
     attacks, skipped = build_attacks(signals_table().drop(columns="reference"))
-    assert {a.attack for a in attacks} == {"loss"}
-    for attack in ("likelihood_ratio", "rmia", "lira"):
-        assert Skipped(attack, "sample", "no reference-model signal (give --reference)", "mlm_energy") in skipped
+    target_only = {spec.name for spec in attacks_reading(TARGET_LOSS) if spec.reads == (TARGET_LOSS,)}
+    assert "loss" in target_only and {a.attack for a in attacks} == target_only
+    for spec in attacks_reading(TARGET_LOSS):
+        if REFERENCE_LOSSES in spec.reads:
+            assert Skipped(spec.name, "sample", "no reference-model signal (give --reference)", "mlm_energy") in skipped

@@ -68,6 +68,11 @@ def test_results_are_ordered_by_input_then_level_then_registry():
     table = samples.assign(target=values[TARGET_LOSS], reference=values[REFERENCE_LOSSES][:, 0])
     features = AttackInput("gradient_norms", samples, {FEATURE_VECTORS: values[FEATURE_VECTORS]})
     scores, _ = run_attacks([loss_input(table), features])
-    assert [(s.signal, s.level, s.attack) for s in scores] == [
-        ("mlm_energy", level, attack) for level in LEVELS for attack in ("loss", "likelihood_ratio", "rmia")
-    ] + [("gradient_norms", level, attack) for level in LEVELS for attack in ("logistic_split", "logistic_calibration")]
+    registry_order = [spec.name for spec in ATTACKS]
+    keys = [(["mlm_energy", "gradient_norms"].index(s.signal), LEVELS.index(s.level), registry_order.index(s.attack))
+            for s in scores]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    ran = {(s.signal, s.level, s.attack) for s in scores}
+    assert {("mlm_energy", level, attack) for level in LEVELS for attack in ("loss", "likelihood_ratio", "rmia")} <= ran
+    assert {("gradient_norms", level, attack) for level in LEVELS
+            for attack in ("logistic_split", "logistic_calibration")} <= ran
