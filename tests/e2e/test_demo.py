@@ -42,7 +42,7 @@ def test_report_json_follows_the_design_schema(demo_run):
         (attack, "mlm_tokens") for attack in ("loss", "zlib", "min_k", "min_k_plus_plus", "dc_pdd")] + [
         (attack, signal) for attack in ("logistic_split", "logistic_calibration")
         for signal in ("attention_concentration", "gradient_norms")] + [("gradnorm", "gradient_norms")]
-    assert levels == {(attack, signal, level) for attack, signal in attacks for level in ("sample", "subgroup", "group")}
+    assert {(attack, signal, level) for attack, signal in attacks for level in ("sample", "subgroup", "group")} <= levels
     # Three length slices (tertiles of the audited lengths) that split every attack's samples between them.
     for attack, signal in attacks:
         sample = [r for r in report["results"] if (r["attack"], r["signal"], r["level"]) == (attack, signal, "sample")]

@@ -15,8 +15,7 @@ from lmaudit.data.roles import (
     NONMEMBER,
     NONMEMBER_SET,
     ROLES,
-    check_disjoint_groups,
-    check_role_sizes,
+    check_audit_roles,
 )
 
 
@@ -36,12 +35,8 @@ def load_audit_corpus(role_files: list[RoleFile], columns: tuple[str, ...] = ())
 def checked_audit_corpus(corpus: pd.DataFrame) -> pd.DataFrame:
     """The corpus, once its roles are checked: enough members and non-members, every other role non-empty, roles (and
     non-member sets) disjoint by group (InputError naming the first problem)."""
-    check_role_sizes(corpus, AUDITED_ROLES)
     present = set(corpus["role"])
-    check_role_sizes(corpus, [r for r in ROLES if r in present and r not in AUDITED_ROLES])
-    check_disjoint_groups(corpus)
-    if NONMEMBER_SET in corpus:
-        check_disjoint_groups(corpus, NONMEMBER_SET, "non-member sets")
+    check_audit_roles(corpus, [role for role in ROLES if role in present and role not in AUDITED_ROLES])
     return corpus
 
 

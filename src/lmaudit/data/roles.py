@@ -60,6 +60,15 @@ def check_role_sizes(corpus: pd.DataFrame, required: Sequence[str], minimum: int
             raise InputError(f"role '{role}' has {counts.get(role, 0)} sample(s); an audit needs at least {minimum}")
 
 
+def check_audit_roles(corpus: pd.DataFrame, others: Sequence[str] = ()) -> None:
+    """Refuse a table an audit cannot use: fewer than 2 members, non-members or samples of each role in `others`, or a
+    group in two roles or in two non-member sets (InputError naming the first problem)."""
+    check_role_sizes(corpus, [*AUDITED_ROLES, *others])
+    check_disjoint_groups(corpus)
+    if NONMEMBER_SET in corpus:
+        check_disjoint_groups(corpus, NONMEMBER_SET, "non-member sets")
+
+
 def check_no_single_sample_groups(corpus: pd.DataFrame) -> None:
     """Refuse a group (user) with a single sample: user-level statistics (variance, majority) need two."""
     grouped = corpus.dropna(subset=["group_id"])

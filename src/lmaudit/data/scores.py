@@ -9,14 +9,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.corpus import check_unique_sample_ids, read_table
-from lmaudit.data.roles import (
-    AUDITED_ROLES,
-    NONMEMBER,
-    NONMEMBER_SET,
-    ROLES,
-    check_disjoint_groups,
-    check_role_sizes,
-)
+from lmaudit.data.roles import NONMEMBER, NONMEMBER_SET, ROLES, check_audit_roles
 from lmaudit.errors import InputError, row_location
 
 REQUIRED_COLUMNS = ("sample_id", "role", "target_loss")
@@ -69,8 +62,5 @@ def scores_from_table(table: pd.DataFrame, path: str, columns: tuple[str, ...] =
         row = unknown.iloc[0]
         raise InputError(f"{row_location(row)}: unknown role '{row['role']}'; use one of {', '.join(ROLES)}")
     check_unique_sample_ids(corpus_like)
-    check_role_sizes(corpus_like, AUDITED_ROLES)
-    check_disjoint_groups(corpus_like)
-    if NONMEMBER_SET in signals:
-        check_disjoint_groups(corpus_like, NONMEMBER_SET, "non-member sets")
+    check_audit_roles(corpus_like)
     return signals
