@@ -18,8 +18,10 @@ $(INSTALLED): pyproject.toml
 demo: $(INSTALLED)
 	$(BIN)/lmaudit demo
 
+# One pytest-xdist worker per core, each test file on one worker (its module fixtures built once); tests/conftest.py
+# gives each worker one torch thread.
 test: $(INSTALLED)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -13,6 +13,12 @@ from lmaudit.data.synth import generate_notes
 from lmaudit.models.architectures import mlm_config
 from lmaudit.models.tokenizer import train_tokenizer
 
+# `make test` runs the suite in two pytest-xdist workers, one per core of a 2-core machine: each worker computes on one
+# thread (and so do the processes it starts), since two processes of two torch threads each slow each other down.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
 # Fingerprints remembered by the tests stay out of the user's ~/.cache, in a folder removed when the session ends.
 CACHE_HOME = tempfile.mkdtemp(prefix="lmaudit-test-cache-")
 os.environ["LMAUDIT_CACHE_HOME"] = CACHE_HOME
