@@ -205,3 +205,14 @@ def test_huge_losses_and_no_population_still_give_a_full_report_with_a_warning(t
     assert report["results"][0]["thresholds"] == []
     assert report["results"][0]["unavailable"]["population_threshold_0.1"].startswith("no population samples")
     assert any("no threshold could be calibrated for loss" in w for w in report["warnings"])
+
+
+def test_losses_spanning_the_whole_float_range_give_a_report_and_a_warning(tmp_path):
+    """Losses of +-1e308 (a broken losses file): the report, its page and its histograms are written, and a warning
+    says how many scores are that large."""
+    losses = np.where(np.random.default_rng(0).random(100) < 0.5, 1e308, -1e308)
+    pd.DataFrame({"sample_id": [f"s{i}" for i in range(100)], "role": ["member", "nonmember"] * 50,
+                  "target_loss": losses}).to_csv(tmp_path / "scores.csv", index=False)
+    report = run.run_attack(tmp_path / "scores.csv", tmp_path / "out", EvaluationSettings(bootstrap=20))
+    assert (tmp_path / "out" / "report.html").stat().st_size > 10_000
+    assert any(w.startswith("loss on loss: 100 of 100 scores are beyond 1e+150 in size") for w in report["warnings"])

@@ -131,6 +131,8 @@ def test_chromium_renders_a_non_blank_page_whose_main_tables_fit_1280_px(report_
     np.full(50, 3.0),  # constant
     np.r_[np.arange(20.0), np.inf, -np.inf],  # infinities
     1e6 + np.r_[np.zeros(50), np.full(50, 1e-10)],  # values that differ only in their last digits
+    np.r_[np.full(50, 1e308), np.full(50, -1e308)],  # the whole float range: its width overflows
+    np.linspace(-1.0, 1.0, 100) * 1e308,
 ])
 @pytest.mark.filterwarnings("error")
 def test_histograms_clip_outliers_into_marked_end_bins(values):

@@ -10,7 +10,7 @@ import pandas as pd
 
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.errors import InputError
-from lmaudit.metrics.evaluate import evaluate_attacks, population_mismatch_warnings
+from lmaudit.metrics.evaluate import evaluate_attacks, extreme_score_warnings, population_mismatch_warnings
 from lmaudit.metrics.per_class import correct_decisions, per_class_report
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
@@ -62,7 +62,8 @@ def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
 def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluation: EvaluationSettings) -> AuditOutcome:
     """Evaluate the findings, build report.json with the audit's facts, and write the output folder all or nothing."""
     results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
-    report = build_report(facts, data_summary(findings.samples), results, skipped, population_mismatch_warnings(results),
+    warnings = population_mismatch_warnings(results) + extreme_score_warnings(findings.attacks)
+    report = build_report(facts, data_summary(findings.samples), results, skipped, warnings,
                           classifier_per_class(findings.samples, findings.attacks))
     scores = scores_table(findings.samples, findings.attacks, findings.texts)
     write_report(out, report, scores, findings.attacks)

@@ -74,6 +74,24 @@ def population_mismatch_warnings(results: list[AttackResult], level: float = 0.0
     ]
 
 
+# Beyond this size, sums and differences of scores (means, likelihood ratios, histogram widths) can overflow a float.
+EXTREME_SCORE = 1e150
+
+
+def extreme_score_warnings(attacks: list[AttackScores]) -> list[str]:
+    """Warn for each sample-level attack with scores beyond EXTREME_SCORE in size: a losses file of such values is
+    likelier a mistake than a model's output, and arithmetic on them can overflow (ranks, and so the AUC, stand)."""
+    warnings = []
+    for attack in attacks:
+        scores = attack.frame["score"].to_numpy(dtype=float)
+        extreme = int(np.sum(np.abs(scores[np.isfinite(scores)]) > EXTREME_SCORE))
+        if attack.level == "sample" and extreme:
+            warnings.append(f"{attack.attack} on {attack.signal}: {extreme} of {len(scores)} scores are beyond "
+                            f"{EXTREME_SCORE:g} in size, near the largest floats; their ranks (the AUC, the TPRs) stand, "
+                            "but sums and differences of such values overflow: check the losses that produced them")
+    return warnings
+
+
 def _groups(audited: pd.DataFrame, population: pd.DataFrame, labels: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Group ids of the non-members and the population, when every one of them has one."""
     if "group_id" not in audited or audited["group_id"].isna().any() or population["group_id"].isna().any():

@@ -57,6 +57,13 @@ def roc_figure(curves: list[tuple[str, AttackScores]], title: str) -> str:
 OUTLIER_FENCE = 3.0  # interquartile ranges beyond the quartiles at which a histogram's axis stops (Tukey's far fence)
 
 
+def overflow_scale(values: np.ndarray) -> float:
+    """1, or for finite values beyond 1e150 in size the power of two that brings the largest to [1, 2): differences
+    and axes of values near the largest floats overflow, divided by it they do not."""
+    largest = float(np.abs(values).max()) if len(values) else 0.0
+    return 2.0 ** np.floor(np.log2(largest)) if largest > 1e150 else 1.0
+
+
 def histogram_bins(values: np.ndarray, max_bins: int = 50) -> tuple[np.ndarray, int, int]:
     """Bin edges from the smallest to the largest finite value within Tukey's far fences (3 interquartile ranges beyond
     the quartiles), Freedman-Diaconis width with 10 to `max_bins` bins; and how many values lie below and above them
@@ -66,17 +73,24 @@ def histogram_bins(values: np.ndarray, max_bins: int = 50) -> tuple[np.ndarray, 
     finite = values[np.isfinite(values)]
     if len(finite) == 0:
         return np.array([-0.5, 0.5]), int(np.sum(values == -np.inf)), int(np.sum(values == np.inf))
+    # Scores near the largest floats (a losses file of +-1e308) overflow the differences below: bin them divided by a
+    # power of two, which divides and multiplies back exactly (`unit`: 1 in the scores' own unit).
+    scale = overflow_scale(finite)
+    edges = _edges(finite / scale, max_bins, unit=1.0 / scale) * scale
+    return edges, int(np.sum(values < edges[0])), int(np.sum(values > edges[-1]))
+
+
+def _edges(finite: np.ndarray, max_bins: int, unit: float) -> np.ndarray:
+    """histogram_bins' edges of finite values whose differences do not overflow; `unit` is 1 in the scores' own unit."""
     first, third = np.quantile(finite, [0.25, 0.75])
     spread = third - first
     inside = finite[(finite >= first - OUTLIER_FENCE * spread) & (finite <= third + OUTLIER_FENCE * spread)]
     low, high = float(inside.min()), float(inside.max())
-    if not high - low > 1e-9 * max(1.0, abs(low), abs(high)):  # a spread below float precision: bins would coincide
-        edges = np.array([first - 0.5, first + 0.5])
-    else:
-        width = 2 * spread / len(finite) ** (1 / 3)
-        count = int(np.clip(np.ceil((high - low) / width) if width > 0 else max_bins, 10, max_bins))
-        edges = np.linspace(low, high, count + 1)
-    return edges, int(np.sum(values < edges[0])), int(np.sum(values > edges[-1]))
+    if not high - low > 1e-9 * max(unit, abs(low), abs(high)):  # a spread below float precision: bins would coincide
+        return np.array([first - 0.5 * unit, first + 0.5 * unit])
+    width = 2 * spread / len(finite) ** (1 / 3)
+    count = int(np.clip(np.ceil((high - low) / width) if width > 0 else max_bins, 10, max_bins))
+    return np.linspace(low, high, count + 1)
 
 
 def histogram_figure(attack: AttackScores, threshold: float | None, threshold_label: str) -> str:
@@ -86,18 +100,21 @@ def histogram_figure(attack: AttackScores, threshold: float | None, threshold_la
     frame = attack.frame
     audited = frame["role"].isin(AUDITED_ROLES)
     edges, below, above = histogram_bins(frame.loc[audited, "score"].to_numpy(dtype=float))
+    scale = overflow_scale(edges)  # the axis of scores near the largest floats is drawn divided by a power of two
     for role, color in ((MEMBER, "tab:blue"), (NONMEMBER, "tab:orange")):
         values = np.clip(frame.loc[frame["role"] == role, "score"].to_numpy(dtype=float), edges[0], edges[-1])
         values = values[~np.isnan(values)]
         if len(values):  # one filled outline per role: a patch per bin looks the same and draws slower
-            axis.hist(values, bins=edges, alpha=0.55, color=color, label=role, density=True, histtype="stepfilled")
+            axis.hist(values / scale, bins=edges / scale, alpha=0.55, color=color, label=role, density=True,
+                      histtype="stepfilled")
     if threshold is not None and np.isfinite(threshold):
         shown = float(np.clip(threshold, edges[0], edges[-1]))
         clipped = " (beyond the axis)" if shown != threshold else ""
-        axis.axvline(shown, color="red", linewidth=1.5, label=threshold_label + clipped)
+        axis.axvline(shown / scale, color="red", linewidth=1.5, label=threshold_label + clipped)
     if below or above:
         axis.plot([], [], " ", label=f"clipped into the end bins: {below} below, {above} above")
-    axis.set_xlabel(attack_spec(attack.attack).score_label, fontsize=8)
+    divided = f" (divided by 2^{np.log2(scale):.0f})" if scale != 1.0 else ""
+    axis.set_xlabel(attack_spec(attack.attack).score_label + divided, fontsize=8)
     axis.set_ylabel("density", fontsize=8)
     axis.tick_params(labelsize=7)
     axis.legend(fontsize=6)
