@@ -17,6 +17,8 @@ from lmaudit.attacks.thresholds import mean_member_loss_threshold, population_th
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
+    FEW_UNITS,
+    auc_interval,
     balanced_subsets,
     bootstrap_auc_interval,
     clopper_pearson,
@@ -140,6 +142,32 @@ def test_bootstrap_auc_interval_matches_sklearn_on_the_same_resamples(scored):
     aucs = [roc_auc_score(np.r_[np.ones(len(a)), np.zeros(len(b))], np.r_[a, b]) for a, b in zip(m, n, strict=True)]
     assert (low, high) == (pytest.approx(np.quantile(aucs, 0.025)), pytest.approx(np.quantile(aucs, 0.975)))
     assert low < auc(labels, scores) < high
+
+
+def test_a_perfectly_separated_auc_of_few_units_keeps_an_honest_interval():
+    """15 members all above 8 non-members: every bootstrap resample gives AUC 1, but the interval is that of 8
+    independent pairs all ranked right, [0.025^(1/8), 1] (Clopper-Pearson), never [1, 1]."""
+    labels = np.r_[np.ones(15, bool), np.zeros(8, bool)]
+    scores = np.r_[np.arange(15) + 100.0, np.arange(8.0)]
+    assert bootstrap_auc_interval(labels, scores, n_boot=200) == (1.0, 1.0)
+    low, high = auc_interval(labels, scores, 1.0, n_boot=200)
+    assert low == pytest.approx(0.025 ** (1 / 8)) and high == 1.0
+    flipped = auc_interval(labels, -scores, 0.0, n_boot=200)
+    assert flipped[0] == 0.0 and flipped[1] == pytest.approx(1 - 0.025 ** (1 / 8))
+
+
+def test_with_enough_units_the_auc_interval_is_the_bootstraps(scored):
+    """With at least FEW_UNITS members and non-members the interval is the bootstrap's, unchanged; with fewer it covers
+    both the bootstrap's and the pairs' exact interval."""
+    labels, scores = scored
+    assert min(labels.sum(), (~labels).sum()) >= FEW_UNITS
+    area = auc(labels, scores)
+    assert auc_interval(labels, scores, area, n_boot=200, seed=4) == bootstrap_auc_interval(labels, scores, 200, seed=4)
+    few = np.r_[np.flatnonzero(labels)[:30], np.flatnonzero(~labels)[:20]]
+    area = auc(labels[few], scores[few])
+    low, high = auc_interval(labels[few], scores[few], area, n_boot=200, seed=4)
+    boot, pairs = bootstrap_auc_interval(labels[few], scores[few], 200, seed=4), clopper_pearson(round(area * 20), 20)
+    assert (low, high) == (min(boot[0], pairs[0]), max(boot[1], pairs[1]))
 
 
 def test_balanced_subsets_have_equal_sides_and_whole_rows():

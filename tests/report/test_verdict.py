@@ -20,7 +20,7 @@ def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_c
 
 def summary_of(*results, names=None):
     results = list(results)
-    return verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"})
+    return verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"}, 1e-5)
 
 
 @pytest.mark.parametrize(("kwargs", "risk"), [
@@ -55,11 +55,12 @@ def test_each_level_reports_its_strongest_attack_best_low_fpr_attack_and_largest
                                           "non-members. Strongest attack: loss on loss, AUC 0.700 [0.660, 0.740]; ")
     assert ("likelihood_ratio on loss exposes 12.0% of member samples (24 of 200, 2 of 200 non-members wrongly accused)"
             in sample["statement"])
-    assert "epsilon below 0.80 (at the report's delta) could allow the counts of likelihood_ratio on loss" in sample["statement"]
+    assert "epsilon below 0.80 (at delta 1e-05) could allow the counts of likelihood_ratio on loss" in sample["statement"]
     group = summary["levels"]["group"]
     assert group["name"] == "patient" and group["risk"] == "inconclusive"
     assert "with 30 non-members, 1% false positives cannot be resolved" in group["statement"]
     assert summary["risk"] == "high"  # the highest level's
+    assert summary["delta"] == 1e-5
 
 
 def test_inconclusive_outranks_low_overall():

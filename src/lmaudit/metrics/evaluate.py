@@ -25,8 +25,8 @@ from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import NONMEMBER_SLICE, NonmemberSets, slice_order
 from lmaudit.metrics.threshold import threshold_metrics
 from lmaudit.metrics.uncertainty import (
+    auc_interval,
     balanced_subsets,
-    bootstrap_auc_interval,
     clopper_pearson,
     population_fit_p_value,
 )
@@ -167,10 +167,11 @@ def evaluate_slice(
         unavailable["balanced"] = (f"members and non-members are equal in number ({int(labels.sum())} each), so the full "
                                    "data is already balanced")
     groups = _groups(audited, population, labels)
+    area = auc(labels, scores)
     return AttackResult(
         attack=attack.attack, signal=attack.signal, level=attack.level, slice=slice_name,
-        auc=auc(labels, scores),
-        auc_ci=bootstrap_auc_interval(labels, scores, settings.bootstrap, seed=settings.seed),
+        auc=area,
+        auc_ci=auc_interval(labels, scores, area, settings.bootstrap, seed=settings.seed),
         tpr_at_fpr={str(alpha): _tpr_record(labels, scores, alpha) for alpha in settings.alphas},
         thresholds=[_threshold_result(t, labels, scores, population_scores, groups, settings.delta) for t in thresholds],
         balanced=balanced,

@@ -34,6 +34,27 @@ def bootstrap_auc_interval(
     return (float(np.quantile(aucs, tail)), float(np.quantile(aucs, 1 - tail)))
 
 
+# Below this many units on its smaller side, the bootstrap's interval of an AUC near 0 or 1 is too narrow (every
+# resample of a perfectly separated audit gives 1): the interval then also covers the exact interval of as many
+# independent member/non-member pairs (FEW_UNITS is also the count that resolves a 1% false-positive rate).
+FEW_UNITS = 100
+
+
+def auc_interval(labels: np.ndarray, scores: np.ndarray, auc: float, n_boot: int = 1000, level: float = 0.95,
+                 seed: int = 0) -> tuple[float, float]:
+    """The AUC's interval: the stratified bootstrap's; with fewer than FEW_UNITS members or non-members, widened to
+    cover the Clopper-Pearson interval of min(members, non-members) disjoint pairs, a share `auc` of them ranked right.
+    Disjoint pairs are independent, so that interval holds however few units there are; it is conservative, since
+    the AUC compares every pair."""
+    low, high = bootstrap_auc_interval(labels, scores, n_boot, level, seed)
+    labels = np.asarray(labels).astype(bool)
+    pairs = int(min(labels.sum(), (~labels).sum()))
+    if 0 < pairs < FEW_UNITS and np.isfinite(auc):
+        pair_low, pair_high = clopper_pearson(int(round(auc * pairs)), pairs, level)
+        low, high = min(low, pair_low), max(high, pair_high)
+    return low, high
+
+
 def balanced_subsets(labels: np.ndarray, repeats: int = 10, seed: int = 0) -> list[np.ndarray]:
     """Row indices of `repeats` balanced subsets: the larger side subsampled to the smaller's size.
 

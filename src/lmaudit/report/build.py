@@ -99,10 +99,10 @@ class AuditFacts:
 
 
 def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped], warnings: list[str],
-                 per_class: dict | None = None) -> dict:
+                 delta: float, per_class: dict | None = None) -> dict:
     """The report.json document (docs/design.md schema, version 1): the verdict (`summary`) first, the attacks ranked at
     each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
-    audit's per-class analyses (metrics/per_class.py:per_class_report)."""
+    audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -120,7 +120,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     })
     document["warnings"] += audit_warnings(document)
     document["ranking"] = ranking(document["results"])
-    summary = verdict(document["results"], document["ranking"], document["level_names"])
+    summary = verdict(document["results"], document["ranking"], document["level_names"], delta)
     if facts.caveats:
         summary["caveats"] = list(facts.caveats)
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}

@@ -46,7 +46,7 @@ GLOSSARY = {
     "mu threshold": "Jagannatha et al.'s threshold: a sample is called a member when its loss is at most the mean loss "
                     "of the calibration members.",
     "advantage": "TPR - FPR at a threshold (Jagannatha et al.'s privacy leakage): 0 = no better than guessing.",
-    "epsilon lower bound": "The smallest epsilon that a differentially private training (at the report's delta) could "
+    "epsilon lower bound": "The smallest epsilon that a differentially private training (at the delta the verdict names) could "
                            "have and still allow the attack's counts at a threshold chosen without the audited labels, "
                            "with 95% confidence. 0 = the counts rule out no epsilon.",
     "balanced AUC": "The AUC on subsets with as many members as non-members (mean and spread over 10 draws), when "

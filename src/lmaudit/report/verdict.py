@@ -65,7 +65,8 @@ def _named(row: dict) -> str:
     return f"{row['attack']} on {row['signal']}"
 
 
-def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | None, epsilon: dict | None) -> str:
+def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | None, epsilon: dict | None,
+               delta: float) -> str:
     units = f"{level_name}s"
     auc = f"AUC {strongest['auc']:.3f} [{strongest['auc_ci'][0]:.3f}, {strongest['auc_ci'][1]:.3f}]"
     parts = []
@@ -77,7 +78,7 @@ def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | N
             exposed += f"; with {at_low_fpr['n_nonmembers']} non-members, 1% false positives cannot be resolved"
         parts.append(exposed)
     if epsilon and epsilon["epsilon_lower_bound"] > 0:
-        parts.append(f"no training with epsilon below {epsilon['epsilon_lower_bound']:.2f} (at the report's delta) "
+        parts.append(f"no training with epsilon below {epsilon['epsilon_lower_bound']:.2f} (at delta {delta:g}) "
                      f"could allow the counts of {_named(epsilon)}, with 95% confidence")
     else:
         parts.append("no attack's counts rule out any epsilon")
@@ -95,9 +96,10 @@ def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | N
     return f"{opening} Strongest attack: {_named(strongest)}, {auc}; {evidence}."
 
 
-def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str]) -> dict:
+def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str], delta: float) -> dict:
     """report.json's `summary`: per level (in LEVELS order) the strongest attack by AUC, the best TPR at 1% FPR with
-    its counts, the largest epsilon lower bound, the risk and its statement; the overall risk; the rule."""
+    its counts, the largest epsilon lower bound, the risk and its statement; the overall risk; the rule; the delta of
+    the epsilon bounds."""
     levels = {}
     for level in LEVELS:
         ranked = ranking.get(level)
@@ -114,10 +116,10 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
             "name": name, "risk": risk,
             "strongest": {key: strongest[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members", "n_nonmembers")},
             "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon,
-            "statement": _statement(name, risk, strongest, at_low_fpr, epsilon),
+            "statement": _statement(name, risk, strongest, at_low_fpr, epsilon, delta),
         }
     overall = min((entry["risk"] for entry in levels.values()), key=RISKS.index, default="inconclusive")
-    return {"risk": overall, "levels": levels, "rule": RISK_RULE}
+    return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta}
 
 
 def verdict_lines(report: dict) -> list[str]:
