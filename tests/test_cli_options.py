@@ -79,7 +79,8 @@ def test_audit_help_states_the_configuration_defaults_from_the_settings_models()
     read from the pydantic models, so that it cannot drift from them."""
     expected = {
         "--k": SignalSettings().k, "--batch-tokens": SignalSettings().batch_tokens, "--masks": SignalSettings().masks,
-        "--signal": SignalSettings().signal, "--precision": SignalSettings().precision,
+        "--signal": "the target's kind: mlm_energy for a masked LM, clm_tokens for a causal LM, classifier for a "
+                    "classifier", "--precision": SignalSettings().precision,
         "--bootstrap": EvaluationSettings().bootstrap, "--length-slices": EvaluationSettings().length_slices,
         "--seed": SignalSettings().seed, "--min-k-fraction": f"{AttackSettings().min_k_fraction:g}",
         "--rmia-offline-a": f"{AttackSettings().rmia_offline_a:g}", "--recall-prefix": AuditConfig.model_fields["recall_prefix"].default,

@@ -53,10 +53,10 @@ def fake_model_signals(models, sample_ids, texts, settings, scoring):
             for name in models}
 
 
-def fake_config(folder, labels=("a", "b")) -> str:
+def fake_config(folder, labels=("a", "b"), architecture="BertForSequenceClassification") -> str:
     folder.mkdir(exist_ok=True)
     (folder / "config.json").write_text(json.dumps({
-        "architectures": ["BertForSequenceClassification"], "model_type": "bert", "hidden_size": 8,
+        "architectures": [architecture], "model_type": "bert", "hidden_size": 8,
         "num_hidden_layers": 1, "num_attention_heads": 2, "id2label": {str(i): name for i, name in enumerate(labels)}}))
     for name in ("model.safetensors", "tokenizer.json"):  # never loaded: the fakes stand in for scoring
         (folder / name).write_bytes(b"")
@@ -88,7 +88,8 @@ def calls(monkeypatch):
 
 def language_model_config(tmp_path, roles=("member", "nonmember", "population", "calibration_member"), **settings):
     files = write_roles(tmp_path, roles)
-    return AuditConfig(target=fake_config(tmp_path / "target"), reference=fake_config(tmp_path / "reference"),
+    return AuditConfig(target=fake_config(tmp_path / "target", architecture="BertForMaskedLM"),
+                       reference=fake_config(tmp_path / "reference", architecture="BertForMaskedLM"),
                        out=str(tmp_path / "out"), evaluation={"bootstrap": 20},
                        **{ROLE_FILE_FIELDS[role]: str(path) for role, path in files.items()}, **settings)
 

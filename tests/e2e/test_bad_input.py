@@ -119,14 +119,22 @@ def test_missing_model_folder(files, tmp_path):
     assert_one_line_error(code, output, "nowhere", "no such model folder")
 
 
-def test_model_folder_that_is_not_a_masked_lm(files, tmp_path, tiny_tokenizer):
+def test_a_causal_lm_is_audited_on_its_own_signal_and_refused_as_a_masked_lm_with_the_way_out(files, tmp_path,
+                                                                                                tiny_tokenizer):
+    """Without --signal a causal LM is audited on clm_tokens (the target's kind chooses); asked for a masked-LM signal,
+    it is refused in one line that names --signal clm_tokens."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     folder = tmp_path / "gpt2"
     GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(tiny_tokenizer))).save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
-    code, output = audit(files, folder, tmp_path / "out")
-    assert_one_line_error(code, output, "gpt2", "not a masked language model")
+    code, output = audit(files, folder, tmp_path / "out", **{"recall-prefix": "0"})
+    assert code == 0, output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["config"]["signal"]["signal"] == "clm_tokens"
+    code, output = run_cli("audit", "--target", folder, "--members", files["members"], "--nonmembers",
+                           files["nonmembers"], "--signal", "mlm_energy", "--out", tmp_path / "refused")
+    assert_one_line_error(code, output, "gpt2", "not a masked language model", "--signal clm_tokens")
 
 
 def test_model_folder_with_pickled_weights_only(files, tmp_path, tiny_model_dirs):
@@ -175,10 +183,14 @@ def assert_nothing_written(out):
 
 
 def test_model_folder_without_tokenizer_files(files, tiny_model_dirs, tmp_path):
+    """The error names the folder without tokenizer files, also when a reference is compared with it."""
     folder = copy_model(tiny_model_dirs[0], tmp_path / "no-tokenizer", skip=("tokenizer.json", "tokenizer_config.json"))
     code, output = audit(files, folder, tmp_path / "out")
     assert_one_line_error(code, output, "no-tokenizer", "no tokenizer files", "tokenizer.save_pretrained")
     assert_nothing_written(tmp_path / "out")
+    code, output = audit(files, folder, tmp_path / "out", reference=tiny_model_dirs[1])
+    assert_one_line_error(code, output, "no-tokenizer", "no tokenizer files")
+    assert "allow-tokenizer-mismatch" not in output and str(tiny_model_dirs[1]) not in output
 
 
 def test_truncated_weights(files, tiny_model_dirs, tmp_path):

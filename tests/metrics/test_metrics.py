@@ -196,8 +196,9 @@ def test_population_mismatch_warning_fires_on_a_shifted_population_only():
         results, _ = evaluate_attack(AttackScores(frame, attack="loss", signal="x", level="group"), EvaluationSettings(bootstrap=20))
         threshold = next(t for t in results[0].thresholds if t.alpha == 0.1)
         assert (threshold.population_match_p < 0.005) == expect_warning
-        warnings = population_mismatch_warnings(results)  # two thresholds tested: level 0.01 / 2
+        warnings = population_mismatch_warnings(results, {"group": "patient"})  # two thresholds tested: level 0.01 / 2
         assert any("10% FPR" in w for w in warnings) == expect_warning
+        assert all(w.startswith("loss (patient level, all)") for w in warnings)
 
 
 def test_population_fit_test_keeps_its_false_alarm_rate_under_the_null():

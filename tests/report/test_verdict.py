@@ -97,8 +97,17 @@ def test_warnings_for_a_shadow_unlike_the_target_and_for_truncation():
     assert audit_warnings(document([result("loss")], alike)) == []
 
 
-def test_a_warning_when_an_attack_gets_no_threshold_at_all():
-    bare = {**result("loss"), "thresholds": []}
+def test_a_warning_when_an_attack_gets_no_threshold_at_all_names_its_cause():
+    """No threshold because there is no population: give population data; because the population is too small (or
+    tied): give more, and the population warning gives the counts. Never 'no population data' beside a population."""
+    small = {**result("rmia"), "thresholds": [], "n_population": 7,
+             "unavailable": {"population_threshold_0.1": "the population has 7 patients; a 10% threshold needs at least 10"}}
+    warnings = audit_warnings(document([small]))
+    assert warnings[-1] == ("sample level: no threshold could be calibrated for rmia (its population of 7 is too small "
+                            "or too tied to calibrate a threshold): precision, recall, advantage and the epsilon bound "
+                            "are missing; give more population data")
+    assert not any("no population data" in w for w in warnings)
+    bare = {**result("loss"), "thresholds": [], "n_population": 0}
     warnings = audit_warnings(document([bare, result("likelihood_ratio")]))
     assert warnings == ["sample level: no threshold could be calibrated for loss (no population data, and no calibration "
                         "members or shadow model for them): precision, recall, advantage and the epsilon bound are "

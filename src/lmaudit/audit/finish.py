@@ -62,7 +62,7 @@ def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
 def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluation: EvaluationSettings) -> AuditOutcome:
     """Evaluate the findings, build report.json with the audit's facts, and write the output folder all or nothing."""
     results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
-    warnings = population_mismatch_warnings(results) + extreme_score_warnings(findings.attacks)
+    warnings = population_mismatch_warnings(results, facts.level_names) + extreme_score_warnings(findings.attacks)
     report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
                           classifier_per_class(findings.samples, findings.attacks))
     scores = scores_table(findings.samples, findings.attacks, findings.texts)

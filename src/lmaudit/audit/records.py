@@ -16,7 +16,7 @@ from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import ModelSource, Placement
 from lmaudit.signals.compute import Scoring
-from lmaudit.signals.registry import signal_spec
+from lmaudit.signals.registry import DEFAULT_SIGNALS, signal_spec
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.store import default_cache_dir
 
@@ -97,10 +97,16 @@ def reference_names(count: int) -> list[str]:
 
 
 def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
-    """The audit of `config`: device 'auto' resolved, the backend started, the store's folder chosen (`cache/` in the
-    output unless given), and the masked LM that proposes neighbours found when the token-level attacks need one."""
+    """The audit of `config`: every model folder checked (an error names the model at fault), the signal chosen from
+    the target's kind when none is given, device 'auto' resolved, the backend started, the store's folder chosen
+    (`cache/` in the output unless given), and the masked LM that proposes neighbours found when the token-level
+    attacks need one."""
+    from lmaudit.models.folders import checked_source
     from lmaudit.models.load import resolve_device
 
+    for source in (config.target_source(), *config.reference_sources(), *([config.shadow] if config.shadow else [])):
+        checked_source(source)
+    config = with_signal(config)
     placement = Placement(resolve_device(config.device), config.dtype, config.device_map, config.quantization,
                           config.trust_remote_code)
     scoring = Scoring(Path(config.cache_dir) if config.cache_dir else default_cache_dir(config.out), placement,
@@ -115,6 +121,17 @@ def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
                          ModelSource(config.shadow) if config.shadow else None, scoring, config.signal, config.evaluation,
                          config.attacks, tokens, config.whitebox, config.include_text, config.allow_tokenizer_mismatch,
                          config.model_dump())
+
+
+def with_signal(config: AuditConfig) -> AuditConfig:
+    """The configuration, with the signal of the target's kind (DEFAULT_SIGNALS) when it names none: a causal LM is
+    audited on clm_tokens, a masked LM on mlm_energy, a classifier on its label probabilities."""
+    from lmaudit.models.config_json import model_family
+
+    if "signal" in config.signal.model_fields_set:
+        return config
+    signal = config.signal.model_copy(update={"signal": DEFAULT_SIGNALS[model_family(config.target_source())]})
+    return config.model_copy(update={"signal": signal})
 
 
 def neighbour_proposer(config: AuditConfig, references: dict[str, ModelSource]) -> str | ModelSource | None:

@@ -17,10 +17,11 @@ from pydantic import BaseModel
 from lmaudit.config import AUDITED_OUTPUTS, AuditConfig
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
-from lmaudit.signals.registry import signal_names
+from lmaudit.signals.registry import DEFAULT_SIGNALS, signal_names
 from lmaudit.signals.settings import DEVICES, PRECISIONS, SignalSettings
 
 Decorator = Callable[[Callable], Callable]
+KINDS = {"mlm": "masked LM", "clm": "causal LM", "classifier": "classifier"}  # how the help names a model family
 
 
 def default_of(model: type, field: str):
@@ -86,7 +87,8 @@ def signal_options(from_config: bool, signal_help: str | None = None) -> Decorat
                                   "The per-sample signal to compute (lower = more likely under the model).")
     return stack(
         option("signal", type=click.Choice(signal_names(*AUDITED_OUTPUTS) if from_config else signal_names("loss")),
-               help=signal_help),
+               help=signal_help, default_text="the target's kind: " + ", ".join(
+                   f"{signal} for a {KINDS[family]}" for family, signal in DEFAULT_SIGNALS.items()) if from_config else None),
         option("k", type=click.IntRange(min=1), help="Random masks per sample (MLM signals)."),
         option("masks", type=click.Choice(["random", "all"]),
                help="random: --k random masks per sample; all: every mask of --k tokens (MLM signals)."),

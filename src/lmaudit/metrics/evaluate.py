@@ -55,8 +55,10 @@ def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
     )
 
 
-def population_mismatch_warnings(results: list[AttackResult], level: float = 0.01) -> list[str]:
-    """Warn where a population threshold's FPR differs between the population and the audited non-members.
+def population_mismatch_warnings(results: list[AttackResult], level_names: Mapping[str, str],
+                                 level: float = 0.01) -> list[str]:
+    """Warn where a population threshold's FPR differs between the population and the audited non-members (each level
+    called by its name in `level_names`, as the report's tables call it).
 
     Both should be draws from one distribution; when the permutation test (`population_fit_p_value`,
     over whole groups when samples carry group ids) rejects that at `level`, Bonferroni-corrected over
@@ -65,7 +67,8 @@ def population_mismatch_warnings(results: list[AttackResult], level: float = 0.0
     tested = [(r, t) for r in results for t in r.thresholds if t.population_match_p is not None]
     corrected = level / max(1, len(tested))
     return [
-        f"{r.attack} ({r.level}, {r.slice}): the population threshold for {t.alpha:.0%} FPR calls "
+        f"{r.attack} ({level_names.get(r.level, r.level)} level, {r.slice}): the population threshold for {t.alpha:.0%} "
+        "FPR calls "
         f"{t.population_fpr:.1%} of the population but {t.fpr:.1%} of the audited non-members "
         f"(p = {t.population_match_p:.1g}, Bonferroni level {corrected:.1g}); the population data is not "
         "distributed like the non-members, so precision and recall at this threshold mislead"

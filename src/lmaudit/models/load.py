@@ -45,7 +45,8 @@ def load_masked_lm(model: str | Path | ModelSource, placement: Placement = DEFAU
     from transformers import AutoModelForMaskedLM
 
     loaded = _load(model, AutoModelForMaskedLM, "masked language model",
-                   "pass a BERT-, RoBERTa- or DistilBERT-style masked LM", placement)
+                   "pass a BERT-, RoBERTa- or DistilBERT-style masked LM, or audit a causal LM with --signal clm_tokens "
+                   "(or leave --signal out: the target's kind chooses it)", placement)
     if loaded.tokenizer.mask_token_id is None:
         raise InputError(f"{model}: the tokenizer has no mask token, so this is not a masked LM")
     return loaded
@@ -55,8 +56,8 @@ def load_causal_lm(model: str | Path | ModelSource, placement: Placement = DEFAU
     """Load a causal (GPT-style) LM and its tokenizer for scoring, or raise InputError saying why not."""
     from transformers import AutoModelForCausalLM
 
-    loaded = _load(model, AutoModelForCausalLM, "causal language model", "pass a GPT-2-style causal LM or use an MLM signal",
-                   placement)
+    loaded = _load(model, AutoModelForCausalLM, "causal language model", "pass a GPT-2-style causal LM, or audit a masked "
+                   "LM with --signal mlm_energy (or leave --signal out: the target's kind chooses it)", placement)
     # transformers would load a BERT masked LM as BertLMHeadModel and score it left to right: meaningless numbers.
     architectures = loaded.model.config.architectures or []
     if architectures and not any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):

@@ -70,16 +70,22 @@ def population_warnings(results: list[dict], level_names: dict[str, str]) -> lis
 
 
 def uncalibrated_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
-    """One warning per level with attacks that got no threshold at all (no population, no calibration members, no
-    shadow): only their AUC and TPRs are measured."""
+    """One warning per level and cause with attacks that got no threshold at all, only their AUC and TPRs measured: no
+    population (and no calibration members or shadow model for them), or a population too small or too tied to
+    calibrate any threshold (the population warning above gives the counts)."""
     warnings = []
     for level in LEVELS:
-        bare = [r["attack"] for r in results if r["level"] == level and r["slice"] == "all" and not r["thresholds"]]
-        if bare:
+        bare = [r for r in results if r["level"] == level and r["slice"] == "all" and not r["thresholds"]]
+        by_cause: dict[str, list[str]] = {}
+        for result in bare:
+            cause = ("no population data, and no calibration members or shadow model for them" if not result["n_population"]
+                     else f"its population of {result['n_population']} is too small or too tied to calibrate a threshold")
+            by_cause.setdefault(cause, []).append(result["attack"])
+        for cause, attacks in by_cause.items():
+            advice = "give population data (--population)" if cause.startswith("no population") else "give more population data"
             warnings.append(f"{level_names.get(level, level)} level: no threshold could be calibrated for "
-                            f"{', '.join(dict.fromkeys(bare))} (no population data, and no calibration members or shadow "
-                            "model for them): precision, recall, advantage and the epsilon bound are missing; give "
-                            "population data (--population)")
+                            f"{', '.join(dict.fromkeys(attacks))} ({cause}): precision, recall, advantage and the epsilon "
+                            f"bound are missing; {advice}")
     return warnings
 
 
