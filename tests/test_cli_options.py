@@ -159,7 +159,7 @@ def captured_audit(monkeypatch):
     import lmaudit.report.tables
 
     seen = {}
-    monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress: seen.setdefault("config", config))
+    monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress, overwrite: seen.setdefault("config", config))
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
     return seen
 
@@ -202,7 +202,7 @@ def test_attack_builds_the_evaluation_settings_from_its_options(monkeypatch, tmp
     import lmaudit.report.tables
 
     seen = []
-    monkeypatch.setattr(lmaudit.audit.run, "run_attack", lambda scores, out, settings: seen.append(settings))
+    monkeypatch.setattr(lmaudit.audit.run, "run_attack", lambda scores, out, settings, overwrite: seen.append(settings))
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
     _, stderr, code = run("attack", "--scores", "s.csv", "--out", tmp_path, "--bootstrap", 20, "--seed", 5,
                           "--length-slices", 2, "--length-bounds", "10, 30", "--slice-by", "source")

@@ -185,7 +185,7 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
         whitebox=True, token_signal=token_signal, **neighbours,
     )
     log.info("demo: auditing the target (%s, with white-box attacks)", signal)
-    return run_audit(config, progress=progress)
+    return run_audit(config, progress=progress, overwrite=True)  # the demo's own folder: a rerun replaces its report
 
 
 def classifier_demo(out: Path, size: str, seed: int, progress: bool, architecture: str) -> dict:
@@ -196,7 +196,8 @@ def classifier_demo(out: Path, size: str, seed: int, progress: bool, architectur
              "classifiers unless already trained", len(posts), out / "data", architecture)
     target, shadow = train_classifier_pair(posts, out / "models", classifier_recipe(size, architecture, seed=seed), progress)
     log.info("demo: auditing the target classifier (shadow-calibrated and white-box attacks)")
-    return run_audit(classifier_audit_config(target, shadow, files, out, demo.bootstrap, seed), progress=progress)
+    return run_audit(classifier_audit_config(target, shadow, files, out, demo.bootstrap, seed), progress=progress,
+                     overwrite=True)
 
 
 def write_classifier_roles(size: str, seed: int, data_dir: Path, **generation) -> tuple[pd.DataFrame, dict[str, Path]]:

@@ -20,7 +20,7 @@ def audits(monkeypatch):
     target): no model is trained; the folders audited are recorded."""
     audited = []
 
-    def fake_run_audit(config, progress=False):
+    def fake_run_audit(config, progress=False, overwrite=False):
         audited.append(config.out)
         shift = float(config.target)
         rng = np.random.default_rng(0)

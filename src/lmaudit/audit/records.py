@@ -130,7 +130,11 @@ def with_signal(config: AuditConfig) -> AuditConfig:
 
     if "signal" in config.signal.model_fields_set:
         return config
-    signal = config.signal.model_copy(update={"signal": DEFAULT_SIGNALS[model_family(config.target_source())]})
+    try:
+        family = model_family(config.target_source())
+    except InputError:  # an architecture of no family lmaudit knows: the loader says what is wrong with it
+        return config
+    signal = config.signal.model_copy(update={"signal": DEFAULT_SIGNALS[family]})
     return config.model_copy(update={"signal": signal})
 
 

@@ -24,23 +24,26 @@ from lmaudit.data.corpus import combine_corpora
 from lmaudit.data.scores import REFERENCE_MODEL, load_scores
 from lmaudit.locks import output_lock
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.report.build import AuditFacts, environment_info
+from lmaudit.report.build import AuditFacts, environment_info, refuse_another_run
 
 
-def run_audit(config: AuditConfig, progress: bool = False) -> dict:
+def run_audit(config: AuditConfig, progress: bool = False, overwrite: bool = False) -> dict:
     """Audit from models (`audit`) and return report.json's document."""
-    return audit(config, progress).report
+    return audit(config, progress, overwrite=overwrite).report
 
 
-def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | None = None) -> AuditOutcome:
+def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | None = None,
+          overwrite: bool = False) -> AuditOutcome:
     """Audit from models: compute (or reuse) the signals, run every attack they allow, write the output folder.
-    `corpus`: the samples, already validated (`corpus_from_table`), instead of the configuration's role files."""
+    `corpus`: the samples, already validated (`corpus_from_table`), instead of the configuration's role files; the
+    output folder may hold another run's results only with `overwrite` (`report.build.refuse_another_run`)."""
     if corpus is None:
         corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by)
     else:
         corpus = checked_audit_corpus(combine_corpora([corpus]))
     with output_lock(config.out):
         resolved = resolve(config, progress)
+        refuse_another_run(resolved.out, resolved.given, overwrite)
         scored = (classifier_signals if resolved.classifier else language_model_signals)(resolved, corpus)
         attacks, not_run = run_attacks(scored.inputs)
         by_id = corpus.set_index("sample_id")
@@ -62,13 +65,15 @@ def model_files(audit: ResolvedAudit) -> dict[str, dict]:
             for name, source in sources.items()}
 
 
-def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss") -> dict:
+def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss",
+               overwrite: bool = False) -> dict:
     """Audit from a file of precomputed losses (`attack_losses`) and return report.json's document."""
-    return attack_losses(load_scores(scores_path, evaluation.slice_by), out, evaluation, signal, str(scores_path)).report
+    return attack_losses(load_scores(scores_path, evaluation.slice_by), out, evaluation, signal, str(scores_path),
+                         overwrite).report
 
 
 def attack_losses(signals: pd.DataFrame, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss",
-                  source: str = "DataFrame") -> AuditOutcome:
+                  source: str = "DataFrame", overwrite: bool = False) -> AuditOutcome:
     """Audit from precomputed losses (`load_scores`' or `scores_from_table`'s layout): the same attacks, metrics and
     report, without any model; `source` names where the losses came from in the report's configuration."""
     config = {"scores": source, "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
@@ -80,4 +85,5 @@ def attack_losses(signals: pd.DataFrame, out: str | Path, evaluation: Evaluation
     samples = signals.rename(columns={name: f"{name}_{signal}" for name in ("target", *references)})
     findings = Findings(samples, attacks, skipped, slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])
     with output_lock(out):
+        refuse_another_run(out, config, overwrite)
         return finish_audit(out, AuditFacts(config, environment_info(), GENERIC_LEVEL_NAMES), findings, evaluation)

@@ -59,7 +59,10 @@ class Commands(click.Group):
             click.echo(f"lmaudit: error: {_one_line(err.format_message())}", err=True)
             ctx.exit(err.exit_code)
         except KeyboardInterrupt:
-            click.echo("lmaudit: interrupted; finished work is kept and a rerun resumes from it", err=True)
+            # A model is saved whole when its training ends; audits, demos and studies keep every finished part.
+            kept = ("nothing of the training was saved: a rerun trains again" if ctx.invoked_subcommand == "train" else
+                    "finished work is kept and a rerun resumes from it")
+            click.echo(f"lmaudit: interrupted; {kept}", err=True)
             ctx.exit(130)
 
 

@@ -140,7 +140,10 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
 @setting(AttackSettings, "rmia_offline_a", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
          help="RMIA's offline scaling a (1: the references' mean; see docs/attacks.md).")
 @backend_options(from_config=True, what="signals are")
-def audit(config_path: str | None, nonmembers: tuple[str, ...], **options) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Replace the report of an audit configured otherwise in --out (without it such a folder is refused; "
+                   "a rerun of the same audit reuses its signals).")
+def audit(config_path: str | None, nonmembers: tuple[str, ...], overwrite: bool, **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.audit.run import run_audit
     from lmaudit.config import load_config
@@ -152,7 +155,7 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], **options) -> No
         if missing and not (options.get("data") and "--members" in missing):
             raise InputError(f"missing {', '.join(missing)}; give them or --config audit.yaml")
     config = load_config(config_path, options)
-    report = run_audit(config, progress=progress())
+    report = run_audit(config, progress=progress(), overwrite=overwrite)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(config.out) / 'report.html'}")
 
@@ -163,12 +166,14 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], **options) -> No
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the report.")
 @evaluation_options(from_config=False)
 @setting(EvaluationSettings, "seed", help="Seed of the bootstrap and the balanced repeats.")
-def attack(scores: str, out: str, **options) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace the report of another audit in --out (without it such a folder "
+                                                "is refused).")
+def attack(scores: str, out: str, overwrite: bool, **options) -> None:
     """Audit from precomputed losses (lower = more likely under the model): same attacks and report."""
     from lmaudit.audit.run import run_attack
     from lmaudit.report.tables import summary_table
 
-    report = run_attack(scores, out, EvaluationSettings(**given(options)))
+    report = run_attack(scores, out, EvaluationSettings(**given(options)), overwrite=overwrite)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
 

@@ -39,6 +39,9 @@ def train() -> None:
     """Train small models from scratch, or fine-tune a pretrained checkpoint (fully or with LoRA), on a corpus."""
 
 
+overwrite_option = click.option(
+    "--overwrite", is_flag=True,
+    help="Replace a model trained otherwise, or an audit's report, in --out (without it such a folder is refused).")
 canaries_option = click.option(
     "--canaries", default=None, type=click.Path(file_okay=False),
     help="Plant this folder's canaries (`lmaudit canaries make`: its insert.jsonl) in the training data, each once, for "
@@ -116,13 +119,16 @@ def with_canaries(corpus, canaries: str | None):
     return plant(corpus, canaries)
 
 
-def train_language_model_command(kind: str, data: str, out: str, canaries: str | None, **options) -> None:
+def train_language_model_command(kind: str, data: str, out: str, canaries: str | None, overwrite: bool,
+                                  **options) -> None:
     """`lmaudit train mlm|clm`: train, save, print what was trained."""
     from lmaudit.data.corpus import load_corpus
     from lmaudit.models.train import train_language_model
+    from lmaudit.models.trained import refuse_another_model
 
     recipe = recipe_of(options)
     corpus = with_canaries(load_corpus(data), canaries)
+    refuse_another_model(out, kind, recipe, len(corpus), overwrite)
     if canaries and recipe.dp and recipe.tokenizer_dir is None and recipe.init_from is None:
         logging.getLogger("lmaudit").warning(
             "the tokenizer is trained here on the training data, canaries included, outside DP-SGD: it can give canaries "
@@ -139,7 +145,7 @@ language_model_options = stack(
     click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column."),
     click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the model is saved in."),
     recipe_option("epochs", type=click.IntRange(min=1), help="Passes over the data."),
-    canaries_option, model_options, start_options, dp_options,
+    canaries_option, overwrite_option, model_options, start_options, dp_options,
 )
 
 
@@ -165,6 +171,7 @@ def train_clm(**options) -> None:
 @click.option("--test", "test_data", default=None, type=click.Path(), help="Held-out file (text, label) for the test accuracy.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the classifier is saved in.")
 @canaries_option
+@overwrite_option
 @recipe_option("architecture", type=click.Choice(ARCHITECTURES),
                help="A BERT-style encoder or a 2-layer LSTM (from scratch; --init-from brings its own).")
 @recipe_option("epochs", "--max-epochs", "epochs", type=click.IntRange(min=1), help="Epochs at most (see --patience).")
@@ -178,11 +185,12 @@ def train_clm(**options) -> None:
 @start_options
 @dp_options
 def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, canaries: str | None,
-                             **options) -> None:
+                             overwrite: bool, **options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
     head (--init-from, fully or with LoRA); save as safetensors."""
     from lmaudit.data.corpus import check_labels, load_corpus
     from lmaudit.models.classifier import ClassifierData, train_classifier
+    from lmaudit.models.trained import refuse_another_model
 
     def labelled(path: str):
         corpus = load_corpus(path)
@@ -198,6 +206,7 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
     classifier_data = ClassifierData(*texts_and_labels(training), texts_and_labels(labelled(validation)),
                                      texts_and_labels(labelled(test_data)) if test_data else None,
                                      training["group_id"].tolist())
+    refuse_another_model(out, "classifier", recipe, len(classifier_data.texts), overwrite)
     summary = train_classifier(classifier_data, out, recipe, progress(), Path(out).name)
     held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "

@@ -59,6 +59,24 @@ def agrees(recorded, wanted) -> bool:
     return recorded == wanted
 
 
+def refuse_another_model(out: str | Path, kind: str, recipe: TrainingRecipe, n_texts: int, overwrite: bool = False) -> None:
+    """Refuse to train into a folder that holds another run's results: an audit's report, or a model trained otherwise
+    than with `recipe` on `n_texts` texts (InputError naming the first setting that differs), unless `overwrite`. The
+    same training again goes on (and trains again)."""
+    out = Path(out)
+    if overwrite or not out.is_dir():
+        return
+    if (out / "report.json").is_file():
+        raise InputError(f"{out}: holds an audit's report, not a model; choose another --out")
+    summary = read_training_summary(out)
+    if summary is None:  # a folder of other files: save_model_folder refuses it
+        return
+    differing = [key for key, value in recipe.recorded(kind, n_texts).items() if not agrees(summary.get(key), value)]
+    if differing:
+        raise InputError(f"{out}: holds a model trained otherwise (its {differing[0]} differs); choose another --out, or "
+                         "give --overwrite to replace it")
+
+
 def train_unless_done(folder: str | Path, kind: str, recipe: TrainingRecipe, n_texts: int,
                       train: Callable[[], object]) -> None:
     """Call `train()` unless `folder` holds a `kind` model whose training summary records `recipe` on `n_texts` texts

@@ -16,7 +16,9 @@ from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.data.roles import NONMEMBER_SET
+from lmaudit.errors import InputError
 from lmaudit.metrics.results import AttackResult
+from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
@@ -124,6 +126,30 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     if facts.caveats:
         summary["caveats"] = list(facts.caveats)
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
+
+
+def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False) -> None:
+    """Refuse to write an audit into a folder that holds another run's results: a model, or the report of an audit
+    configured otherwise (InputError naming the first setting that differs), unless `overwrite`. A rerun of the same
+    configuration goes on, reusing its stored signals."""
+    out = Path(out)
+    if overwrite or not out.is_dir():
+        return
+    if (out / SUMMARY_FILE).is_file() or (out / "config.json").is_file():
+        raise InputError(f"{out}: holds a model, not an audit's report; choose another --out")
+    report = out / "report.json"
+    if not report.is_file():
+        return
+    try:
+        previous = json.loads(report.read_text(encoding="utf-8"))["config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{report}: not a report of lmaudit's that can be read; choose another --out, or give "
+                         "--overwrite to replace the folder's report") from None
+    current = json.loads(json_text(config))
+    differing = [key for key in dict.fromkeys([*current, *previous]) if current.get(key) != previous.get(key)]
+    if differing:
+        raise InputError(f"{out}: holds the report of another audit (its {differing[0]} differs); choose another --out, "
+                         "or give --overwrite to replace it")
 
 
 def json_text(document: dict) -> str:

@@ -114,7 +114,7 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
                 evaluation={"bootstrap": demo.bootstrap, "seed": seed, "delta": delta}, whitebox=whitebox,
             )
             log.info("dp sweep: noise %g: auditing the target", noise)
-            report = run_audit(config, progress=progress)
+            report = run_audit(config, progress=progress, overwrite=True)  # the sweep's own folders
             log.info("dp sweep: noise %g: the target's held-out loss on the population", noise)
             utility = held_out_loss(target, "mlm_energy", population["sample_id"].tolist(), population["text"].tolist(),
                                     demo.k, seed, cache)

@@ -111,7 +111,7 @@ def run_study(plan: StudyPlan, out: str | Path, progress: bool = False) -> dict:
                 log.info("study %s: cell %d of %d (%s): training what it needs and auditing", plan.study, number,
                          len(plan.cells), cell.name)
                 started = time.monotonic()
-                report = run_audit(cell.prepare(folder), progress=progress)
+                report = run_audit(cell.prepare(folder), progress=progress, overwrite=True)  # a cell redone replaces its report
                 record = cell_record(cell, report, time.monotonic() - started)
                 write_text(folder / CELL_FILE, json_text(record))
             records.append(record)
