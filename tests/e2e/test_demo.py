@@ -2,6 +2,7 @@
 
 import json
 import re
+from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
@@ -86,7 +87,7 @@ def test_every_result_is_also_reported_per_nonmember_set(demo_run):
     scores = pd.read_parquet(out / "scores.parquet")
     assert scores.groupby("nonmember_set").size().to_dict() == sizes
     html = (out / "report.html").read_text()
-    assert '<h2 id="nonmember-sets">Per non-member set</h2>' in html and "the first, same-hospital" in html
+    assert '<details id="nonmember-sets"><summary>Per non-member set' in html and "the first, same-hospital" in html
 
 
 def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):
@@ -111,6 +112,33 @@ def test_html_report_is_self_contained(demo_run):
                 for level in ("sample", "subgroup", "group") for row in report["ranking"][level][:6]]
     assert re.findall(r"<figcaption>([^<]*)</figcaption>", html) == expected
     assert "http://" not in html and "https://" not in html and "<script" not in html
+
+
+class VisibleRows(HTMLParser):
+    """Counts the table rows a reader sees without unfolding anything (outside every <details>)."""
+
+    def __init__(self):
+        super().__init__()
+        self.folded, self.visible = 0, 0
+
+    def handle_starttag(self, tag, attrs):
+        self.folded += tag == "details"
+        self.visible += tag == "tr" and not self.folded
+
+    def handle_endtag(self, tag):
+        self.folded -= tag == "details"
+
+
+def test_the_page_shows_at_most_60_rows_and_never_breaks_a_name(demo_run):
+    """Each level shows its strongest attacks, the rest one click away; the side-by-side and per-set tables are
+    folded: at most 60 table rows show unfolded. Attack and signal names are never wrapped inside."""
+    html = (demo_run[0] / "report.html").read_text()
+    counter = VisibleRows()
+    counter.feed(html)
+    assert 0 < counter.visible <= 60
+    assert "<wbr>" not in html and '<span class="id">min_k_plus_plus</span>' in html
+    assert ".id{white-space:nowrap}" in html
+    assert "Every attack at patient level" in html
 
 
 def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
@@ -58,15 +58,15 @@ GLOSSARY = {
 }
 
 
-def breakable(name: str) -> Markup:
-    """A snake_case name the browser may wrap after each underscore (so long attack and signal names fit a column)."""
-    return Markup("_<wbr>").join(escape(part) for part in str(name).split("_"))
+def identifier(name: str) -> Markup:
+    """An attack's or signal's name as the page shows it: whole, never wrapped inside."""
+    return Markup('<span class="id">{}</span>').format(name)
 
 
 def render_template(name: str, **context) -> str:
     """Render one of the package's templates (report/templates/NAME)."""
     environment = Environment(loader=PackageLoader("lmaudit.report", "templates"), autoescape=select_autoescape())
-    environment.filters["breakable"] = breakable
+    environment.filters["identifier"] = identifier
     return environment.get_template(name).render(**context)
 
 
@@ -148,6 +148,7 @@ def slice_tables(report: dict) -> list[dict]:
 
 
 ROC_CURVES_SHOWN = 6  # the strongest attacks drawn in each level's main ROC figure; the rest are folded
+RESULTS_SHOWN = 5  # the strongest attacks each level's table shows; the rest are folded below it
 
 
 def _curve_label(report: dict, attack: AttackScores, with_signal: bool) -> str | None:
@@ -233,5 +234,5 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS, paper_columns=PAPER_COLUMNS,
         level_table=level_table(report["results"]), set_table=nonmember_set_table(report), pct=percent, num=number,
         config_json=json.dumps(report["config"], indent=2), environment=report["environment"],
-        several_signals=len({r["signal"] for r in report["results"]}) > 1,
+        several_signals=len({r["signal"] for r in report["results"]}) > 1, results_shown=RESULTS_SHOWN,
     )

@@ -200,7 +200,8 @@ def study_figure(study: dict) -> str:
             axis.set_xscale("log")
         if not numeric:
             axis.set_xticks(range(len(categories)), categories)
-    left.legend(fontsize=6)
+    for axis in (left, right):  # each panel its own legend: the right one is read on its own too
+        axis.legend(fontsize=6)
     return _png(figure)
 
 
