@@ -117,6 +117,7 @@ def test_sizes_batch_sizes_and_noises_are_the_code_defaults():
     the demo sizes) with one definition; the constants the CLI keeps to start without torch are the code's."""
     from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES
     from lmaudit.studies.dp_sweep import DEFAULT_NOISES
+    from lmaudit.studies.registry import STUDY_SIZES
 
     assert study_commands.DEMO_SIZES == tuple(DEMO_SIZES) == tuple(CLASSIFIER_DEMO_SIZES)
     assert tuple(float(n) for n in study_commands.DEFAULT_NOISES.split(",")) == DEFAULT_NOISES
@@ -125,9 +126,12 @@ def test_sizes_batch_sizes_and_noises_are_the_code_defaults():
     for kind in ("mlm", "clm", "classifier"):
         assert option(("train", kind), "--batch-size").default == TrainingRecipe().batch_size
         assert option(("train", kind), "--learning-rate")
-    demo_sizes = [option((name,), "--size") for name in ("demo", "dp-sweep")]
-    assert {(tuple(o.type.choices), o.help) for o in demo_sizes} == {(study_commands.DEMO_SIZES, demo_sizes[0].help)}
-    assert [o.default for o in demo_sizes] == ["default", "smoke"]  # dp-sweep: the default size takes over an hour
+    demo = option(("demo",), "--size")
+    assert (tuple(demo.type.choices), demo.default) == (study_commands.DEMO_SIZES, "quick")
+    # The studies and the dp sweep plan for every demo size but the demo's own quick one; smoke unless asked.
+    assert set(STUDY_SIZES) == set(DEMO_SIZES) - {"quick"}
+    for path in (("study",), ("dp-sweep",)):
+        assert (tuple(option(path, "--size").type.choices), option(path, "--size").default) == (STUDY_SIZES, "smoke")
 
 
 @pytest.mark.parametrize("args, command, fragment", [

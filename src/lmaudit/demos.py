@@ -50,7 +50,8 @@ class DemoSize:
 # ratio cancel sample difficulty (tried: a weaker, 30-epoch reference made the ratio no better than the loss).
 DEMO_SIZES = {
     "smoke": DemoSize(patients=60, epochs=30, k=4, bootstrap=200, references=2, neighbours=4),
-    "default": DemoSize(patients=300, epochs=100, k=10, bootstrap=1000, references=4, neighbours=10),
+    "quick": DemoSize(patients=100, epochs=100, k=6, bootstrap=500, references=2, neighbours=4),
+    "full": DemoSize(patients=300, epochs=100, k=10, bootstrap=1000, references=4, neighbours=10),
 }
 DEMO_LEARNING_RATE = 3e-3
 # Patients per role. The reference trains on its own patients: training it on the population
@@ -82,7 +83,8 @@ class ClassifierDemoSize:
 
 CLASSIFIER_DEMO_SIZES = {
     "smoke": ClassifierDemoSize(users=80, max_epochs=12, bootstrap=200),
-    "default": ClassifierDemoSize(users=400, max_epochs=40, bootstrap=1000),
+    "quick": ClassifierDemoSize(users=200, max_epochs=20, bootstrap=500),
+    "full": ClassifierDemoSize(users=400, max_epochs=40, bootstrap=1000),
 }
 # Users per role, as in the paper: four equal sets (target members and non-members, shadow members
 # and non-members) and two small sets for early stopping (validation) and the test accuracy.
@@ -136,7 +138,7 @@ def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, 
                       partial(train_language_model, kind, texts, folder, recipe, groups, progress, label))
 
 
-def run_demo(out: str | Path, size: str = "default", seed: int = 0, progress: bool = False, suite: str = "mlm",
+def run_demo(out: str | Path, size: str = "quick", seed: int = 0, progress: bool = False, suite: str = "mlm",
              architecture: str = "bert") -> dict:
     """Generate the suite's data, split it into roles, train its models unless done, audit, report."""
     with output_lock(out):

@@ -84,7 +84,7 @@ def test_every_ablation_is_a_registered_study_with_runs_of_each_value(tmp_path):
     names = {"samples-per-user", "users", "classes", "tokenizer", "max-length", "architecture"}
     assert names <= {spec.name for spec in STUDIES} and set(ABLATIONS) == names
     for name in names:
-        for size in ("smoke", "default"):
+        for size in ("smoke", "full"):
             plan = study_spec(name).plan(tmp_path / name, size, 0, False)  # planning trains and writes nothing
             variants = ABLATIONS[name].variants[size]
             assert len(plan.cells) == RUNS * len(variants) == len({cell.name for cell in plan.cells})

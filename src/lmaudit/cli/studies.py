@@ -10,25 +10,27 @@ import click
 from lmaudit.cli.app import progress
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import ARCHITECTURES
-from lmaudit.studies.registry import STUDIES
+from lmaudit.studies.registry import STUDIES, STUDY_SIZES
 
 # The demos' sizes (demos.py DEMO_SIZES and CLASSIFIER_DEMO_SIZES; not imported here, which would import pandas) and the
 # dp sweep's noise multipliers (studies/dp_sweep.py DEFAULT_NOISES, as text); a test checks that these agree.
-DEMO_SIZES = ("smoke", "default")
+DEMO_SIZES = ("smoke", "quick", "full")
 DEFAULT_NOISES = "2,1,0.1,0.01,0.001,0"
+SIZE_HELP = {"smoke": "smoke: about a minute, checks the set-up", "quick": "quick: a few minutes, the findings",
+             "full": "full: the size the numbers of docs/results.md and docs/studies.md come from"}
 
 
-def demo_size_option(default: str):
-    """The size of a demo's data and models, shared by `demo` and `dp-sweep` (demos.py DEMO_SIZES)."""
-    return click.option("--size", default=default, type=click.Choice(DEMO_SIZES),
-                        help="smoke: a small, quick run that checks the setup; default: the size the README's numbers "
-                             "come from.")
+def size_option(sizes: tuple[str, ...], default: str):
+    """The size of the generated data and the models, shared by `demo` (DEMO_SIZES) and the studies and `dp-sweep`
+    (studies/registry.py STUDY_SIZES)."""
+    return click.option("--size", default=default, type=click.Choice(sizes),
+                        help="; ".join(SIZE_HELP[size] for size in sizes) + ".")
 
 
 @click.command()
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/demo, "
                                                                             "runs/demo-<suite> for the other suites).")
-@demo_size_option("default")
+@size_option(DEMO_SIZES, "quick")
 @click.option("--seed", default=0, help="Seed of the generated data, the models and the audit.")
 @click.option("--suite", default="mlm", type=click.Choice(["mlm", "causal", "classifier"]),
               help="mlm: BERT models, MLM energy, likelihood ratio; causal: GPT-2 models, next-token loss; "
@@ -52,7 +54,7 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
               help="A study YAML file (a grid of training and audit settings, with its own size and seed; see "
                    "docs/studies.md) instead of NAME.")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Output folder (default: runs/study-NAME).")
-@demo_size_option("smoke")
+@size_option(STUDY_SIZES, "smoke")
 @click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")
 @click.option("--cells", "cell_patterns", multiple=True, metavar="PATTERN",
               help="Run only the cells whose names match this shell pattern (repeatable), e.g. 'classifier-*'; "
@@ -82,7 +84,7 @@ def study(name: str | None, config_file: str | None, out: str | None, size: str,
 @click.option("--out", default="runs/dp-sweep", type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--noise", default=DEFAULT_NOISES, help="Noise multipliers, comma-separated; 0 = clipping without noise.")
 # smoke by default: at the default size (100 epochs per DP-SGD target) a sweep takes over an hour on 2 CPU cores.
-@demo_size_option("smoke")
+@size_option(STUDY_SIZES, "smoke")
 @click.option("--epochs", default=None, type=click.IntRange(min=1), help="Training epochs of the targets (default: the size's).")
 @click.option("--seed", default=0, help="Seed of the generated data, the models and the audits.")
 @click.option("--max-grad-norm", default=1.0, type=click.FloatRange(min=0, min_open=True), help="Per-sample clipping norm.")

@@ -78,7 +78,7 @@ def set_up_training(kind: str, texts: Sequence[str], recipe: TrainingRecipe, lab
     if recipe.dp is not None:
         swap_lstm(model, private=True)  # Opacus computes per-sample gradients of its DPLSTM, not of torch's LSTM
     learning_rate = recipe.peak_learning_rate()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01, foreach=True)
     private = (make_private(model, optimizer, len(texts), recipe.batch_size, recipe.dp, recipe.seed)
                if recipe.dp is not None else None)
     return TrainingSetup(model, tokenizer, max_length, start, learning_rate, optimizer, private)

@@ -14,6 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from lmaudit.models.dp import dp_record, per_sample_losses, training_step
+from lmaudit.models.heads import masked_lm_loss
 from lmaudit.models.inputs import per_sample_position_inputs
 from lmaudit.models.recipe import TrainingRecipe
 from lmaudit.models.setup import kept_samples, length_bucketed_batches, set_up_training
@@ -86,6 +87,8 @@ def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_
                 logits = private.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                                        **per_sample_position_inputs(model, batch["input_ids"])).logits
                 loss = per_sample_losses(logits, batch["labels"], causal=kind == "clm").mean()
+            elif kind == "mlm":
+                loss = masked_lm_loss(model, batch["input_ids"], batch["attention_mask"], batch["labels"])
             else:
                 loss = model(**batch).loss
             training_step(loss, model, setup.optimizer, private)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from lmaudit.models.heads import checked_encoder_and_head, input_device
 from lmaudit.models.inputs import pad_batch
 from lmaudit.models.text import model_max_length
 from lmaudit.signals.base import (
@@ -24,7 +25,6 @@ from lmaudit.signals.base import (
     progress_bar,
     refuse_single_token,
 )
-from lmaudit.signals.heads import checked_encoder_and_head, input_device
 from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.registry import resolved
 from lmaudit.signals.settings import SignalSettings

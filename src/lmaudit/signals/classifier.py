@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from lmaudit.models.heads import input_device
 from lmaudit.models.inputs import pad_batch
 from lmaudit.signals.base import EncodedSample, encode_for, length_sorted_batches, progress_bar
-from lmaudit.signals.heads import input_device
 from lmaudit.signals.registry import resolved
 from lmaudit.signals.settings import SignalSettings
 

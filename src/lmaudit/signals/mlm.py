@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from lmaudit.models.heads import checked_encoder_and_head, input_device
 from lmaudit.models.text import model_max_length
 from lmaudit.signals.base import EncodedSample, encode, pack_token_values
-from lmaudit.signals.heads import checked_encoder_and_head, input_device
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.registry import resolved

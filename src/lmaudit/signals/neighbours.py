@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from lmaudit.models.heads import input_device
 from lmaudit.signals.base import progress_bar
-from lmaudit.signals.heads import input_device
 from lmaudit.signals.masks import sample_key
 
 # A word: letters (with inner apostrophes or hyphens) and whatever punctuation clings to either side.

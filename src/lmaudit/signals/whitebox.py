@@ -16,10 +16,10 @@ import torch
 
 from lmaudit.errors import InputError
 from lmaudit.models.config_json import family_of
+from lmaudit.models.heads import input_device
 from lmaudit.models.inputs import per_sample_position_inputs
 from lmaudit.signals.base import EncodedSample, encode_for, exact_length_groups, progress_bar, refuse_single_token
 from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
-from lmaudit.signals.heads import input_device
 from lmaudit.signals.masks import random_masks
 from lmaudit.signals.settings import SignalSettings
 

@@ -14,7 +14,7 @@ import pandas as pd
 from lmaudit.canaries.make import MANIFEST_FILE, make_canaries, plant
 from lmaudit.config import AuditConfig
 
-CANARY_COUNTS = {"smoke": 100, "default": 500}
+CANARY_COUNTS = {"smoke": 100, "full": 500}
 CANARY_PATIENTS_SEED = 611953  # added to the study's seed: canary patients apart from the study's
 
 

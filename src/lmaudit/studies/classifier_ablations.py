@@ -80,7 +80,7 @@ ABLATIONS = {
     "samples-per-user": Ablation(
         "samples per user",
         {"smoke": (_posts(2, 4), _posts(8, 16), _posts(24, 32)),
-         "default": (_posts(2, 4), _posts(8, 16), _posts(24, 32), _posts(48, 64))},
+         "full": (_posts(2, 4), _posts(8, 16), _posts(24, 32), _posts(48, 64))},
         "users write on average this many posts (uniform between the bounds)",
         "more samples per user raise the test accuracy and shrink the gap, so the sample-level attacks weaken; the "
         "user-level attacks first strengthen (more queries per user), then weaken past about 475 samples per user "
@@ -88,35 +88,35 @@ ABLATIONS = {
     "users": Ablation(
         "users",
         {"smoke": (Variant(40, {"n_users": 40}), Variant(80, {"n_users": 80}), Variant(160, {"n_users": 160})),
-         "default": tuple(Variant(n, {"n_users": n}) for n in (200, 400, 800))},
+         "full": tuple(Variant(n, {"n_users": n}) for n in (200, 400, 800))},
         "users generated, 21% of them the target's members (as many the shadow's)",
         "more member users raise the test accuracy and shrink the gap: both sample- and user-level attacks weaken "
         "(Figure 2b)", {SAMPLE: "falls", USER: "falls"}),
     "classes": Ablation(
         "classes",
         {"smoke": tuple(Variant(n, {"n_topics": n}) for n in (2, 4, 8)),
-         "default": tuple(Variant(n, {"n_topics": n}) for n in (2, 4, 8))},
+         "full": tuple(Variant(n, {"n_topics": n}) for n in (2, 4, 8))},
         "topics the users post on (the labels)",
         "more classes make the task harder, lower the test accuracy and widen the gap: both sample- and user-level "
         "attacks strengthen (Figure 2c)", {SAMPLE: "rises", USER: "rises"}),
     "tokenizer": Ablation(
         "tokenizer",
         {size: tuple(_tokenizer(kind, vocabulary) for kind in ("wordpiece", "word") for vocabulary in (100, 4000))
-         for size in ("smoke", "default")},
+         for size in ("smoke", "full")},
         "LSTM classifiers (as the paper's Figure 4) with a tokenizer fitted on their training users' posts: WordPiece "
         "or word-level, of at most this many tokens",
         "a larger vocabulary leaves fewer words out of it and strengthens the attacks; word-level tokenization leaks "
         "more than WordPiece, which splits rare words into less specific pieces (Figure 4)"),
     "max-length": Ablation(
         "max length",
-        {size: tuple(Variant(n, training={"max_length": n}) for n in (6, 10, 32)) for size in ("smoke", "default")},
+        {size: tuple(Variant(n, training={"max_length": n}) for n in (6, 10, 32)) for size in ("smoke", "full")},
         "tokens per post the classifiers read, at most (posts are 6 to 19 words; longer ones are cut)",
         "longer inputs make the models more accurate and more exposed to both kinds of attack (Figure 5)",
         {SAMPLE: "rises", USER: "rises"}),
     "architecture": Ablation(
         "architecture",
         {size: (Variant("lstm", training={"architecture": "lstm"}), Variant("bert", training={"architecture": "bert"}),
-                Variant("bert, pretrained", pretrained=True)) for size in ("smoke", "default")},
+                Variant("bert, pretrained", pretrained=True)) for size in ("smoke", "full")},
         "a 2-layer LSTM and a tiny BERT trained from scratch, and a tiny BERT fine-tuned from a masked LM pretrained "
         "on the posts of other users (in no role; a stand-in for a public checkpoint, which cannot be downloaded here)",
         "capacity alone does not decide: BERT leaks more than DistilBERT, but RoBERTa, the largest, generalises best "

@@ -61,7 +61,7 @@ class DPGrid:
 
 
 DP_GRIDS = {"smoke": DPGrid(noises=(1.0, 0.001, None), checkpoints=2),
-            "default": DPGrid(noises=(*PAPER_NOISES, None), checkpoints=3)}
+            "full": DPGrid(noises=(*PAPER_NOISES, None), checkpoints=3)}
 
 
 def noise_label(noise: float | None) -> str:

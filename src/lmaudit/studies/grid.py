@@ -63,7 +63,7 @@ class GridConfig(BaseModel):
     study: str = Field("grid", pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     kind: Literal["mlm", "clm"] = "mlm"
-    size: Literal["smoke", "default"] = "smoke"
+    size: Literal["smoke", "full"] = "smoke"
     seed: int = 0
     data: GridFiles | None = None
     grid: dict[str, list[int | float | str]]

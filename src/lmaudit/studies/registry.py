@@ -20,6 +20,10 @@ if TYPE_CHECKING:  # the runner loads when a study runs
     from lmaudit.studies.runner import StudyPlan
 
 
+# The sizes every study (and the dp sweep) plans for: demos.DEMO_SIZES's, but for the demo's own 'quick' one.
+STUDY_SIZES = ("smoke", "full")
+
+
 @dataclass(frozen=True)
 class StudySpec:
     """A named study: what it shows, the module (in lmaudit.studies) whose `plan` plans its cells, and the keyword

@@ -69,6 +69,17 @@ def encoder_and_head(model: torch.nn.Module) -> tuple[Encoder, Head]:
     return (lambda ids, mask: base(input_ids=ids, attention_mask=mask).last_hidden_state), head_of(model)
 
 
+def masked_lm_loss(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   labels: torch.Tensor) -> torch.Tensor:
+    """A masked LM's training loss (mean cross-entropy over the labelled positions, -100 = none): the loss of the model's
+    own forward pass, with the LM head run at the labelled positions only (about 15% of them). The head works position
+    by position, so the loss is the same; most of a small model's work is the head over its vocabulary."""
+    encoder, head = encoder_and_head(model)
+    chosen = labels != -100
+    logits = head(encoder(input_ids, attention_mask)[chosen])
+    return torch.nn.functional.cross_entropy(logits.float(), labels[chosen])
+
+
 def _class_names(model: torch.nn.Module) -> list[str]:
     return [type(model).__name__, *(model.config.architectures or [])]
 
