@@ -31,7 +31,10 @@ def test_neighbours_without_a_masked_lm_is_refused_in_one_line(tmp_path):
     """--neighbours needs a masked LM to propose words: without one, the audit stops before any model runs."""
     for name in ("m", "n"):
         (tmp_path / f"{name}.csv").write_text("text\nsome words here\nmore words there\n")
-    (tmp_path / "t").mkdir()
+    (tmp_path / "t").mkdir()  # a causal LM's folder, never loaded: the audit stops before
+    (tmp_path / "t" / "config.json").write_text('{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}')
+    for name in ("model.safetensors", "tokenizer.json"):
+        (tmp_path / "t" / name).write_bytes(b"")
     code, output = run_cli("audit", "--target", tmp_path / "t", "--members", tmp_path / "m.csv", "--nonmembers",
                            tmp_path / "n.csv", "--out", tmp_path / "o", "--signal", "clm_tokens", "--neighbours", "4")
     assert_one_line_error(code, output, "--neighbours 4 needs a masked LM", "--neighbour-model")

@@ -130,10 +130,10 @@ def test_more_workers_than_the_cluster_holds_is_refused_not_left_waiting():
         RayBackend(gpus_per_worker=1).worker_count({"CPU": 8.0})
 
 
-def test_the_configuration_picks_the_backend(tmp_path):
+def test_the_configuration_picks_the_backend(tmp_path, tiny_model_dirs):
     """backend local computes in process; ray gives a RayBackend with the address and workers asked for, and one GPU
     per worker when the models run on cuda; Ray options without backend ray are refused, not ignored."""
-    audit = {"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": str(tmp_path)}
+    audit = {"target": str(tiny_model_dirs[0]), "members": "m.csv", "nonmembers": "n.csv", "out": str(tmp_path)}
     assert resolve(AuditConfig(**audit)).scoring.backend is None
     backend = resolve(AuditConfig(**audit, backend="ray", ray_address="auto", ray_workers=3)).scoring.backend
     assert (backend.address, backend.workers, backend.gpus_per_worker) == ("auto", 3, 0)

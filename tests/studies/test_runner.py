@@ -71,7 +71,7 @@ def test_each_cell_is_its_own_audit_and_finished_cells_are_kept(tmp_path, audits
     assert html.count("<td class=\"l\">shift-") == 0 and html.count("data:image/png;base64,") == 1
     assert all(f"<td class=\"l\">{s:g}</td>" in html for s in (0.0, 1.0, 2.0, 3.0))
     # Each cell's report is one click away, by a link relative to the study's folder.
-    assert all(f'<a href="cells/shift-{s}/report.html">' in html for s in (0.0, 1.0, 2.0, 3.0))
+    assert all(f'<a href="cells/shift-{s}/report.html" title="the report of cell shift-{s}">' in html for s in (0.0, 1.0, 2.0, 3.0))
 
 
 def test_a_cell_whose_settings_changed_is_redone(tmp_path, audits):
