@@ -110,7 +110,8 @@ def test_the_key_and_the_texts_stay_out_of_the_report_the_scores_and_the_logs(tr
         audit(root, "target", "samples", "private")
     canaries = pd.read_json(root / "samples" / CANARIES_FILE, lines=True)
     report = (root / "private" / REPORT_FILE).read_text() + (root / "private" / PAGE_FILE).read_text()
-    assert "epsilon &ge; " in report and "What the bound means" in report  # the page, with its explanation
+    explanation = json.loads((root / "private" / REPORT_FILE).read_text())["explanation"]
+    assert "epsilon &ge; " in report and "mu &ge; " in report and explanation[:40] in report  # the page, explained
     scores = pd.read_parquet(root / "private" / SCORES_FILE)
     assert not {"included", "role", "text", "label"} & set(scores.columns)
     for sample_id, text in zip(canaries["sample_id"], canaries["text"], strict=True):

@@ -20,6 +20,7 @@ from lmaudit.canaries.make import CanarySet, inclusion, make_canaries, planted_c
 from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.exposure import exposures
+from lmaudit.metrics.fdp_one_run import GaussianBound
 from lmaudit.metrics.one_run import CanaryGuesses, OneRunBound
 
 SECRETS = CanarySet("secret", 200, seed=987654321, secret_format="mrn {secret}", secret_digits=6)
@@ -27,8 +28,9 @@ SECRETS = CanarySet("secret", 200, seed=987654321, secret_format="mrn {secret}",
 
 def report_with(bound: float, dp: dict | None, exposure: dict | None = None) -> dict:
     config = AuditConfig(target="model", out="out")
-    return canary_report(config, SECRETS, "loss", OneRunBound(CanaryGuesses(200, 10, 0, 10), bound, 1e-5, 0.95, 8),
-                         exposure, dp)
+    guesses = CanaryGuesses(200, 10, 0, 10)
+    return canary_report(config, SECRETS, "loss", OneRunBound(guesses, bound, 1e-5, 0.95, 8),
+                         GaussianBound(guesses, 0.0, 0.0, 1e-5, 0.95, 8), exposure, dp)
 
 
 def test_the_verdict_compares_the_bound_with_the_accountants_epsilon_at_the_same_delta():
@@ -101,3 +103,20 @@ def test_without_a_seed_every_folder_gets_its_own_key(tmp_path):
     assert first.seed != second.seed
     keys = [pd.read_parquet(tmp_path / name / "key.parquet")["included"].tolist() for name in ("a", "b")]
     assert keys[0] == inclusion(64, first.seed).tolist() and keys[0] != keys[1]
+
+
+def test_an_f_dp_bound_above_the_accountant_is_a_contradiction_too():
+    config = AuditConfig(target="model", out="out")
+    guesses = CanaryGuesses(200, 10, 0, 10)
+    report = canary_report(config, SECRETS, "loss", OneRunBound(guesses, 0.5, 1e-5, 0.95, 8),
+                           GaussianBound(guesses, 0.9, 3.5, 1e-5, 0.95, 8), None,
+                           {"epsilon_prv": 3.0, "epsilon_rdp": 4.0, "delta": 1e-5})
+    assert report["verdict"].startswith("CONTRADICTION")
+    assert any("mu >= 0.900, epsilon lower bound 3.500 at delta 1e-05" in line for line in canary_lines(report))
+
+
+def test_a_bound_of_zero_says_nothing_was_proved_and_not_that_the_model_is_private():
+    report = report_with(0.0, None)
+    assert report["explanation"].startswith("Nothing was proved: 10 of 10 guesses")
+    assert "does NOT say the training is private" in report["explanation"]
+    assert report_with(0.4, None)["explanation"].startswith("What the bounds mean")

@@ -34,29 +34,40 @@ from lmaudit.locks import output_lock
 if TYPE_CHECKING:  # the attacks (and scikit-learn) load when an audit runs, not with the command line
     from lmaudit.attacks.base import AttackInput, AttackScores
     from lmaudit.audit.records import ResolvedAudit
+    from lmaudit.metrics.fdp_one_run import GaussianBound
     from lmaudit.metrics.one_run import OneRunBound
 
 log = logging.getLogger(__name__)
 CONFIDENCE = 0.95
+DEFAULT_DELTA = 1e-5  # the bounds' delta for a model with no recorded DP-SGD delta: the usual one, so f-DP has an epsilon
 REPORT_FILE, SCORES_FILE, PAGE_FILE = "canary_report.json", "canary_scores.parquet", "canary_report.html"
 CANDIDATE_SEED = 15485863  # added to the canaries' seed: candidates are drawn apart from the secrets
 EXPLANATION = (
-    "What the bound means: if the training that produced this model were (epsilon, delta)-differentially private "
-    "with an epsilon below the bound, guesses this good about which canaries it saw would happen less than "
-    "{risk:.0%} of the time. So the training is not that private, with {confidence:.0%} confidence. "
-    "What it does not mean: it is a lower bound, not an estimate of the true epsilon, which may be far larger; a "
-    "bound of 0 proves nothing either way (the model may still leak). It comes from one training run and one "
-    "attack, and is itself random: a stronger attack, more canaries, or canaries that stand out more tend to raise "
-    "it. It speaks of the canaries' privacy; real samples, which are less unusual, typically leak less."
+    "What the bounds mean: if the training that produced this model were (epsilon, delta)-differentially private "
+    "with an epsilon below Steinke et al.'s bound, guesses this good about which canaries it saw would happen less "
+    "than {risk:.0%} of the time; the f-DP bound (Mahloujifar et al.) asks the same of the Gaussian trade-off curve "
+    "that DP-SGD follows, which proves more from the same guesses, and its epsilon is that curve's at the delta. So the "
+    "training is not that private, with {confidence:.0%} confidence. What they do not mean: each is a lower bound, "
+    "not an estimate of the true epsilon, which may be far larger. They come from one training run and one attack, "
+    "and are themselves random: a stronger attack, more canaries, or canaries that stand out more tend to raise them. "
+    "They speak of the canaries' privacy; real samples, which are less unusual, typically leak less."
+)
+NOTHING_PROVED = (
+    "Nothing was proved: {correct} of {guesses} guesses right is what chance gives often enough. This does NOT say "
+    "the training is private: these canaries did not stand out to this attack (too few, too ordinary, or scored on "
+    "text the model predicts anyway). Canaries designed to be found (--design new_token, scored on the secret alone) "
+    "catch a model trained without DP; see docs/canaries.md."
 )
 
 
 @dataclass(frozen=True)
 class CanaryAudit:
-    """A canary audit's result: the one-run bound, each canary's scores (canary_scores.parquet's table), the exposure
-    summary (secret canaries) and canary_report.json's document."""
+    """A canary audit's result: the one-run bounds (Steinke et al.'s and the f-DP one, from the same guesses), each
+    canary's scores (canary_scores.parquet's table), the exposure summary (secret canaries) and canary_report.json's
+    document."""
 
     bound: OneRunBound
+    gaussian: GaussianBound
     scores: pd.DataFrame
     exposure: dict | None
     report: dict
@@ -191,11 +202,12 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
                    candidates: int = DEFAULT_CANDIDATES, delta: float | None = None, confidence: float = CONFIDENCE,
                    progress: bool = False) -> CanaryAudit:
     """Score the canaries of `folder` on the configured target (and references) with `attack` (default:
-    `default_attack`), bound epsilon from the key, measure the secrets' exposure against `candidates` random ones,
-    and write the output folder (config.out). `delta`: that of the bound (default: the target's recorded DP-SGD
-    delta, else 0, the pure-DP bound)."""
+    `default_attack`), bound epsilon from the key (Steinke et al.'s and the f-DP bound), measure the secrets' exposure
+    against `candidates` random ones, and write the output folder (config.out). `delta`: that of the bounds (default:
+    the target's recorded DP-SGD delta, else DEFAULT_DELTA)."""
     from lmaudit.audit.records import resolve
     from lmaudit.metrics.exposure import exposures
+    from lmaudit.metrics.fdp_one_run import gaussian_bound
     from lmaudit.metrics.one_run import one_run_bound
 
     folder = Path(folder)
@@ -203,7 +215,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     attack = attack or default_attack(canary_set.kind, config.reference)
     canaries = load_corpus(folder / CANARIES_FILE)
     dp = accountant_epsilon(config.adapter or config.target)  # a LoRA run records its training in the adapter
-    delta = delta if delta is not None else (dp["delta"] if dp else 0.0)
+    delta = delta if delta is not None else (dp["delta"] if dp else DEFAULT_DELTA)
     secret = canary_set.kind == "secret"
     with output_lock(config.out):
         pool = secret_candidates(canary_set, canaries, candidates) if secret and candidates else None
@@ -215,6 +227,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
         check_scored(scores, folder)
         included = read_key(folder, scores)
         bound = one_run_bound(scores["score"].to_numpy(), included, delta, confidence, seed=config.evaluation.seed)
+        gaussian = gaussian_bound(scores["score"].to_numpy(), included, delta, confidence, seed=config.evaluation.seed)
         exposure = None
         if candidate_losses is not None:
             found = exposures(scores["loss"].to_numpy(), candidate_losses["loss"].to_numpy(), canary_set.space_bits)
@@ -222,23 +235,24 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
             scores["exposure_sampled"] = [e.sampled for e in found]
             scores["exposure_extrapolated"] = [e.extrapolated for e in found]
             exposure = exposure_summary(scores, included, canary_set.space_bits, candidates)
-        report = canary_report(config, canary_set, attack, bound, exposure, dp)
+        report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp)
         if config.include_text:
             scores["text"] = canaries.set_index("sample_id").loc[scores["sample_id"], "text"].to_numpy()
         write_canary_audit(Path(config.out), report, scores)
-        return CanaryAudit(bound, scores, exposure, report)
+        return CanaryAudit(bound, gaussian, scores, exposure, report)
 
 
-def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound: OneRunBound, exposure: dict | None,
-                  dp: dict | None) -> dict:
-    """canary_report.json's document: what was audited, the bound with its guesses, the exposure, the accountant's
-    epsilon beside the bound, and the plain-words explanation."""
+def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound: OneRunBound,
+                  gaussian: GaussianBound, exposure: dict | None, dp: dict | None) -> dict:
+    """canary_report.json's document: what was audited, both bounds with their guesses, the exposure, the accountant's
+    epsilon beside the bounds, and the plain-words explanation."""
     guesses = bound.guesses
     verdict = None
     if dp is not None and dp["delta"] == bound.delta:
         claimed = claimed_epsilon(dp)[1]
-        verdict = ("consistent: the bound is below the accountant's epsilon" if bound.epsilon_lower_bound <= claimed
-                   else "CONTRADICTION: the bound exceeds the accountant's epsilon; the DP training or its accounting "
+        highest = max(bound.epsilon_lower_bound, gaussian.epsilon_lower_bound or 0.0)
+        verdict = ("consistent: both bounds are below the accountant's epsilon" if highest <= claimed
+                   else "CONTRADICTION: a bound exceeds the accountant's epsilon; the DP training or its accounting "
                         "is wrong")
     return {
         "schema_version": 1, "kind": "canary_audit", "lmaudit_version": __version__,
@@ -252,8 +266,15 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
                     "correct": guesses.correct, "accuracy": guesses.correct / guesses.guesses if guesses.guesses else None,
                     "epsilon_lower_bound": bound.epsilon_lower_bound, "delta": bound.delta,
                     "confidence": bound.confidence, "choices_of_k": bound.choices},
+        "f_dp": {"mu_lower_bound": gaussian.mu_lower_bound, "epsilon_lower_bound": gaussian.epsilon_lower_bound,
+                 "delta": gaussian.delta, "confidence": gaussian.confidence,
+                 "positive_guesses": gaussian.guesses.positive_guesses,
+                 "negative_guesses": gaussian.guesses.negative_guesses, "correct": gaussian.guesses.correct,
+                 "guesses": gaussian.guesses.guesses},
         "accountant": dp, "verdict": verdict, "exposure": exposure,
-        "explanation": EXPLANATION.format(risk=1 - bound.confidence, confidence=bound.confidence),
+        "explanation": (EXPLANATION.format(risk=1 - bound.confidence, confidence=bound.confidence)
+                        if bound.epsilon_lower_bound > 0 or gaussian.mu_lower_bound > 0 else
+                        NOTHING_PROVED.format(correct=guesses.correct, guesses=guesses.guesses)),
         "settings": {"signal": config.signal.model_dump(), "seed": config.evaluation.seed,
                      "include_text": config.include_text},
     }
@@ -281,6 +302,14 @@ def _bits(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def fdp_line(fdp: dict) -> str:
+    """The f-DP bound as one line: mu, and the epsilon it implies at the delta where there is one."""
+    epsilon = ("no epsilon at delta 0" if fdp["epsilon_lower_bound"] is None else
+               f"epsilon lower bound {fdp['epsilon_lower_bound']:.3f} at delta {fdp['delta']:g}")
+    return (f"f-DP bound (Mahloujifar et al. 2025, same guess counts): mu >= {fdp['mu_lower_bound']:.3f}, {epsilon} "
+            f"({fdp['correct']} of {fdp['guesses']} right)")
+
+
 def canary_lines(report: dict) -> list[str]:
     """The canary report for a terminal: the bound and its guesses, the accountant's epsilon, the exposure, and what
     the bound means."""
@@ -290,7 +319,7 @@ def canary_lines(report: dict) -> list[str]:
              f"not planted, {one_run['correct']} of {one_run['guesses']} right",
              f"epsilon lower bound: {one_run['epsilon_lower_bound']:.3f} at delta {one_run['delta']:g}, "
              f"{one_run['confidence']:.0%} confidence (best of {one_run['choices_of_k']} guess counts, "
-             f"Bonferroni-corrected)"]
+             f"Bonferroni-corrected; Steinke et al. 2023)", fdp_line(report["f_dp"])]
     if report["accountant"]:
         accountant, epsilon = claimed_epsilon(report["accountant"])
         lines.append(f"the accountant's epsilon: {epsilon:.3g} ({accountant}) at delta {report['accountant']['delta']:g}"

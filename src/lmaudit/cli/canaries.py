@@ -59,7 +59,7 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
               help="The registered attack that scores the canaries (higher = guessed planted; see docs/attacks.md)  "
                    "(default: likelihood_ratio for sample canaries with --reference, else loss).")
 @click.option("--delta", default=None, type=click.FloatRange(min=0, max=1, max_open=True),
-              help="Delta of the bound (default: the model's recorded DP-SGD delta, else 0).")
+              help="Delta of both bounds (default: the model's recorded DP-SGD delta, else 1e-5).")
 @click.option("--candidates", default=DEFAULT_CANDIDATES, type=click.IntRange(min=0),
               help="Random secrets scored to measure each secret canary's exposure (at least 20; 0: no exposure).")
 @click.option("--include-text", is_flag=True, help="Write the canaries' text in canary_scores.parquet.")

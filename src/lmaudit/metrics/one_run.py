@@ -17,6 +17,7 @@ which it notes reduces the confidence; lmaudit tries a few pairs fixed in advanc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,15 +114,25 @@ def guess_counts(canaries: int, fractions: tuple[float, ...] = (0.02, 0.05, 0.1,
     return pairs
 
 
-def one_run_bound(scores: np.ndarray, included: np.ndarray, delta: float = 0.0, confidence: float = 0.95,
-                  choices: list[tuple[int, int]] | None = None, seed: int = 0) -> OneRunBound:
-    """The best lower bound over the (k+, k-) `choices` (default `guess_counts`), each computed at confidence
-    1 - (1 - confidence) / len(choices) so that the best of them holds at `confidence`."""
+def best_of_choices(scores: np.ndarray, included: np.ndarray, bound: Callable[[CanaryGuesses, float], float],
+                    confidence: float = 0.95, choices: list[tuple[int, int]] | None = None,
+                    seed: int = 0) -> tuple[float, CanaryGuesses, int]:
+    """The highest `bound(guesses, confidence)` over the (k+, k-) `choices` (default `guess_counts`), each computed at
+    confidence 1 - (1 - confidence) / len(choices) so that the best of them holds at `confidence`; with the guesses
+    behind it and the number of choices."""
     choices = choices if choices is not None else guess_counts(len(scores))
     if not choices:
         raise ValueError("no guesses to make: give at least two canaries")
     each = 1 - (1 - confidence) / len(choices)
-    results = [(epsilon_lower_bound(g, delta, each), g) for g in
+    results = [(bound(g, each), g) for g in
                (guess(scores, included, positive, negative, seed) for positive, negative in choices)]
-    bound, best = max(results, key=lambda result: (result[0], result[1].correct))
-    return OneRunBound(best, bound, delta, confidence, len(choices))
+    value, best = max(results, key=lambda result: (result[0], result[1].correct))
+    return value, best, len(choices)
+
+
+def one_run_bound(scores: np.ndarray, included: np.ndarray, delta: float = 0.0, confidence: float = 0.95,
+                  choices: list[tuple[int, int]] | None = None, seed: int = 0) -> OneRunBound:
+    """Steinke et al.'s bound, the best over the (k+, k-) `choices` (`best_of_choices`)."""
+    bound, best, count = best_of_choices(scores, included, lambda g, c: epsilon_lower_bound(g, delta, c), confidence,
+                                         choices, seed)
+    return OneRunBound(best, bound, delta, confidence, count)
