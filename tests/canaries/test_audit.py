@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from lmaudit.canaries.audit import PAGE_FILE, REPORT_FILE, SCORES_FILE, audit_canaries
-from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, plant, planted_canaries
+from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, plant, planted_canaries, reserved_tokens
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts
@@ -28,16 +28,19 @@ CANARIES = 200
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A causal LM trained on notes with sample and secret canaries planted (no DP), the same under strong DP-SGD
-    noise, and a reference trained on other patients, with the target's tokenizer."""
+    """A causal LM trained on notes with sample, secret and new-token canaries planted (no DP), the same under strong
+    DP-SGD noise, and a reference trained on other patients, with the target's tokenizer."""
     root = tmp_path_factory.mktemp("canaries")
     generate_notes(400, seed=13).to_csv(root / "held.csv", index=False)
     make_canaries(root / "samples", "sample", CANARIES, seed=0, source=root / "held.csv")
     make_canaries(root / "secrets", "secret", CANARIES, seed=1, digits=6)
+    make_canaries(root / "new-tokens", "new_token", CANARIES, seed=2)
     notes = generate_notes(40, seed=11)
-    training = plant(plant(notes, root / "samples"), root / "secrets")  # refuses a canary already in the notes
+    # plant refuses a canary already in the notes
+    training = plant(plant(plant(notes, root / "samples"), root / "secrets"), root / "new-tokens")
     texts = training["text"].tolist()
-    train_language_model("clm", texts, root / "target", TrainingRecipe(epochs=20, seed=0))
+    train_language_model("clm", texts, root / "target", TrainingRecipe(
+        epochs=20, seed=0, reserved_tokens=reserved_tokens(root / "new-tokens")))
     train_language_model("clm", generate_notes(40, seed=12)["text"].tolist(), root / "reference",
                          TrainingRecipe(tokenizer_dir=root / "target", epochs=20, seed=1))
     train_language_model("clm", texts, root / "dp-target", TrainingRecipe(
@@ -78,10 +81,10 @@ def test_under_strong_noise_the_bound_is_near_zero_and_below_the_accountants_eps
         assert result.report["verdict"].startswith("consistent")
 
 
-def test_secret_canaries_are_scored_by_loss_with_their_exposure(trained):
+def test_secret_canaries_are_scored_on_the_secret_alone_with_their_exposure(trained):
     root, _ = trained
     result = audit(root, "target", "secrets", "audit-secrets")
-    assert result.report["attack"] == "loss"
+    assert result.report["attack"] == "secret" and result.report["signal"] == "clm_tokens"
     scores = result.scores
     assert len(scores) == CANARIES and scores["exposure_sampled"].between(0, 1e9).all()
     assert (scores["rank_among_candidates"] >= 1).all() and (scores["rank_among_candidates"] <= 301).all()
@@ -102,6 +105,33 @@ def test_scores_never_read_the_key(trained):
     pd.testing.assert_series_equal(original.scores["score"], other.scores["score"])
     # with the key turned over, the same guesses are wrong: no bound
     assert other.bound.epsilon_lower_bound == 0.0 < original.bound.epsilon_lower_bound
+
+
+def test_new_token_canaries_are_found_best_and_the_vocabulary_holds_every_one(trained):
+    root, _ = trained
+    from lmaudit.models.tokenizer import load_tokenizer
+
+    tokenizer, tokens = load_tokenizer(root / "target"), reserved_tokens(root / "new-tokens")
+    assert len(tokens) == CANARIES and all(len(tokenizer.tokenize(token)) == 1 for token in tokens)  # planted or not
+    result = audit(root, "target", "new-tokens", "audit-new-tokens", delta=1e-5)
+    samples = audit(root, "target", "samples", "audit-samples-again", delta=1e-5)
+    key = pd.read_parquet(root / "new-tokens" / KEY_FILE).set_index("sample_id").loc[result.scores["sample_id"]]
+    from sklearn.metrics import roc_auc_score
+
+    assert roc_auc_score(key["included"], result.scores["score"]) > 0.95
+    assert result.bound.epsilon_lower_bound > samples.bound.epsilon_lower_bound
+    assert result.gaussian.epsilon_lower_bound > result.bound.epsilon_lower_bound > 1.0
+
+
+def test_a_masked_lm_reads_each_secret_token_masked_alone(tmp_path):
+    make_canaries(tmp_path / "c", "new_token", 20, seed=3, tokens=2)
+    training = plant(generate_notes(5, seed=1), tmp_path / "c")
+    train_language_model("mlm", training["text"].tolist(), tmp_path / "mlm", TrainingRecipe(
+        epochs=2, seed=0, reserved_tokens=reserved_tokens(tmp_path / "c")))
+    result = audit_canaries(AuditConfig(target=str(tmp_path / "mlm"), out=str(tmp_path / "out")), tmp_path / "c",
+                            candidates=0)
+    assert result.report["signal"] == "mlm_tokens" and result.report["attack"] == "secret"
+    assert np.isfinite(result.scores["score"]).all() and (result.scores["loss"] > 0).all()
 
 
 def test_the_key_and_the_texts_stay_out_of_the_report_the_scores_and_the_logs(trained, caplog):
@@ -128,13 +158,18 @@ def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folde
     assert json.loads((root / "cli" / REPORT_FILE).read_text())["one_run"]["canaries"] == CANARIES
     code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
                            "--out", root / "cli-secrets", "--signal", "clm_loss", "--candidates", "50")
-    assert code == 0 and "secret canaries scored by loss" in output and "exposure (bits; 19.9 possible, 50 random" in output
+    assert code == 0 and "secret canaries scored by secret (clm_tokens)" in output
+    assert "exposure (bits; 19.9 possible, 50 random" in output
     code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root,
                            "--out", root / "cli-bad", "--signal", "clm_loss")
     assert code == 2 and "not a canary folder" in output and len(output.strip().splitlines()) == 1
     code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
                            "--out", root / "cli-bad", "--signal", "clm_loss", "--attack", "nonsense")
     assert code == 2 and "no such attack" in output and len(output.strip().splitlines()) == 1
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "samples",
+                           "--out", root / "cli-bad", "--attack", "secret")
+    assert code == 2 and "no secret to score alone" in output and len(output.strip().splitlines()) == 1
+    assert not (root / "cli-bad").exists()
 
 
 def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):

@@ -16,6 +16,7 @@ from lmaudit.canaries.make import (
     MANIFEST_FILE,
     make_canaries,
     planted_canaries,
+    reserved_tokens,
 )
 from lmaudit.errors import InputError
 from tests.helpers import run_cli
@@ -35,6 +36,21 @@ def test_secret_canaries_are_seeded_distinct_and_fill_the_format(tmp_path):
     assert spec.space_bits == pytest.approx(6 * np.log2(10))
     manifest = json.loads((tmp_path / "a" / MANIFEST_FILE).read_text())
     assert manifest["kind"] == "secret" and "included" not in json.dumps(manifest)
+
+
+def test_new_token_canaries_are_seeded_distinct_new_words_and_all_are_reserved(tmp_path):
+    spec = make_canaries(tmp_path / "a", "new_token", 300, seed=4, tokens=2)
+    make_canaries(tmp_path / "b", "new_token", 300, seed=4, tokens=2)
+    first = read(tmp_path / "a", CANARIES_FILE)
+    pd.testing.assert_frame_equal(first, read(tmp_path / "b", CANARIES_FILE))
+    words = first["secret"].str.split().explode()
+    assert spec.kind == "new_token" and spec.secret_tokens == 2 and words.is_unique and len(words) == 600
+    assert words.str.fullmatch(r"xq[0-9a-f]{10}").all()
+    assert (first["text"] == "the patient's medical record number is " + first["secret"] + " .").all()
+    # every canary's tokens, planted or not: the vocabulary must not tell which were planted
+    assert reserved_tokens(tmp_path / "a") == tuple(words)
+    make_canaries(tmp_path / "s", "secret", 10, seed=1)
+    assert reserved_tokens(tmp_path / "s") == ()
 
 
 def test_the_key_is_a_fair_coin_per_canary_and_insert_holds_the_planted_only(tmp_path):
@@ -72,13 +88,24 @@ def test_sample_canaries_are_held_out_rows_one_per_group_with_their_labels(tmp_p
 @pytest.mark.parametrize(("args", "message"), [
     (["--n", "10", "--format", "no slot here"], "exactly one {secret}"),
     (["--n", "10", "--kind", "sample"], "--source"),
-    (["--n", "600", "--secret-digits", "3"], "too few distinct secrets"),
+    (["--n", "600", "--design", "secret", "--secret-digits", "3"], "too few distinct secrets"),
+    (["--n", "10", "--design", "new_token", "--source", "x.csv"], "--source gives sample canaries"),
     (["--n", "1"], "--n"),
 ])
 def test_bad_requests_get_one_line_and_exit_status_2(tmp_path, args, message):
     code, output = run_cli("canaries", "make", *args, "--out", tmp_path / "x")
     assert code == 2 and message in output and len(output.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()  # nothing half-written
+
+
+def test_a_classifier_refuses_new_token_canaries_in_one_line(tmp_path):
+    make_canaries(tmp_path / "c", "new_token", 10, seed=0)
+    posts = pd.DataFrame({"text": [f"post {i}" for i in range(20)], "label": ["a", "b"] * 10})
+    posts.to_csv(tmp_path / "posts.csv", index=False)
+    code, output = run_cli("train", "classifier", "--data", tmp_path / "posts.csv", "--validation", tmp_path / "posts.csv",
+                           "--canaries", tmp_path / "c", "--out", tmp_path / "model")
+    assert code == 2 and "new-token canaries are for language models" in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "model").exists()
 
 
 def test_an_existing_canary_folder_is_never_overwritten(tmp_path):

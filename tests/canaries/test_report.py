@@ -82,7 +82,8 @@ def test_a_canary_without_a_score_is_refused_before_the_key_is_read(tmp_path):
 
 
 def test_candidates_the_format_cannot_give_are_refused_before_scoring():
-    canaries = pd.DataFrame({"text": [f"mrn {i}" for i in range(10)]})
+    secrets = [" ".join(f"{i:03d}") for i in range(10)]
+    canaries = pd.DataFrame({"text": [f"mrn {secret}" for secret in secrets], "secret": secrets})
     small = CanarySet("secret", 10, seed=0, secret_format="mrn {secret}", secret_digits=3)
     with pytest.raises(InputError, match="at most 495"):
         secret_candidates(small, canaries, 1000)

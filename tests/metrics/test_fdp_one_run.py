@@ -60,7 +60,7 @@ def test_tighter_than_steinke_on_the_same_guesses():
     included = rng.random(1000) < 0.5
     scores = included + rng.normal(0, 0.4, size=1000)
     fdp, steinke = gaussian_bound(scores, included, 1e-5), one_run_bound(scores, included, 1e-5)
-    assert fdp.choices == steinke.choices == 8
+    assert fdp.choices == steinke.choices == 10
     assert fdp.epsilon_lower_bound > steinke.epsilon_lower_bound > 0
 
 

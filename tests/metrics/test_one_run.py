@@ -94,8 +94,9 @@ def test_ties_are_broken_by_a_seeded_shuffle_not_by_order():
 
 
 def test_the_guess_counts_are_fixed_in_advance():
-    assert guess_counts(1000) == [(10, 10), (10, 0), (25, 25), (25, 0), (50, 50), (50, 0), (100, 100), (100, 0)]
-    assert guess_counts(10) == [(1, 1), (1, 0)]
+    assert guess_counts(1000) == [(25, 25), (25, 0), (50, 50), (50, 0), (100, 100), (100, 0), (200, 200), (200, 0),
+                                  (400, 400), (400, 0)]
+    assert guess_counts(10) == [(1, 1), (1, 0), (2, 2), (2, 0), (4, 4), (4, 0)]
     assert all(k + j <= 3 for k, j in guess_counts(3))
 
 
@@ -120,13 +121,13 @@ def test_best_of_several_guess_counts_is_bonferroni_corrected():
     assert single.epsilon_lower_bound == pytest.approx(
         epsilon_lower_bound(guess(scores, included, 50, 50), 0.0, 0.95), abs=1e-9)
     several = one_run_bound(scores, included)
-    assert several.choices == 8
-    # each choice at confidence 1 - 0.05 / 8: never above its own bound at 0.95
+    assert several.choices == 10
+    # each choice at confidence 1 - 0.05 / 10: never above its own bound at 0.95
     for positive, negative in guess_counts(1000):
         g = guess(scores, included, positive, negative)
-        assert epsilon_lower_bound(g, 0.0, 1 - 0.05 / 8) <= several.epsilon_lower_bound + 1e-9
+        assert epsilon_lower_bound(g, 0.0, 1 - 0.05 / 10) <= several.epsilon_lower_bound + 1e-9
     best = several.guesses
-    assert several.epsilon_lower_bound == pytest.approx(epsilon_lower_bound(best, 0.0, 1 - 0.05 / 8), abs=1e-9)
+    assert several.epsilon_lower_bound == pytest.approx(epsilon_lower_bound(best, 0.0, 1 - 0.05 / 10), abs=1e-9)
 
 
 def test_scores_unrelated_to_the_key_rarely_prove_anything():

@@ -1,10 +1,12 @@
-"""Auditing a model's canaries: score every canary with a registered attack, then prove what the scores allow.
+"""Auditing a model's canaries: score every canary, then prove what the scores allow.
 
-The scores are computed without the key: every canary enters the attack as an audited sample of unknown membership
-(role `nonmember` in the signals table, for all of them alike), and a registered attack that is fitted on audited
-labels does not apply. Only then is the key read, to count the correct guesses of the one-run audit. For secret
-canaries, random secrets of the same format are scored too: they give each canary's exposure and serve as the
-population of attacks that need one (RMIA).
+A secret design's canaries are scored by `secret` (SECRET_ATTACK): the target's mean log-probability of the secret's
+tokens alone (`span.py`; a masked LM's each masked alone), less the references' where there are references. Other
+canaries are scored by any registered attack. The scores are computed without the key: every canary enters as an
+audited sample of unknown membership (role `nonmember` in the signals table, for all of them alike), and a registered
+attack that is fitted on audited labels does not apply. Only then is the key read, to count the correct guesses of the
+one-run audits. For `secret` canaries, random secrets of the same format are scored too: they give each canary's
+exposure and serve as the population of attacks that need one (RMIA).
 
 The output folder holds canary_report.json, its page canary_report.html, and canary_scores.parquet (one row per
 canary: id, score, loss, exposure; never whether it was planted, nor its text unless asked).
@@ -24,7 +26,7 @@ import pandas as pd
 from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, CanarySet, distinct_secrets, read_canary_set
-from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES
+from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES, SECRET_SLOT
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 CONFIDENCE = 0.95
 DEFAULT_DELTA = 1e-5  # the bounds' delta for a model with no recorded DP-SGD delta: the usual one, so f-DP has an epsilon
 REPORT_FILE, SCORES_FILE, PAGE_FILE = "canary_report.json", "canary_scores.parquet", "canary_report.html"
+SECRET_ATTACK = "secret"  # the score read on a secret alone; not a registered attack, since only canaries have a secret
 CANDIDATE_SEED = 15485863  # added to the canaries' seed: candidates are drawn apart from the secrets
 EXPLANATION = (
     "What the bounds mean: if the training that produced this model were (epsilon, delta)-differentially private "
@@ -80,10 +83,13 @@ def canary_scores(audit: ResolvedAudit, attack: str, canaries: pd.DataFrame, can
     from lmaudit.attacks.registry import ATTACKS, attack_spec, run_attacks
     from lmaudit.audit.language_model import language_model_signals
 
-    if attack not in {spec.name for spec in ATTACKS}:
-        raise InputError(f"--attack {attack}: no such attack; choose one of {', '.join(s.name for s in ATTACKS)}")
     rows = pd.concat([canaries.assign(role=NONMEMBER),
                       *([candidates.assign(role=POPULATION)] if candidates is not None else [])], ignore_index=True)
+    if attack == SECRET_ATTACK:
+        return secret_scores(audit, rows)
+    if attack not in {spec.name for spec in ATTACKS}:
+        raise InputError(f"--attack {attack}: no such attack; choose one of {SECRET_ATTACK} (secret designs), "
+                         f"{', '.join(s.name for s in ATTACKS)}")
     if audit.classifier:
         if audit.references:
             raise InputError("--reference: a classifier's canaries are scored by its own loss; leave --reference out")
@@ -101,6 +107,34 @@ def canary_scores(audit: ResolvedAudit, attack: str, canaries: pd.DataFrame, can
         reasons = "; ".join(s.reason for s in skipped) or f"it does not apply to the {audit.signal.signal} signal"
         raise InputError(f"--attack {attack}: cannot score the canaries ({reasons}); choose another attack")
     return frames_of(sample_level[0], samples, audit.signal.signal)
+
+
+def secret_scores(audit: ResolvedAudit, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Each canary's score read on its secret alone, higher = guessed planted (the target's mean log-probability of
+    the secret's tokens, less the references' mean), the loss (the target's mean NLL of the secret, nats per token), and
+    the candidates' loss; `rows` (canaries, then candidates) hold each one's `secret`."""
+    from lmaudit.canaries.span import secret_log_probability
+    from lmaudit.models.tokenizer import load_tokenizer
+    from lmaudit.signals.base import unpack_token_values
+    from lmaudit.signals.compute import model_signal
+
+    tokenizer = load_tokenizer(audit.target, audit.scoring.placement.trust_remote_code)
+    # The secret follows a space in its sentence: tokenized so, a byte-level BPE gives the ids it has in context.
+    secret_ids = [tokenizer(" " + secret, add_special_tokens=False)["input_ids"] for secret in rows["secret"]]
+    ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
+
+    def secret_log_probabilities(model, label: str) -> np.ndarray:
+        table = unpack_token_values(model_signal(model, ids, texts, audit.signal, audit.scoring, label)["value"])
+        return secret_log_probability(table["log_prob"], table["token_id"], secret_ids)
+
+    target = secret_log_probabilities(audit.target, "target")
+    references = [secret_log_probabilities(model, name) for name, model in audit.references.items()]
+    score = target - np.mean(references, axis=0) if references else target
+    canaries = (rows["role"] == NONMEMBER).to_numpy()
+    table = pd.DataFrame({"sample_id": rows.loc[canaries, "sample_id"].to_numpy(), "score": score[canaries],
+                          "loss": -target[canaries]})
+    return table, (pd.DataFrame({"sample_id": rows.loc[~canaries, "sample_id"].to_numpy(), "loss": -target[~canaries]})
+                   if (~canaries).any() else None)
 
 
 def frames_of(result: AttackScores, samples: pd.DataFrame, signal: str) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -134,8 +168,8 @@ def classifier_inputs(audit: ResolvedAudit, rows: pd.DataFrame) -> tuple[list[At
 
 
 def secret_candidates(canary_set: CanarySet, canaries: pd.DataFrame, count: int) -> pd.DataFrame:
-    """`count` random secrets of the canaries' format that are none of the canaries (sample_id candidate-N); an
-    InputError when the format allows too few, or too few are asked to fit their distribution."""
+    """`count` random secrets of the canaries' format that are none of the canaries (sample_id candidate-N, text,
+    secret); an InputError when the format allows too few, or too few are asked to fit their distribution."""
     if count < MINIMUM_CANDIDATES:
         raise InputError(f"--candidates {count}: exposure needs at least {MINIMUM_CANDIDATES} random secrets to fit "
                          f"their losses (or 0 for no exposure)")
@@ -143,9 +177,11 @@ def secret_candidates(canary_set: CanarySet, canaries: pd.DataFrame, count: int)
     if count > available // 2:
         raise InputError(f"--candidates {count}: {canary_set.secret_digits}-digit secrets leave {available} that are "
                          f"not canaries; ask for at most {available // 2}, or --candidates 0")
-    texts = distinct_secrets(canary_set.secret_format, canary_set.secret_digits, count,
-                             np.random.default_rng(canary_set.seed + CANDIDATE_SEED), set(canaries["text"]))
-    return pd.DataFrame({"sample_id": [f"candidate-{i + 1}" for i in range(count)], "text": texts})
+    secrets = distinct_secrets(SECRET_SLOT, canary_set.secret_digits, count,
+                               np.random.default_rng(canary_set.seed + CANDIDATE_SEED), set(canaries["secret"]))
+    return pd.DataFrame({"sample_id": [f"candidate-{i + 1}" for i in range(count)],
+                         "text": [canary_set.secret_format.replace(SECRET_SLOT, secret) for secret in secrets],
+                         "secret": secrets})
 
 
 def exposure_summary(scores: pd.DataFrame, included: np.ndarray, space_bits: float, candidates: int) -> dict:
@@ -192,10 +228,38 @@ def read_key(folder: Path, canaries: pd.DataFrame) -> np.ndarray:
 
 
 def default_attack(kind: str, references: list[str]) -> str:
-    """The attack that scores canaries unless the user names one: the likelihood ratio for sample canaries with a
-    reference (it explains away how hard each text is), else the target's loss. Secrets are alike by construction
-    (one format, uniform random digits), so a reference has nothing to explain away and only adds its own noise."""
-    return "likelihood_ratio" if kind == "sample" and references else "loss"
+    """The attack that scores canaries unless the user names one: a secret design's secret alone (SECRET_ATTACK); the
+    likelihood ratio for sample canaries with a reference (it explains away how hard each text is), else the target's
+    loss."""
+    if kind in ("secret", "new_token"):
+        return SECRET_ATTACK
+    return "likelihood_ratio" if references else "loss"
+
+
+def secret_columns(folder: Path, canary_set: CanarySet, canaries: pd.DataFrame, attack: str) -> pd.DataFrame:
+    """The canaries with their `secret` (read from canaries.jsonl) where the design has one; InputError where
+    SECRET_ATTACK or the exposure's candidates need one that is not there."""
+    table = read_table(folder / CANARIES_FILE)
+    if canary_set.has_secret and "secret" in table:
+        return canaries.assign(secret=table.set_index("sample_id").loc[canaries["sample_id"], "secret"].to_numpy())
+    if attack == SECRET_ATTACK or canary_set.has_secret:
+        raise InputError(f"{folder / CANARIES_FILE}: these canaries have no secret to score alone (design "
+                         f"{canary_set.kind}, or made before lmaudit recorded secrets); "
+                         + ("choose another --attack, or make the canaries again" if not canary_set.has_secret
+                            else "make the canaries again"))
+    return canaries
+
+
+def token_signal_config(config: AuditConfig) -> AuditConfig:
+    """The configuration with the per-token signal of the target's family, which a secret is read from."""
+    from lmaudit.models.config_json import model_family
+    from lmaudit.signals.registry import TOKEN_SIGNALS
+
+    family = model_family(config.target_source())
+    if family not in TOKEN_SIGNALS:
+        raise InputError(f"--attack {SECRET_ATTACK}: reads a language model's tokens; a {family} has none")
+    return config.model_copy(update={"signal": config.signal.model_copy(update={"signal": TOKEN_SIGNALS[family],
+                                                                                 "normalize": None})})
 
 
 def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None = None,
@@ -213,7 +277,9 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     folder = Path(folder)
     canary_set = read_canary_set(folder)
     attack = attack or default_attack(canary_set.kind, config.reference)
-    canaries = load_corpus(folder / CANARIES_FILE)
+    canaries = secret_columns(folder, canary_set, load_corpus(folder / CANARIES_FILE), attack)
+    if attack == SECRET_ATTACK:
+        config = token_signal_config(config)
     dp = accountant_epsilon(config.adapter or config.target)  # a LoRA run records its training in the adapter
     delta = delta if delta is not None else (dp["delta"] if dp else DEFAULT_DELTA)
     secret = canary_set.kind == "secret"
@@ -221,7 +287,8 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
         pool = secret_candidates(canary_set, canaries, candidates) if secret and candidates else None
         log.info("canary audit: scoring %d canaries%s with %s", len(canaries),
                  f" and {candidates} random secrets" if pool is not None else "", attack)
-        scored = canaries[["sample_id", "text", "label", "group_id", "subgroup_id", "source", "row"]]
+        scored = canaries[["sample_id", "text", "label", "group_id", "subgroup_id", "source", "row",
+                           *(["secret"] if "secret" in canaries else [])]]
         scores, candidate_losses = canary_scores(resolve(config, progress), attack, scored, pool,
                                                  canaries["label"].notna().all())
         check_scored(scores, folder)

@@ -1,11 +1,18 @@
 """Making canaries: m texts, each to be planted in training independently with probability 1/2, and the private key.
 
-Two kinds. `secret`: a random number in a note-like sentence (`--format`, default DEFAULT_FORMAT), Carlini et al.'s
-canary, whose exposure can be measured against every number it could have been. `sample`: real held-out samples of
-the team's own data (a labelled file makes classifier canaries), the closest canaries to what the model sees.
+Three designs (`--design`, the folder's `kind`):
+- `new_token` (Panda et al., ICLR 2025, "new"): the sentence's secret is a word made for the canary that occurs in no
+  other text, added to the model's vocabulary for every canary, planted or not (`lmaudit train --canaries` does it);
+  whatever the model learnt of a planted one is membership, so the design is found best: use it to test DP training;
+- `secret`: a random number in a note-like sentence (`--format`, default DEFAULT_FORMAT), Carlini et al.'s canary,
+  whose exposure can be measured against every number it could have been;
+- `sample`: real held-out samples of the team's own data (a labelled file makes classifier canaries), the closest
+  canaries to what the model sees, and the least detectable.
+The two secret designs are scored on the secret alone (`canaries/span.py`), not on the sentence every canary shares.
 
 A canary folder holds:
-- canaries.jsonl: every canary (sample_id, text, and label where it has one), what the audit scores;
+- canaries.jsonl: every canary (sample_id, text, its secret where it has one, and label where it has one), what the
+  audit scores;
 - insert.jsonl: the canaries to plant, for the team's own training job or `lmaudit train --canaries`;
 - key.parquet: which canaries were planted (sample_id, included), read by the audit's last step only;
 - canaries.json: how they were made (kind, count, seed, format, the secret's space).
@@ -24,7 +31,14 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.atomic import staged
-from lmaudit.canaries.settings import DEFAULT_FORMAT, DEFAULT_SECRET_DIGITS, KINDS, SECRET_SLOT
+from lmaudit.canaries.settings import (
+    DEFAULT_FORMAT,
+    DEFAULT_NEW_TOKENS,
+    DEFAULT_SECRET_DIGITS,
+    KINDS,
+    NEW_TOKEN_PREFIX,
+    SECRET_SLOT,
+)
 from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
 
@@ -44,11 +58,17 @@ class CanarySet:
     secret_format: str | None = None
     secret_digits: int | None = None
     source: str | None = None
+    secret_tokens: int | None = None
 
     @property
     def space_bits(self) -> float | None:
         """log2 |R|: the bits of randomness in one secret."""
         return None if self.secret_digits is None else self.secret_digits * math.log2(10)
+
+    @property
+    def has_secret(self) -> bool:
+        """Whether each canary holds a secret the audit scores alone (the secret designs)."""
+        return self.kind in ("secret", "new_token")
 
 
 def secret_text(secret_format: str, digits: np.ndarray) -> str:
@@ -86,8 +106,35 @@ def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FOR
     check_format(secret_format, digits)
     if count > 10 ** digits // 2:
         raise InputError(f"--n {count}: {digits} digits allow too few distinct secrets; give more --secret-digits")
-    texts = distinct_secrets(secret_format, digits, count, np.random.default_rng(seed))
-    return pd.DataFrame({"sample_id": canary_ids(count), "text": texts})
+    rng = np.random.default_rng(seed)
+    secrets = distinct_secrets(SECRET_SLOT, digits, count, rng)
+    return pd.DataFrame({"sample_id": canary_ids(count), "text": [secret_format.replace(SECRET_SLOT, secret)
+                                                                   for secret in secrets], "secret": secrets})
+
+
+def make_new_token_canaries(count: int, seed: int, secret_format: str = DEFAULT_FORMAT,
+                            tokens: int = DEFAULT_NEW_TOKENS) -> pd.DataFrame:
+    """`count` canaries whose secrets are `tokens` new words each (NEW_TOKEN_PREFIX and 10 random hex digits, all
+    distinct), seeded."""
+    check_format(secret_format, 1)
+    if tokens < 1:
+        raise InputError("--secret-tokens: a new-token secret has at least one token")
+    rng = np.random.default_rng(seed)
+    words: list[str] = []
+    while len(words) < count * tokens:
+        fresh = [f"{NEW_TOKEN_PREFIX}{value:010x}" for value in rng.integers(0, 16 ** 10, size=count * tokens)]
+        words = list(dict.fromkeys(words + fresh))[: count * tokens]
+    secrets = [" ".join(words[i * tokens:(i + 1) * tokens]) for i in range(count)]
+    return pd.DataFrame({"sample_id": canary_ids(count), "text": [secret_format.replace(SECRET_SLOT, secret)
+                                                                   for secret in secrets], "secret": secrets})
+
+
+def reserved_tokens(folder: str | Path) -> tuple[str, ...]:
+    """The new tokens of every canary of a new-token folder (planted or not), for the model's vocabulary; () for the
+    other designs."""
+    if read_canary_set(folder).kind != "new_token":
+        return ()
+    return tuple(word for secret in read_table(Path(folder) / CANARIES_FILE)["secret"] for word in secret.split())
 
 
 def make_sample_canaries(source: str | Path, count: int, seed: int, exclude: tuple[str | Path, ...] = ()) -> pd.DataFrame:
@@ -146,23 +193,27 @@ def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> 
 
 def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = None, secret_format: str = DEFAULT_FORMAT,
                   digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None,
-                  exclude: tuple[str | Path, ...] = ()) -> CanarySet:
-    """Make `count` canaries of `kind` and write their folder (seed None: `fresh_seed`); the set's description."""
+                  exclude: tuple[str | Path, ...] = (), tokens: int = DEFAULT_NEW_TOKENS) -> CanarySet:
+    """Make `count` canaries of design `kind` and write their folder (seed None: `fresh_seed`); the set's
+    description."""
     seed = fresh_seed() if seed is None else seed
     if count < 2:
         raise InputError("--n: a canary audit needs at least 2 canaries (hundreds for a useful bound)")
-    if kind == "secret":
-        if source is not None:
-            raise InputError("--source gives sample canaries: use it with --kind sample")
+    if kind in ("secret", "new_token") and source is not None:
+        raise InputError("--source gives sample canaries: use it with --design sample")
+    if kind == "new_token":
+        canaries = make_new_token_canaries(count, seed, secret_format, tokens)
+        spec = CanarySet(kind, count, seed, secret_format=secret_format, secret_tokens=tokens)
+    elif kind == "secret":
         canaries = make_secret_canaries(count, seed, secret_format, digits)
         spec = CanarySet(kind, count, seed, secret_format=secret_format, secret_digits=digits)
     elif kind == "sample":
         if source is None:
-            raise InputError("--kind sample draws held-out samples from --source FILE (never trained on); give it")
+            raise InputError("--design sample draws held-out samples from --source FILE (never trained on); give it")
         canaries = make_sample_canaries(source, count, seed, exclude)
         spec = CanarySet(kind, count, seed, source=Path(source).name)
     else:
-        raise InputError(f"--kind {kind}: choose one of {', '.join(KINDS)}")
+        raise InputError(f"--design {kind}: choose one of {', '.join(KINDS)}")
     write_canaries(out, canaries, spec)
     return spec
 

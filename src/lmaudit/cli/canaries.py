@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 
-from lmaudit.canaries.settings import DEFAULT_CANDIDATES, DEFAULT_FORMAT, DEFAULT_SECRET_DIGITS, KINDS
+from lmaudit.canaries.settings import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_FORMAT,
+    DEFAULT_NEW_TOKENS,
+    DEFAULT_SECRET_DIGITS,
+    KINDS,
+)
 from lmaudit.cli.app import progress
 from lmaudit.cli.options import placement_options, signal_options
 
@@ -21,28 +27,31 @@ def canaries() -> None:
 @canaries.command("make")
 @click.option("--n", "count", required=True, type=click.IntRange(min=2),
               help="Canaries to make (each planted with probability 1/2); hundreds to thousands for a useful bound.")
-@click.option("--kind", default="secret", type=click.Choice(KINDS),
-              help="secret: a random number in the --format sentence (exposure measurable); sample: held-out real "
-                   "samples from --source.")
+@click.option("--design", "--kind", "kind", default=KINDS[0], type=click.Choice(KINDS),
+              help="new_token: a new word in the --format sentence, added to the model's vocabulary (found best; for "
+                   "language models); secret: a random number there (exposure measurable); sample: held-out real "
+                   "samples from --source (see docs/canaries.md).")
 @click.option("--format", "secret_format", default=DEFAULT_FORMAT,
               help="The secret canaries' sentence, with {secret} where the random number goes.")
 @click.option("--secret-digits", default=DEFAULT_SECRET_DIGITS, type=click.IntRange(min=1),
-              help="Digits of each secret (--kind secret).")
+              help="Digits of each secret (--design secret).")
+@click.option("--secret-tokens", default=DEFAULT_NEW_TOKENS, type=click.IntRange(min=1),
+              help="New tokens in each secret (--design new_token).")
 @click.option("--source", default=None, type=click.Path(),
-              help="Held-out samples (never trained on) to draw canaries from (--kind sample); a 'label' column makes "
+              help="Held-out samples (never trained on) to draw canaries from (--design sample); a 'label' column makes "
                    "classifier canaries.")
 @click.option("--exclude", multiple=True, type=click.Path(),
-              help="A file whose texts are never drawn as canaries (--kind sample): give your training data (repeatable).")
+              help="A file whose texts are never drawn as canaries (--design sample): give your training data (repeatable).")
 @click.option("--seed", default=None, type=int,
               help="Seed of the secrets or the draw, and of which canaries are planted; it rebuilds the key, so keep it "
                    "private  (default: drawn from the operating system's entropy, recorded in canaries.json).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
 def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None,
-                  exclude: tuple[str, ...], seed: int | None, out: str) -> None:
+                  exclude: tuple[str, ...], seed: int | None, out: str, secret_tokens: int) -> None:
     """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
     from lmaudit.canaries.make import INSERT_FILE, make_canaries, planted_canaries
 
-    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude)
+    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude, secret_tokens)
     click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} in "
                f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
 
@@ -56,8 +65,9 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
               help="The canary folder the model was trained with.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the canary report.")
 @click.option("--attack", default=None,
-              help="The registered attack that scores the canaries (higher = guessed planted; see docs/attacks.md)  "
-                   "(default: likelihood_ratio for sample canaries with --reference, else loss).")
+              help="What scores the canaries (higher = guessed planted): secret (the secret alone, for the secret "
+                   "designs) or a registered attack (docs/attacks.md)  (default: secret for the secret designs; "
+                   "likelihood_ratio for sample canaries with --reference, else loss).")
 @click.option("--delta", default=None, type=click.FloatRange(min=0, max=1, max_open=True),
               help="Delta of both bounds (default: the model's recorded DP-SGD delta, else 1e-5).")
 @click.option("--candidates", default=DEFAULT_CANDIDATES, type=click.IntRange(min=0),

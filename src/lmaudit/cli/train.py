@@ -4,6 +4,7 @@ training recipe (models/recipe.py), whose defaults the options take."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -128,6 +129,10 @@ def train_language_model_command(kind: str, data: str, out: str, canaries: str |
 
     recipe = recipe_of(options)
     corpus = with_canaries(load_corpus(data), canaries)
+    if canaries:
+        from lmaudit.canaries.make import reserved_tokens
+
+        recipe = replace(recipe, reserved_tokens=reserved_tokens(canaries))
     refuse_another_model(out, kind, recipe, len(corpus), overwrite)
     if canaries and recipe.dp and recipe.tokenizer_dir is None and recipe.init_from is None:
         logging.getLogger("lmaudit").warning(
@@ -188,6 +193,7 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
                              overwrite: bool, **options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
     head (--init-from, fully or with LoRA); save as safetensors."""
+    from lmaudit.canaries.make import read_canary_set
     from lmaudit.data.corpus import check_labels, load_corpus
     from lmaudit.models.classifier import ClassifierData, train_classifier
     from lmaudit.models.trained import refuse_another_model
@@ -201,6 +207,9 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
         return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
 
     recipe = recipe_of(options)
+    if canaries and read_canary_set(canaries).kind == "new_token":
+        raise InputError(f"--canaries {canaries}: new-token canaries are for language models; plant --design sample "
+                         "canaries (held-out labelled samples) in a classifier")
     training = with_canaries(labelled(data), canaries)
     check_labels(training)
     classifier_data = ClassifierData(*texts_and_labels(training), texts_and_labels(labelled(validation)),

@@ -101,10 +101,11 @@ def epsilon_lower_bound(guesses: CanaryGuesses, delta: float = 0.0, confidence: 
     return low
 
 
-def guess_counts(canaries: int, fractions: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2)) -> list[tuple[int, int]]:
+def guess_counts(canaries: int, fractions: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)) -> list[tuple[int, int]]:
     """The (k+, k-) pairs tried, fixed before any score is seen: for each fraction f, k = ceil(f m / 2) guesses at
     both ends (k, k), and at the top end only (k, 0), which proves more when only some canaries are memorised (a
-    model's lowest scores say little about which canaries it did not see). Distinct pairs only."""
+    model's lowest scores say little about which canaries it did not see). Distinct pairs only. The largest fractions
+    are what lets canaries designed to be found prove much: m / 5 right guesses of m = 200 prove at most about 2."""
     pairs = []
     for fraction in fractions:
         half = max(1, math.ceil(fraction * canaries / 2))

@@ -63,6 +63,15 @@ def privacy_spent(sample_rate: float, noise_multiplier: float, steps: int, delta
     return {"epsilon_prv": values["epsilon_prv"], "epsilon_rdp": values["epsilon_rdp"]}
 
 
+def noise_for_epsilon(epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
+    """The noise multiplier (sigma) at which `steps` Poisson-sampled steps at `sample_rate` spend `epsilon` at `delta`
+    by the PRV accountant (within 0.01 of it, from below: Opacus's search)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps,
+                                      accountant="prv", epsilon_tolerance=0.01))
+
+
 def per_sample_losses(logits: torch.Tensor, labels: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """Each sample's mean loss over its labelled positions (-100 = none), or its cross-entropy for (B, labels) logits.
 

@@ -46,7 +46,8 @@ class TrainingRecipe:
     `lora` adapters; the checkpoint brings its own architecture and tokenizer. AdamW at `learning_rate` (None: the
     default of the start, `peak_learning_rate`) for `epochs` epochs (a classifier's at most: it stops after `patience`
     epochs without a better validation accuracy), batches of `batch_size`, inputs cut to `max_length` tokens; with `dp`,
-    DP-SGD. After each epoch in `checkpoints` the model as it is then is saved beside it as well.
+    DP-SGD. After each epoch in `checkpoints` the model as it is then is saved beside it as well. `reserved_tokens` are
+    added to the vocabulary and occur in no training text but the planted canaries' (new-token canaries).
     """
 
     size: str = "tiny"
@@ -65,6 +66,7 @@ class TrainingRecipe:
     checkpoints: tuple[int, ...] = ()
     architecture: str = "bert"
     patience: int = 5
+    reserved_tokens: tuple[str, ...] = ()
 
     def peak_learning_rate(self) -> float:
         """AdamW's peak learning rate: the recipe's, else 2e-3 from scratch (tiny models), 5e-5 to fine-tune a checkpoint

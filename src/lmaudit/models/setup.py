@@ -17,7 +17,7 @@ from lmaudit.models.lstm import swap_lstm
 from lmaudit.models.pretrained import load_checkpoint, with_lora
 from lmaudit.models.recipe import TrainingRecipe
 from lmaudit.models.text import model_max_length
-from lmaudit.models.tokenizer import load_tokenizer, train_tokenizer
+from lmaudit.models.tokenizer import load_tokenizer, reserve_tokens, train_tokenizer
 
 
 @dataclass
@@ -52,8 +52,10 @@ def starting_model(kind: str, texts: Sequence[str], recipe: TrainingRecipe,
     if recipe.lora is not None and recipe.init_from is None:
         raise InputError("--lora needs --init-from: LoRA adapters fine-tune a pretrained model")
     if recipe.init_from is None:
-        tokenizer = (load_tokenizer(recipe.tokenizer_dir) if recipe.tokenizer_dir is not None else
-                     train_tokenizer(texts, recipe.vocab_size, recipe.max_length, recipe.tokenization))
+        tokenizer = (reserve_tokens(load_tokenizer(recipe.tokenizer_dir), recipe.reserved_tokens)
+                     if recipe.tokenizer_dir is not None else
+                     train_tokenizer(texts, recipe.vocab_size, recipe.max_length, recipe.tokenization,
+                                     recipe.reserved_tokens))
         if kind == "classifier":
             model = classifier_model(recipe.architecture, recipe.size, tokenizer, labels, recipe.max_length, recipe.dropout)
         else:
@@ -62,6 +64,13 @@ def starting_model(kind: str, texts: Sequence[str], recipe: TrainingRecipe,
     if recipe.tokenizer_dir is not None:
         raise InputError("--tokenizer with --init-from: a checkpoint brings its own tokenizer; give one of them")
     checkpoint = load_checkpoint(recipe.init_from, kind, labels)
+    if recipe.reserved_tokens:
+        if recipe.lora is not None:
+            raise InputError("new-token canaries with --lora: LoRA leaves the embeddings frozen, so the new tokens would "
+                             "never train; plant --design secret canaries, or fine-tune fully")
+        reserve_tokens(checkpoint.tokenizer, recipe.reserved_tokens)
+        # New rows start at the mean of the others (transformers' default), so a planted token has no head start.
+        checkpoint.model.resize_token_embeddings(len(checkpoint.tokenizer))
     model = with_lora(checkpoint, kind, recipe.lora) if recipe.lora is not None else checkpoint.model
     max_length = min(recipe.max_length, model_max_length(checkpoint.model.config, checkpoint.tokenizer))
     lora = None if recipe.lora is None else {**asdict(recipe.lora), "alpha": recipe.lora.alpha or 2 * recipe.lora.rank}

@@ -15,8 +15,10 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 TOKENIZATIONS = ("wordpiece", "word")
 
 
-def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: int = 128, tokenization: str = "wordpiece"):
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: int = 128, tokenization: str = "wordpiece",
+                    reserved: Sequence[str] = ()):
     """A lower-casing tokenizer for `texts`, wrapped for transformers; the same texts give the same tokenizer.
+    `reserved` words are left out of the counts and added after the vocabulary (`reserve_tokens`).
 
     WordPiece: the vocabulary is the special tokens, every character (alone and as a ## continuation) and then
     the most frequent words, ties broken alphabetically; other words split into known pieces. Word-level ("word"):
@@ -37,8 +39,10 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: in
 
     normalizer = normalizers.BertNormalizer(lowercase=True)
     pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    left_out = set(reserved)
     words = Counter(
         word for text in texts for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
+        if word not in left_out
     )
     if tokenization not in TOKENIZATIONS:
         raise InputError(f"unknown tokenization '{tokenization}'; use one of {', '.join(TOKENIZATIONS)}")
@@ -58,10 +62,22 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: in
     core.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
     )
-    return PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
         sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_length,
     )
+    return reserve_tokens(tokenizer, reserved)
+
+
+def reserve_tokens(tokenizer, tokens: Sequence[str]):
+    """The tokenizer with `tokens` added to its vocabulary, each one id, in the order given (new-token canaries: every
+    canary's, planted or not, so that the vocabulary does not tell which were planted); InputError if one is known."""
+    known = [token for token in tokens if token in tokenizer.get_vocab()]
+    if known:
+        raise InputError(f"the token '{known[0]}' is already in the tokenizer's vocabulary: new-token canaries need "
+                         "tokens that occur nowhere else; make the canaries again")
+    tokenizer.add_tokens(list(tokens))
+    return tokenizer
 
 
 # What a tokenizer saved from a plain `tokenizers` object calls its class: it is exactly its tokenizer.json.

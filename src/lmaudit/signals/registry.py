@@ -101,6 +101,8 @@ SIGNALS: tuple[SignalSpec, ...] = (
 _BY_NAME = {spec.name: spec for spec in SIGNALS}
 # The signal an audit reads when none is given, by the target's family (models/config_json.py:model_family).
 DEFAULT_SIGNALS = {"mlm": "mlm_energy", "clm": "clm_tokens", "classifier": "classifier"}
+# The per-token signal of each language-model family: every token's own log-probability (masked alone, for an MLM).
+TOKEN_SIGNALS = {"mlm": "mlm_tokens", "clm": "clm_tokens"}
 
 
 def signal_names(*outputs: Output) -> list[str]:

@@ -1,0 +1,96 @@
+"""What each canary design proves from one training run: tiny masked and causal LMs (2 layers, width 64) trained at
+smoke size (30 patients' generated notes, 20 epochs) with m canaries planted (each with probability 1/2), without DP
+and with DP-SGD at an accountant epsilon of 4 (PRV, delta 1e-5); then `lmaudit canaries audit` with each design's
+default scoring. Reports both one-run bounds (Steinke et al.; the f-DP one of Mahloujifar et al.) and, for reading
+only, the AUC of the canary scores against the key.
+
+    python benchmarks/canary_designs.py [--out docs/canaries.md] [--canaries 500] [--epochs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+from markdown_section import markdown_table, replace_section
+from sklearn.metrics import roc_auc_score
+
+from lmaudit.canaries.audit import audit_canaries
+from lmaudit.canaries.make import KEY_FILE, make_canaries, plant, reserved_tokens
+from lmaudit.config import AuditConfig
+from lmaudit.data.synth import generate_notes
+from lmaudit.models.dp import noise_for_epsilon
+from lmaudit.models.recipe import DPSettings, TrainingRecipe
+from lmaudit.models.train import train_language_model
+
+PATIENTS, SEED, DELTA = 30, 0, 1e-5
+SAMPLE_SOURCE_SEED = 611953  # other patients' notes: the sample design's held-out canaries
+
+
+def dp_settings(epsilon: float | None, n_samples: int, recipe: TrainingRecipe) -> DPSettings | None:
+    """DP-SGD whose PRV epsilon after the recipe's epochs on `n_samples` is `epsilon` (None: no DP)."""
+    if epsilon is None:
+        return None
+    steps = recipe.epochs * math.ceil(n_samples / recipe.batch_size)
+    return DPSettings(noise_for_epsilon(epsilon, DELTA, recipe.batch_size / n_samples, steps), delta=DELTA)
+
+
+def run(root: Path, kind: str, design: str, epsilon: float | None, notes: pd.DataFrame, count: int,
+        epochs: int) -> dict:
+    """Make the design's canaries, train the kind with them planted, audit: one table row."""
+    name = f"{kind}-{design}-{'dp' if epsilon else 'plain'}"
+    folder = root / name / "canaries"
+    source = root / "others.csv"
+    make_canaries(folder, design, count, seed=SEED + 1, source=source if design == "sample" else None)
+    training = plant(notes[["text", "group_id"]], folder)
+    recipe = TrainingRecipe(epochs=epochs, seed=SEED, reserved_tokens=reserved_tokens(folder))
+    recipe = replace(recipe, dp=dp_settings(epsilon, len(training), recipe))
+    started = time.perf_counter()
+    summary = train_language_model(kind, training["text"].tolist(), root / name / "model", recipe,
+                                   training["group_id"].tolist())
+    config = AuditConfig(target=str(root / name / "model"), out=str(root / name / "audit"))
+    audit = audit_canaries(config, folder, candidates=0)
+    key = pd.read_parquet(folder / KEY_FILE).set_index("sample_id").loc[audit.scores["sample_id"], "included"]
+    fdp = audit.gaussian
+    return {"model": kind, "design": design,
+            "accountant epsilon": "no DP" if summary.dp is None else f"{summary.dp['epsilon_prv']:.2f}",
+            "Steinke epsilon": f"{audit.bound.epsilon_lower_bound:.2f}",
+            "right / guesses": f"{audit.bound.guesses.correct} / {audit.bound.guesses.guesses}",
+            "f-DP mu": f"{fdp.mu_lower_bound:.3f}", "f-DP epsilon": f"{fdp.epsilon_lower_bound:.2f}",
+            "score AUC": f"{roc_auc_score(key.to_numpy(), audit.scores['score']):.3f}",
+            "seconds": f"{time.perf_counter() - started:.0f}"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--canaries", type=int, default=500)
+    parser.add_argument("--epochs", type=int, default=20)
+    args = parser.parse_args()
+    notes = generate_notes(PATIENTS, SEED)
+    others = generate_notes(2 * args.canaries, SEED + SAMPLE_SOURCE_SEED)
+    others = others[~others["text"].isin(set(notes["text"]))]
+    grid = [(kind, design, None) for kind in ("mlm", "clm") for design in ("sample", "secret", "new_token")]
+    grid += [("mlm", "new_token", 4.0), ("clm", "new_token", 4.0)]
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        others[["sample_id", "group_id", "text"]].to_csv(root / "others.csv", index=False)
+        rows = [run(root, kind, design, epsilon, notes, args.canaries, args.epochs) for kind, design, epsilon in grid]
+    text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; torch {torch.__version__}. "
+            f"{len(notes)} notes of {PATIENTS} patients, {args.canaries} canaries (each planted with probability 1/2), "
+            f"{args.epochs} epochs, seed {SEED}; bounds at delta {DELTA:g}, 95% confidence.\n\n" + markdown_table(rows))
+    print(text)
+    if args.out:
+        replace_section(args.out, "canary-designs", text)
+
+
+if __name__ == "__main__":
+    main()
