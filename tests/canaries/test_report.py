@@ -106,13 +106,14 @@ def test_without_a_seed_every_folder_gets_its_own_key(tmp_path):
     assert keys[0] == inclusion(64, first.seed).tolist() and keys[0] != keys[1]
 
 
-def test_an_f_dp_bound_above_the_accountant_is_a_contradiction_too():
+def test_only_steinkes_bound_decides_a_contradiction():
+    # The f-DP epsilon is that of a rejected Gaussian curve: a correct DP-SGD, not exactly Gaussian, may exceed it.
     config = AuditConfig(target="model", out="out")
     guesses = CanaryGuesses(200, 10, 0, 10)
     report = canary_report(config, SECRETS, "loss", OneRunBound(guesses, 0.5, 1e-5, 0.95, 8),
                            GaussianBound(guesses, 0.9, 3.5, 1e-5, 0.95, 8), None,
                            {"epsilon_prv": 3.0, "epsilon_rdp": 4.0, "delta": 1e-5})
-    assert report["verdict"].startswith("CONTRADICTION")
+    assert report["verdict"].startswith("consistent")
     assert any("mu >= 0.900, epsilon lower bound 3.500 at delta 1e-05" in line for line in canary_lines(report))
 
 

@@ -316,11 +316,9 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
     guesses = bound.guesses
     verdict = None
     if dp is not None and dp["delta"] == bound.delta:
-        claimed = claimed_epsilon(dp)[1]
-        highest = max(bound.epsilon_lower_bound, gaussian.epsilon_lower_bound or 0.0)
-        verdict = ("consistent: both bounds are below the accountant's epsilon" if highest <= claimed
-                   else "CONTRADICTION: a bound exceeds the accountant's epsilon; the DP training or its accounting "
-                        "is wrong")
+        # Steinke et al.'s bound only: the f-DP epsilon is that of the rejected Gaussian curve, and a correct DP-SGD,
+        # whose curve is not exactly Gaussian, can reject a mu whose epsilon exceeds the accountant's.
+        verdict = verdict_against(bound.epsilon_lower_bound, claimed_epsilon(dp)[1])
     return {
         "schema_version": 1, "kind": "canary_audit", "lmaudit_version": __version__,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -358,6 +356,13 @@ def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
         scores.to_parquet(scores_file, index=False)
         report_file.write_text(json_text(report), encoding="utf-8")
         page_file.write_text(page, encoding="utf-8")
+
+
+def verdict_against(empirical: float, claimed: float) -> str:
+    """'consistent' or 'CONTRADICTION', in words, for an empirical epsilon lower bound against the accountant's."""
+    if empirical <= claimed:
+        return "consistent: the bound is below the accountant's epsilon"
+    return "CONTRADICTION: the bound exceeds the accountant's epsilon; the DP training or its accounting is wrong"
 
 
 def claimed_epsilon(dp: dict) -> tuple[str, float]:

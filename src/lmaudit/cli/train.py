@@ -13,7 +13,14 @@ import click
 from lmaudit.cli.app import progress
 from lmaudit.cli.options import setting, stack
 from lmaudit.errors import InputError
-from lmaudit.models.recipe import ARCHITECTURES, SIZES, DPSettings, LoraSettings, TrainingRecipe
+from lmaudit.models.recipe import (
+    ARCHITECTURES,
+    DEFAULT_GRADIENT_CANARIES,
+    SIZES,
+    DPSettings,
+    LoraSettings,
+    TrainingRecipe,
+)
 from lmaudit.models.tokenizer import TOKENIZATIONS
 
 recipe_option = partial(setting, TrainingRecipe)
@@ -79,26 +86,32 @@ dp_options = stack(
             help="Delta of the epsilon reported (with --dp)."),
     click.option("--max-samples-per-group", default=None, type=click.IntRange(min=1),
                  help="Keep at most this many samples per group_id (patient, user) (with --dp; default: all)."),
+    click.option("--audit-dp", is_flag=True,
+                 help="Audit DP-SGD itself (with --dp): gradient canaries in every step give a white-box epsilon lower "
+                      "bound beside the accountant's, and Poisson sampling, clipping and noise are checked."),
+    click.option("--gradient-canaries", default=DEFAULT_GRADIENT_CANARIES, type=click.IntRange(min=2),
+                 help="Gradient canaries of --audit-dp (each one trainable coordinate)."),
 )
 
 
 def dp_settings(dp: bool, noise_multiplier: float | None, max_grad_norm: float, delta: float,
-                max_samples_per_group: int | None) -> DPSettings | None:
+                max_samples_per_group: int | None, audit_dp: bool, gradient_canaries: int) -> DPSettings | None:
     """The DP-SGD settings of --dp and its options; InputError for DP options without --dp or --dp without noise."""
     if not dp:
-        if noise_multiplier is not None or max_samples_per_group is not None:
-            raise InputError("--noise-multiplier and --max-samples-per-group apply to DP training: add --dp")
+        if noise_multiplier is not None or max_samples_per_group is not None or audit_dp:
+            raise InputError("--noise-multiplier, --max-samples-per-group and --audit-dp apply to DP training: add --dp")
         return None
     if noise_multiplier is None:
         raise InputError("--dp needs --noise-multiplier (e.g. 1.0; larger is more private and less accurate)")
-    return DPSettings(noise_multiplier, max_grad_norm, delta, max_samples_per_group)
+    return DPSettings(noise_multiplier, max_grad_norm, delta, max_samples_per_group,
+                      gradient_canaries if audit_dp else 0)
 
 
 def recipe_of(options: dict) -> TrainingRecipe:
     """The training recipe of a train command's options: the recipe's own fields, LoRA's and DP-SGD's."""
     lora, rank = options.pop("lora"), options.pop("lora_rank")
     dp = dp_settings(*(options.pop(name) for name in ("dp", "noise_multiplier", "max_grad_norm", "delta",
-                                                      "max_samples_per_group")))
+                                                      "max_samples_per_group", "audit_dp", "gradient_canaries")))
     return TrainingRecipe(lora=LoraSettings(rank=rank) if lora else None, dp=dp, **options)
 
 
@@ -109,6 +122,15 @@ def dp_line(record: dict | None) -> str:
     prv = "not computed" if record["epsilon_prv"] is None else f"{record['epsilon_prv']:.3g}"
     return (f"; DP-SGD sigma {record['noise_multiplier']}, clip {record['max_grad_norm']}, {record['steps']} steps: "
             f"epsilon {prv} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
+
+
+def echo_dp_audit(record: dict | None) -> None:
+    """Print the white-box audit of DP-SGD (--audit-dp), if the run made one."""
+    audit = (record or {}).get("white_box_audit")
+    if audit:
+        click.echo(f"white-box audit of DP-SGD ({audit['gradient_canaries']} gradient canaries): epsilon >= "
+                   f"{audit['epsilon_lower_bound']:.3f} (Steinke et al.; f-DP: {audit['f_dp_epsilon_lower_bound']:.3f}) "
+                   f"against the accountant's {audit['accountant_epsilon']:.3g}; {audit['verdict']}")
 
 
 def with_canaries(corpus, canaries: str | None):
@@ -144,6 +166,7 @@ def train_language_model_command(kind: str, data: str, out: str, canaries: str |
              else f"saved to {out}")
     click.echo(f"trained on {summary.n_samples} samples for {recipe.epochs} epochs, final loss {summary.final_train_loss:.3f}"
                f"{dp_line(summary.dp)}; {saved}")
+    echo_dp_audit(summary.dp)
 
 
 language_model_options = stack(
@@ -221,6 +244,7 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
                f"train accuracy {summary.train_accuracy:.1%}, {summary.gap_measured_on} accuracy {held_out:.1%}, "
                f"gap {100 * summary.generalization_gap:.1f} points{dp_line(summary.dp)}; saved to {out}")
+    echo_dp_audit(summary.dp)
 
 
 COMMANDS = (synth, train)

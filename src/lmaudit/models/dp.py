@@ -13,12 +13,16 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import DPSettings
+
+if TYPE_CHECKING:
+    from lmaudit.models.gradient_canaries import GradientCanaries
 
 
 def cap_samples_per_group(groups: Sequence[str | None], cap: int | None, seed: int) -> np.ndarray:
@@ -68,8 +72,10 @@ def noise_for_epsilon(epsilon: float, delta: float, sample_rate: float, steps: i
     by the PRV accountant (within 0.01 of it, from below: Opacus's search)."""
     from opacus.accountants.utils import get_noise_multiplier
 
-    return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps,
-                                      accountant="prv", epsilon_tolerance=0.01))
+    with warnings.catch_warnings():  # Opacus warns when the best RDP order is at the end of its list
+        warnings.simplefilter("ignore")
+        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
+                                          steps=steps, accountant="prv", epsilon_tolerance=0.01))
 
 
 def per_sample_losses(logits: torch.Tensor, labels: torch.Tensor, causal: bool = False) -> torch.Tensor:
@@ -98,6 +104,8 @@ class PrivateTraining:
     sample_rate: float
     settings: DPSettings
     unregistered: list[tuple[torch.nn.Module, str, torch.nn.Parameter]]
+    n_samples: int = 0
+    canaries: GradientCanaries | None = None
 
     def batches(self) -> Iterator[np.ndarray]:
         """One epoch of Poisson-sampled batches (sample positions); empty draws are skipped."""
@@ -151,8 +159,15 @@ def dp_record(private: PrivateTraining, steps: int) -> dict:
     """What a DP training run records next to the model: its settings, sampling rate, steps and epsilon."""
     from dataclasses import asdict
 
-    return {**asdict(private.settings), "sample_rate": private.sample_rate, "steps": steps, "poisson_sampling": True,
-            **private.spent(steps)}
+    record = {**asdict(private.settings), "sample_rate": private.sample_rate, "steps": steps, "poisson_sampling": True,
+              **private.spent(steps)}
+    if private.canaries is not None:
+        from lmaudit.metrics.dp_checks import white_box_audit
+
+        accountant = record["epsilon_prv"] if record["epsilon_prv"] is not None else record["epsilon_rdp"]
+        record["white_box_audit"] = white_box_audit(private.canaries.observed, private.n_samples,
+                                                    private.settings.max_grad_norm, private.settings.delta, accountant)
+    return record
 
 
 def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n_samples: int, batch_size: int,
@@ -192,5 +207,11 @@ def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n_sam
             module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=settings.noise_multiplier,
             max_grad_norm=settings.max_grad_norm, poisson_sampling=True, noise_generator=torch.Generator().manual_seed(seed),
         )
+    canaries = None
+    if settings.gradient_canaries:
+        from lmaudit.models.gradient_canaries import plant_gradient_canaries
+
+        canaries = plant_gradient_canaries(private_optimizer, settings.gradient_canaries, batch_size / n_samples,
+                                           settings.noise_multiplier, settings.max_grad_norm, seed)
     return PrivateTraining(private_model, private_optimizer, private_loader, engine, batch_size / n_samples, settings,
-                           unregistered)
+                           unregistered, n_samples, canaries)

@@ -16,16 +16,19 @@ SIZES = {
     "small": (4, 256, 4, 1024),
 }
 ARCHITECTURES = ("bert", "lstm")  # of the classifiers trained from scratch
+DEFAULT_GRADIENT_CANARIES = 2000  # of --audit-dp: each one coordinate; more tighten the bound at no cost in steps
 
 
 @dataclass(frozen=True)
 class DPSettings:
-    """DP-SGD settings: noise multiplier (sigma), per-sample clipping norm, delta, and the per-group cap."""
+    """DP-SGD settings: noise multiplier (sigma), per-sample clipping norm, delta, the per-group cap, and the gradient
+    canaries of the white-box audit of DP-SGD itself (0: none; `models/gradient_canaries.py`)."""
 
     noise_multiplier: float
     max_grad_norm: float = 1.0
     delta: float = 1e-5
     max_samples_per_group: int | None = None
+    gradient_canaries: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,161 @@
+"""Checks of a DP-SGD run against what its accounting assumes, from what the gradient canaries' hooks recorded
+(`models/gradient_canaries.py`), and the white-box audit's verdict. Each check says in plain words what failed.
+
+- Poisson sampling at rate q: the batch sizes' mean and dispersion against Binomial(n, q) (a fixed batch size, or a
+  sampler that draws at another rate, fails; Opacus issue 813's WeightedRandomSampler drew ~780x too often);
+- per-sample clipping at the stated norm: the clipped sum, projected on a random direction, against the same sum
+  computed from the per-sample gradients and the stated norm;
+- noise of the stated scale: the standard deviation of the "out" canaries' observations, which are pure noise in units
+  of the clipping norm, against the noise multiplier.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import chi2, norm
+
+from lmaudit.metrics.fdp_one_run import gaussian_bound
+from lmaudit.metrics.one_run import one_run_bound
+
+ALARM = 1e-4  # a correct run fails a statistical check this rarely
+CLIPPING_TOLERANCE = 1e-3  # relative: float32 sums of the same terms in another order differ far less
+NOISE_TOLERANCE = 0.05  # relative, at least: a stated scale 5% off is a misstatement worth a line
+
+
+@dataclass
+class ClippingRecord:
+    """Sums over the steps: the clipped sum on a random direction computed here (expected) and by the optimizer
+    (actual), the scale of the terms, and the per-sample gradients above the clipping norm."""
+
+    expected: float = 0.0
+    actual: float = 0.0
+    scale: float = 0.0
+    above_norm: int = 0
+    worst: float = 0.0
+
+    def add(self, expected: float, actual: float, scale: float, above_norm: int) -> None:
+        """One step's projections (the same direction for both) and the count of per-sample gradients clipped."""
+        self.expected += expected
+        self.actual += actual
+        self.scale += scale
+        self.above_norm += above_norm
+        self.worst = max(self.worst, abs(expected - actual) / (scale + 1e-12))
+
+
+@dataclass
+class CanaryObservations:
+    """What the gradient canaries' hooks recorded over a run: each canary's key and score (log-likelihood ratio of its
+    observations, higher = guessed in), the batch sizes, the out-canaries' observations' sum of squares and count
+    (units of the clipping norm), and the clipping record."""
+
+    included: np.ndarray
+    sample_rate: float
+    noise_multiplier: float
+    scores: np.ndarray | None = None
+    batch_sizes: list[int] | None = None
+    noise_squares: float = 0.0
+    noise_count: int = 0
+    clipping: ClippingRecord | None = None
+
+    def __post_init__(self) -> None:
+        self.scores = np.zeros(len(self.included)) if self.scores is None else self.scores
+        self.batch_sizes = [] if self.batch_sizes is None else self.batch_sizes
+        self.clipping = ClippingRecord() if self.clipping is None else self.clipping
+
+    def add_step(self, observations: np.ndarray) -> None:
+        """One step's observations at the canaries' coordinates (units of the clipping norm): the score adds the
+        log-likelihood ratio of 'in' (present with probability q) against 'out' at the stated noise (the sum of the
+        observations where there is no noise, or full batches, q = 1: there the ratio is increasing and affine in it)."""
+        sigma, q = self.noise_multiplier, self.sample_rate
+        if sigma > 0 and q < 1:
+            self.scores += np.logaddexp(np.log1p(-q), np.log(q) + (2 * observations - 1) / (2 * sigma ** 2))
+        else:
+            self.scores += observations
+        out = observations[~self.included]
+        self.noise_squares += float(np.square(out).sum())
+        self.noise_count += len(out)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One implementation check: its name, whether it held, and what was measured, in words."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+def poisson_check(batch_sizes: np.ndarray, n_samples: int, sample_rate: float) -> Check:
+    """Batch sizes against Binomial(n, q): the mean (z-test) and the dispersion (chi-square with one degree per step),
+    each two-sided at ALARM."""
+    sizes = np.asarray(batch_sizes, dtype=float)
+    mean, variance = n_samples * sample_rate, n_samples * sample_rate * (1 - sample_rate)
+    if variance == 0:  # q = 1 (full batches) or 0: every batch is exactly n q
+        held = bool(np.all(sizes == mean))
+        return Check("poisson sampling", held, f"{len(sizes)} batches, {'all' if held else 'not all'} of the {mean:.0f} "
+                                               f"samples that rate {sample_rate:g} draws")
+    z = (sizes.mean() - mean) / math.sqrt(variance / len(sizes))
+    dispersion = float(np.square(sizes - mean).sum() / variance)
+    tails = min(chi2.cdf(dispersion, len(sizes)), chi2.sf(dispersion, len(sizes)))
+    detail = (f"{len(sizes)} batches of mean size {sizes.mean():.1f} (Poisson: {mean:.1f}) and variance "
+              f"{sizes.var():.1f} (Poisson: {variance:.1f})")
+    if abs(z) > -norm.ppf(ALARM / 2):
+        return Check("poisson sampling", False, f"{detail}: batches are drawn at another rate than the accounted "
+                                                f"q = {sample_rate:.4g}, so the accountant's epsilon is wrong")
+    if tails < ALARM / 2:
+        return Check("poisson sampling", False, f"{detail}: batch sizes vary {'less' if sizes.var() < variance else 'more'} "
+                                                "than Poisson sampling's, which the accountant assumes")
+    return Check("poisson sampling", True, detail)
+
+
+def clipping_check(record: ClippingRecord, max_grad_norm: float) -> Check:
+    """The optimizer's clipped sums against those computed here at the stated norm."""
+    detail = f"{record.above_norm} per-sample gradients were above the norm {max_grad_norm:g}"
+    if record.worst > CLIPPING_TOLERANCE:
+        return Check("per-sample clipping", False, f"{detail}, and the clipped sum differs from one clipped at "
+                                                   f"{max_grad_norm:g} by {record.worst:.1%} of its scale: the "
+                                                   "gradients are not clipped at the stated norm")
+    if record.above_norm == 0:
+        return Check("per-sample clipping", True, f"{detail}: clipping never acted, so this run could not test it")
+    return Check("per-sample clipping", True, f"{detail}; every clipped sum agrees with one clipped at {max_grad_norm:g}")
+
+
+def noise_check(noise_squares: float, noise_count: int, noise_multiplier: float) -> Check:
+    """The out-canaries' observed noise (units of the clipping norm) against the noise multiplier."""
+    observed = math.sqrt(noise_squares / noise_count) if noise_count else float("nan")
+    tolerance = max(NOISE_TOLERANCE, 5 / math.sqrt(2 * max(noise_count, 1)))
+    detail = f"noise of standard deviation {observed:.4g} x the clipping norm observed (stated: {noise_multiplier:g})"
+    if noise_multiplier == 0:
+        return Check("noise scale", observed < 1e-3, detail)
+    if abs(observed / noise_multiplier - 1) > tolerance:
+        return Check("noise scale", False, f"{detail}: the noise added is not the noise accounted")
+    return Check("noise scale", True, detail)
+
+
+def white_box_audit(observations: CanaryObservations, n_samples: int, max_grad_norm: float, delta: float,
+                    accountant_epsilon: float, confidence: float = 0.95) -> dict:
+    """The white-box audit's record: both one-run bounds from the canaries' scores, the accountant's epsilon beside
+    them, the checks, and the verdict: CONTRADICTION when Steinke et al.'s bound exceeds the accountant's epsilon,
+    FAILED CHECK when a check fails, else consistent."""
+    steinke = one_run_bound(observations.scores, observations.included, delta, confidence)
+    fdp = gaussian_bound(observations.scores, observations.included, delta, confidence)
+    checks = [poisson_check(np.asarray(observations.batch_sizes), n_samples, observations.sample_rate),
+              clipping_check(observations.clipping, max_grad_norm),
+              noise_check(observations.noise_squares, observations.noise_count, observations.noise_multiplier)]
+    failed = [check for check in checks if not check.passed]
+    if steinke.epsilon_lower_bound > accountant_epsilon:
+        verdict = (f"CONTRADICTION: the white-box bound {steinke.epsilon_lower_bound:.3g} exceeds the accountant's "
+                   f"epsilon {accountant_epsilon:.3g}; the DP training or its accounting is wrong")
+    elif failed:
+        verdict = "FAILED CHECK: " + "; ".join(f"{check.name}: {check.detail}" for check in failed)
+    else:
+        verdict = "consistent: the white-box bound is below the accountant's epsilon and every check held"
+    return {"gradient_canaries": len(observations.included), "confidence": confidence, "delta": delta,
+            "epsilon_lower_bound": steinke.epsilon_lower_bound,
+            "correct": steinke.guesses.correct, "guesses": steinke.guesses.guesses,
+            "f_dp_mu_lower_bound": fdp.mu_lower_bound, "f_dp_epsilon_lower_bound": fdp.epsilon_lower_bound,
+            "accountant_epsilon": accountant_epsilon,
+            "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks], "verdict": verdict}

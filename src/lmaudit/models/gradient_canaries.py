@@ -1,0 +1,102 @@
+"""A white-box audit of DP-SGD itself: Dirac gradient canaries planted in the clipped-gradient sum (Steinke, Nasr and
+Jagielski 2023; Nasr et al. 2023), observed in every noisy update, plus checks of what the accounting assumes.
+
+Each of m canaries owns one coordinate of the model's trainable parameters and is "in" with probability 1/2 (a seeded
+key). At every step, an "in" canary joins the batch with the batch's own Poisson rate q and then adds exactly the
+clipping norm C to its coordinate of the sum of clipped per-sample gradients, before Opacus adds the noise N(0,
+sigma^2 C^2): the most a single sample may move the sum. The auditor sees every noisy sum; like the adversary of the DP
+definition, it knows the rest of the batch's clipped sum, so its observation at a canary's coordinate is x_t = (noisy
+sum - clipped sum of the real samples) / C, which is the canary's 1 (when sampled) plus Gaussian noise of standard
+deviation sigma. A canary's score is the log-likelihood ratio of its observations, sum_t log(1 - q + q exp((2 x_t - 1) /
+(2 sigma^2))) at the stated q and sigma (the most powerful test of "in" against "out" for a correct implementation, and
+increasing in each x_t whatever the implementation does); with sigma 0, the sum of the x_t.
+
+The same hooks check the implementation: the batch sizes against Poisson sampling at rate q, the clipped sum against
+one computed here from the per-sample gradients (on a random direction), and the noise's scale from the "out"
+canaries' observations, which are pure noise. `metrics/dp_checks.py` judges them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lmaudit.errors import InputError
+from lmaudit.metrics.dp_checks import CanaryObservations
+
+
+@dataclass
+class GradientCanaries:
+    """The canaries of one DP-SGD run: each one's coordinate (parameter index, flat index), the generator of the
+    canaries' sampling and the clipping probe's directions, and what the hooks observed (with the key)."""
+
+    parameters: np.ndarray
+    offsets: np.ndarray
+    generator: torch.Generator
+    observed: CanaryObservations
+
+
+def plant_gradient_canaries(optimizer, count: int, sample_rate: float, noise_multiplier: float, max_grad_norm: float,
+                            seed: int) -> GradientCanaries:
+    """Choose `count` distinct coordinates of the optimizer's parameters (seeded; each parameter in proportion to its
+    size), flip each canary's coin, and wrap the optimizer's clipping and noise steps to plant and observe them. The
+    rate, noise multiplier and clipping norm are those stated (recorded and accounted), never read from the optimizer:
+    what it really does is what is audited."""
+    sizes = np.array([p.numel() for p in optimizer.params])
+    if count > sizes.sum():
+        raise InputError(f"--gradient-canaries {count}: the model has only {sizes.sum()} trainable coordinates; give fewer")
+    rng = np.random.default_rng([seed, 31])
+    flat = np.sort(rng.choice(sizes.sum(), size=count, replace=False))
+    parameters = np.searchsorted(np.cumsum(sizes), flat, side="right")
+    offsets = flat - np.concatenate([[0], np.cumsum(sizes)])[parameters]
+    observed = CanaryObservations(rng.random(count) < 0.5, sample_rate, noise_multiplier)
+    canaries = GradientCanaries(parameters, offsets, torch.Generator().manual_seed(int(rng.integers(2 ** 62))), observed)
+    _wrap(optimizer, canaries, max_grad_norm)
+    return canaries
+
+
+def _values(optimizer, canaries: GradientCanaries, attribute: str) -> torch.Tensor:
+    """Each canary's coordinate of `attribute` (summed_grad or grad) of its parameter, float64."""
+    values = torch.empty(len(canaries.offsets), dtype=torch.float64)
+    for index, parameter in enumerate(optimizer.params):
+        mine = np.flatnonzero(canaries.parameters == index)
+        if len(mine):
+            tensor = getattr(parameter, attribute).reshape(-1)
+            values[mine] = tensor[torch.as_tensor(canaries.offsets[mine])].double()
+    return values
+
+
+def _wrap(optimizer, canaries: GradientCanaries, max_grad_norm: float) -> None:
+    clip_and_accumulate, add_noise = optimizer.clip_and_accumulate, optimizer.add_noise
+    probe: dict[str, torch.Tensor] = {}
+
+    def clip_and_accumulate_checked() -> None:
+        samples = optimizer.grad_samples
+        canaries.observed.batch_sizes.append(len(samples[0]))
+        directions = [torch.randn(p.shape, generator=canaries.generator) for p in optimizer.params]
+        norms = torch.stack([g.reshape(len(g), -1).norm(dim=1) for g in samples], dim=1).norm(dim=1)
+        projections = sum(torch.einsum("i...,...->i", g, d) for g, d in zip(samples, directions, strict=True))
+        factors = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)  # as Opacus computes them, at the stated norm
+        clip_and_accumulate()
+        clipped = sum((p.summed_grad * d).sum() for p, d in zip(optimizer.params, directions, strict=True))
+        canaries.observed.clipping.add(float((factors * projections).sum()), float(clipped),
+                                       float((factors * projections).abs().sum()), int((norms > max_grad_norm).sum()))
+        probe["real"] = _values(optimizer, canaries, "summed_grad")
+
+    def add_noise_with_canaries() -> None:
+        included = canaries.observed.included
+        # Each 'in' canary joins this step's batch as a sample would: with the Poisson rate q.
+        planted = included & (torch.rand(len(included), generator=canaries.generator).numpy()
+                              < canaries.observed.sample_rate)
+        bump = max_grad_norm
+        for index, parameter in enumerate(optimizer.params):
+            mine = np.flatnonzero((canaries.parameters == index) & planted)
+            if len(mine):
+                parameter.summed_grad.view(-1)[torch.as_tensor(canaries.offsets[mine])] += bump
+        add_noise()
+        observed = (_values(optimizer, canaries, "grad") - probe.pop("real")) / bump
+        canaries.observed.add_step(observed.numpy())
+
+    optimizer.clip_and_accumulate, optimizer.add_noise = clip_and_accumulate_checked, add_noise_with_canaries
