@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.canaries.audit import PAGE_FILE, REPORT_FILE, SCORES_FILE, audit_canaries
+from lmaudit.canaries.audit import audit_canaries
 from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, plant, planted_canaries, reserved_tokens
+from lmaudit.canaries.report import PAGE_FILE, REPORT_FILE, SCORES_FILE
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts

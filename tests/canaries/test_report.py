@@ -8,15 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.canaries.audit import (
-    canary_lines,
-    canary_report,
-    check_scored,
-    exposure_summary,
-    read_key,
-    secret_candidates,
-)
+from lmaudit.canaries.audit import check_scored, exposure_summary, read_key, secret_candidates
 from lmaudit.canaries.make import CanarySet, inclusion, make_canaries, planted_canaries
+from lmaudit.canaries.report import canary_lines, canary_report
 from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.exposure import exposures

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from lmaudit.metrics.dp_audit import white_box_audit
 from lmaudit.models.dp import dp_record, make_private, noise_for_epsilon, training_step
 from lmaudit.models.recipe import DPSettings
 
@@ -38,8 +39,7 @@ def train(epochs: int = 4, canaries: int = 1000, seed: int = 0, epsilon: float |
             training_step(loss, model, private.optimizer, private)
             done += 1
     record = dp_record(private, done)
-    record["observed"] = private.canaries.observed
-    return record
+    return {"white_box_audit": white_box_audit(record), "observed": private.canaries.observed}
 
 
 def test_without_noise_each_canary_observes_exactly_how_often_it_was_planted():
@@ -88,7 +88,7 @@ def test_the_command_line_audits_dp_sgd_and_refuses_the_audit_without_dp(tmp_pat
     code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "model", "--epochs", "1",
                            "--dp", "--noise-multiplier", "1", "--audit-dp", "--gradient-canaries", "300")
     assert code == 0 and "white-box audit of DP-SGD (300 gradient canaries): epsilon >= " in output
-    audit = read_training_summary(tmp_path / "model")["dp"]["white_box_audit"]
+    audit = white_box_audit(read_training_summary(tmp_path / "model")["dp"])
     assert audit["gradient_canaries"] == 300 and audit["verdict"].startswith("consistent")
     code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "other", "--audit-dp")
     assert code == 2 and "add --dp" in output and len(output.strip().splitlines()) == 1

@@ -78,7 +78,8 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
 @placement_options(from_config=True)
 def canaries_audit(folder: str, attack: str | None, delta: float | None, candidates: int, **options) -> None:
     """Audit planted canaries: score them, guess which were planted, bound epsilon; exposure for secrets."""
-    from lmaudit.canaries.audit import audit_canaries, canary_lines
+    from lmaudit.canaries.audit import audit_canaries
+    from lmaudit.canaries.report import canary_lines
     from lmaudit.config import load_config
 
     config = load_config(None, options)

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import InputError
+from lmaudit.models.dp_checks import OBSERVATIONS
 from lmaudit.models.recipe import DPSettings
 
 if TYPE_CHECKING:
@@ -162,11 +163,7 @@ def dp_record(private: PrivateTraining, steps: int) -> dict:
     record = {**asdict(private.settings), "sample_rate": private.sample_rate, "steps": steps, "poisson_sampling": True,
               **private.spent(steps)}
     if private.canaries is not None:
-        from lmaudit.metrics.dp_checks import white_box_audit
-
-        accountant = record["epsilon_prv"] if record["epsilon_prv"] is not None else record["epsilon_rdp"]
-        record["white_box_audit"] = white_box_audit(private.canaries.observed, private.n_samples,
-                                                    private.settings.max_grad_norm, private.settings.delta, accountant)
+        record[OBSERVATIONS] = private.canaries.observed.record(private.n_samples, private.settings.max_grad_norm)
     return record
 
 

@@ -13,7 +13,7 @@ increasing in each x_t whatever the implementation does); with sigma 0, the sum 
 
 The same hooks check the implementation: the batch sizes against Poisson sampling at rate q, the clipped sum against
 one computed here from the per-sample gradients (on a random direction), and the noise's scale from the "out"
-canaries' observations, which are pure noise. `metrics/dp_checks.py` judges them.
+canaries' observations, which are pure noise. `models/dp_checks.py` judges them, `metrics/dp_audit.py` gives the verdict.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import InputError
-from lmaudit.metrics.dp_checks import CanaryObservations
+from lmaudit.models.dp_checks import CanaryObservations
 
 
 @dataclass

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from lmaudit.metrics.dp_checks import CanaryObservations, ClippingRecord, clipping_check, noise_check, poisson_check
+from lmaudit.models.dp_checks import CanaryObservations, ClippingRecord, clipping_check, noise_check, poisson_check
 
 
 def test_poisson_batch_sizes_pass_and_fixed_or_misdrawn_ones_fail():

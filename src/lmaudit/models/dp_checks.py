@@ -1,5 +1,6 @@
 """Checks of a DP-SGD run against what its accounting assumes, from what the gradient canaries' hooks recorded
-(`models/gradient_canaries.py`), and the white-box audit's verdict. Each check says in plain words what failed.
+(`models/gradient_canaries.py`); no torch. Each check says in plain words what failed (the bounds and the verdict are
+`metrics/dp_audit.py`'s).
 
 - Poisson sampling at rate q: the batch sizes' mean and dispersion against Binomial(n, q) (a fixed batch size, or a
   sampler that draws at another rate, fails; Opacus issue 813's WeightedRandomSampler drew ~780x too often);
@@ -17,12 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2, norm
 
-from lmaudit.metrics.fdp_one_run import gaussian_bound
-from lmaudit.metrics.one_run import one_run_bound
-
 ALARM = 1e-4  # a correct run fails a statistical check this rarely
 CLIPPING_TOLERANCE = 1e-3  # relative: float32 sums of the same terms in another order differ far less
 NOISE_TOLERANCE = 0.05  # relative, at least: a stated scale 5% off is a misstatement worth a line
+OBSERVATIONS = "gradient_canary_observations"  # their key in a DP-SGD run's record (`models/dp.py:dp_record`)
 
 
 @dataclass
@@ -77,6 +76,15 @@ class CanaryObservations:
         out = observations[~self.included]
         self.noise_squares += float(np.square(out).sum())
         self.noise_count += len(out)
+
+    def record(self, n_samples: int, max_grad_norm: float) -> dict:
+        """What the training summary keeps: each canary's score and key (synthetic coordinates: no secret) and the
+        implementation checks, from which `metrics/dp_audit.py` makes the verdict."""
+        checks = [poisson_check(np.asarray(self.batch_sizes), n_samples, self.sample_rate),
+                  clipping_check(self.clipping, max_grad_norm),
+                  noise_check(self.noise_squares, self.noise_count, self.noise_multiplier)]
+        return {"scores": self.scores.tolist(), "included": self.included.tolist(),
+                "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks]}
 
 
 @dataclass(frozen=True)
@@ -134,28 +142,3 @@ def noise_check(noise_squares: float, noise_count: int, noise_multiplier: float)
         return Check("noise scale", False, f"{detail}: the noise added is not the noise accounted")
     return Check("noise scale", True, detail)
 
-
-def white_box_audit(observations: CanaryObservations, n_samples: int, max_grad_norm: float, delta: float,
-                    accountant_epsilon: float, confidence: float = 0.95) -> dict:
-    """The white-box audit's record: both one-run bounds from the canaries' scores, the accountant's epsilon beside
-    them, the checks, and the verdict: CONTRADICTION when Steinke et al.'s bound exceeds the accountant's epsilon,
-    FAILED CHECK when a check fails, else consistent."""
-    steinke = one_run_bound(observations.scores, observations.included, delta, confidence)
-    fdp = gaussian_bound(observations.scores, observations.included, delta, confidence)
-    checks = [poisson_check(np.asarray(observations.batch_sizes), n_samples, observations.sample_rate),
-              clipping_check(observations.clipping, max_grad_norm),
-              noise_check(observations.noise_squares, observations.noise_count, observations.noise_multiplier)]
-    failed = [check for check in checks if not check.passed]
-    if steinke.epsilon_lower_bound > accountant_epsilon:
-        verdict = (f"CONTRADICTION: the white-box bound {steinke.epsilon_lower_bound:.3g} exceeds the accountant's "
-                   f"epsilon {accountant_epsilon:.3g}; the DP training or its accounting is wrong")
-    elif failed:
-        verdict = "FAILED CHECK: " + "; ".join(f"{check.name}: {check.detail}" for check in failed)
-    else:
-        verdict = "consistent: the white-box bound is below the accountant's epsilon and every check held"
-    return {"gradient_canaries": len(observations.included), "confidence": confidence, "delta": delta,
-            "epsilon_lower_bound": steinke.epsilon_lower_bound,
-            "correct": steinke.guesses.correct, "guesses": steinke.guesses.guesses,
-            "f_dp_mu_lower_bound": fdp.mu_lower_bound, "f_dp_epsilon_lower_bound": fdp.epsilon_lower_bound,
-            "accountant_epsilon": accountant_epsilon,
-            "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks], "verdict": verdict}
