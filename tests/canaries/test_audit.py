@@ -45,14 +45,15 @@ def trained(tmp_path_factory):
     train_language_model("clm", generate_notes(40, seed=12)["text"].tolist(), root / "reference",
                          TrainingRecipe(tokenizer_dir=root / "target", epochs=20, seed=1))
     train_language_model("clm", texts, root / "dp-target", TrainingRecipe(
-        tokenizer_dir=root / "target", epochs=3, seed=0, dp=DPSettings(noise_multiplier=3.0, delta=1e-5)),
+        tokenizer_dir=root / "target", epochs=1, seed=0, dp=DPSettings(noise_multiplier=3.0, delta=1e-5)),
                          training["group_id"].tolist())
     return root, len(texts)
 
 
 def audit(root, target, folder, out, **options):
+    # One signal store for every audit of the module: the same model and texts are scored once.
     config = AuditConfig(target=str(root / target), reference=[str(root / "reference")], out=str(root / out),
-                         signal={"signal": "clm_loss"})
+                         signal={"signal": "clm_loss"}, cache_dir=str(root / "store"))
     return audit_canaries(config, root / folder, candidates=300, **options)
 
 

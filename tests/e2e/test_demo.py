@@ -2,6 +2,7 @@
 
 import json
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -9,12 +10,17 @@ import pytest
 from click.testing import CliRunner
 
 from lmaudit.cli import main
+from lmaudit.demos import DEMO_SIZES
 
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    result = CliRunner().invoke(main, ["demo", "--size", "smoke", "--out", str(out)])
+    # Half the smoke size's epochs: every assertion here is of the output's shape and the report's rules, which the
+    # shorter training keeps, and the suite stays under 10 minutes on 2 cores.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(DEMO_SIZES, "smoke", replace(DEMO_SIZES["smoke"], epochs=15))
+        result = CliRunner().invoke(main, ["demo", "--size", "smoke", "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out, result.output
 
