@@ -124,3 +124,25 @@ def test_training_refuses_data_that_holds_a_canary_naming_the_row(tmp_path):
                            "--canaries", tmp_path / "k")
     assert code == 2 and "train.csv, row 3" in output and "held out" in output
     assert not (tmp_path / "model").exists()
+
+
+def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries(tmp_path):
+    from lmaudit.data.synth import generate_notes
+    from lmaudit.models.folders import read_training_summary
+
+    generate_notes(4, seed=0).to_csv(tmp_path / "notes.csv", index=False)
+    make_canaries(tmp_path / "mine", "new_token", 10, seed=0)
+    make_canaries(tmp_path / "other", "new_token", 10, seed=1)
+    code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "model", "--epochs", "1",
+                           "--canaries", tmp_path / "mine")
+    assert code == 0, output
+    recorded = read_training_summary(tmp_path / "model")["canaries"]
+    assert recorded["design"] == "new_token" and recorded["planted"] == len(planted_canaries(tmp_path / "mine"))
+    assert len(recorded["folder_fingerprint"]) == 16
+    code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "other",
+                           "--out", tmp_path / "audit")
+    assert code == 2 and "was trained with other canaries" in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "audit").exists()
+    code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "mine",
+                           "--out", tmp_path / "audit")
+    assert code == 0 and "new_token canaries scored by secret (clm_tokens)" in output

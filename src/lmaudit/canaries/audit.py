@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, CanarySet, distinct_secrets, read_canary_set
+from lmaudit.canaries.make import (
+    CANARIES_FILE,
+    KEY_FILE,
+    CanarySet,
+    distinct_secrets,
+    folder_fingerprint,
+    read_canary_set,
+)
 from lmaudit.canaries.report import canary_report, write_canary_audit
 from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES, SECRET_SLOT
 from lmaudit.config import AuditConfig
@@ -182,13 +189,20 @@ def exposure_summary(scores: pd.DataFrame, included: np.ndarray, space_bits: flo
             "planted": summary(scores[included]), "not_planted": summary(scores[~included])}
 
 
-def accountant_epsilon(target: str) -> dict | None:
-    """The accountant's epsilon and delta that lmaudit's DP-SGD training recorded for the target, if any."""
-    from lmaudit.models.folders import read_training_summary
-
-    summary = read_training_summary(target) or {}
-    dp = summary.get("dp")
+def accountant_epsilon(summary: dict | None) -> dict | None:
+    """The accountant's epsilon and delta that lmaudit's DP-SGD training recorded (its training summary), if any."""
+    dp = (summary or {}).get("dp")
     return None if not dp else {"epsilon_rdp": dp["epsilon_rdp"], "epsilon_prv": dp["epsilon_prv"], "delta": dp["delta"]}
+
+
+def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:
+    """InputError when `lmaudit train --canaries` recorded other canaries for the model than `folder`'s (a model
+    trained elsewhere, or whose canaries were planted in its data directly, records none: nothing to check)."""
+    planted = (summary or {}).get("canaries")
+    if planted is not None and planted["folder_fingerprint"] != folder_fingerprint(folder):
+        raise InputError(f"{folder}: {model} was trained with other canaries (folder fingerprint "
+                         f"{planted['folder_fingerprint']}, these are {folder_fingerprint(folder)}); give the canary "
+                         f"folder it was trained with")
 
 
 def check_scored(scores: pd.DataFrame, folder: Path) -> None:
@@ -255,6 +269,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.fdp_one_run import gaussian_bound
     from lmaudit.metrics.one_run import one_run_bound
+    from lmaudit.models.folders import read_training_summary
 
     folder = Path(folder)
     canary_set = read_canary_set(folder)
@@ -262,7 +277,9 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     canaries = secret_columns(folder, canary_set, load_corpus(folder / CANARIES_FILE), attack)
     if attack == SECRET_ATTACK:
         config = token_signal_config(config)
-    dp = accountant_epsilon(config.adapter or config.target)  # a LoRA run records its training in the adapter
+    trained = read_training_summary(config.adapter or config.target)  # a LoRA run records it in the adapter
+    check_trained_with(trained, config.adapter or config.target, folder)
+    dp = accountant_epsilon(trained)
     delta = delta if delta is not None else (dp["delta"] if dp else DEFAULT_DELTA)
     secret = canary_set.kind == "secret"
     with output_lock(config.out):

@@ -22,6 +22,7 @@ no report repeats it; without --seed it is drawn from the operating system's ent
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -41,6 +42,7 @@ from lmaudit.canaries.settings import (
 )
 from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
+from lmaudit.models.source import SUMMARY_FILE
 
 INCLUSION_PROBABILITY = 0.5  # Steinke et al.: each canary in or out by a fair coin, independently
 CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.jsonl", "key.parquet", "canaries.json"
@@ -236,6 +238,22 @@ def planted_canaries(folder: str | Path) -> pd.DataFrame:
     if not read_table(Path(folder) / KEY_FILE)["included"].any():
         return pd.DataFrame(columns=["sample_id", "text", "group_id", "label"])
     return load_corpus(Path(folder) / INSERT_FILE)
+
+
+def folder_fingerprint(folder: str | Path) -> str:
+    """The first 16 hex digits of the SHA-256 of canaries.jsonl: names a canary folder's canaries, never its key."""
+    return hashlib.sha256((Path(folder) / CANARIES_FILE).read_bytes()).hexdigest()[:16]
+
+
+def record_planted(model: str | Path, folder: str | Path) -> None:
+    """Add to the model's lmaudit_training.json what `train --canaries` planted: the design, how many, and the
+    folder's fingerprint, which `canaries audit` checks (written whole or not at all)."""
+    summary_file = Path(model) / SUMMARY_FILE
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    summary["canaries"] = {"design": read_canary_set(folder).kind, "planted": len(planted_canaries(folder)),
+                           "folder_fingerprint": folder_fingerprint(folder)}
+    with staged(summary_file) as (staging,):
+        staging.write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
 
 def check_held_out(folder: str | Path, training: pd.DataFrame) -> None:

@@ -145,6 +145,14 @@ def with_canaries(corpus, canaries: str | None):
     return plant(corpus, canaries)
 
 
+def record_canaries(out: str, canaries: str | None) -> None:
+    """Record in the trained model's summary what --canaries planted (for `canaries audit` to check)."""
+    if canaries:
+        from lmaudit.canaries.make import record_planted
+
+        record_planted(out, canaries)
+
+
 def train_language_model_command(kind: str, data: str, out: str, canaries: str | None, overwrite: bool,
                                   **options) -> None:
     """`lmaudit train mlm|clm`: train, save, print what was trained."""
@@ -165,6 +173,7 @@ def train_language_model_command(kind: str, data: str, out: str, canaries: str |
             "away and make a canary audit contradict the accountant; pass --tokenizer (fitted on public text) instead")
     summary = train_language_model(kind, corpus["text"].tolist(), out, recipe, corpus["group_id"].tolist(), progress(),
                                    Path(out).name)
+    record_canaries(out, canaries)
     saved = (f"the adapter saved to {out} (audit with --target {recipe.init_from} --adapter {out})" if recipe.lora
              else f"saved to {out}")
     click.echo(f"trained on {summary.n_samples} samples for {recipe.epochs} epochs, final loss {summary.final_train_loss:.3f}"
@@ -243,6 +252,7 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
                                      training["group_id"].tolist())
     refuse_another_model(out, "classifier", recipe, len(classifier_data.texts), overwrite)
     summary = train_classifier(classifier_data, out, recipe, progress(), Path(out).name)
+    record_canaries(out, canaries)
     held_out = summary.test_accuracy if summary.test_accuracy is not None else summary.validation_accuracy
     click.echo(f"trained on {summary.n_samples} samples, {summary.epochs_run} epochs (best {summary.best_epoch}); "
                f"train accuracy {summary.train_accuracy:.1%}, {summary.gap_measured_on} accuracy {held_out:.1%}, "
