@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
-import torch
-from markdown_section import markdown_table, replace_section
+from markdown_section import machine_line, markdown_table, publish
 from sklearn.metrics import roc_auc_score
 
 from lmaudit.canaries.audit import audit_canaries
@@ -84,12 +81,10 @@ def main() -> None:
         root = Path(folder)
         others[["sample_id", "group_id", "text"]].to_csv(root / "others.csv", index=False)
         rows = [run(root, kind, design, epsilon, notes, args.canaries, args.epochs) for kind, design, epsilon in grid]
-    text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; torch {torch.__version__}. "
+    text = (f"{machine_line()} "
             f"{len(notes)} notes of {PATIENTS} patients, {args.canaries} canaries (each planted with probability 1/2), "
             f"{args.epochs} epochs, seed {SEED}; bounds at delta {DELTA:g}, 95% confidence.\n\n" + markdown_table(rows))
-    print(text)
-    if args.out:
-        replace_section(args.out, "canary-designs", text)
+    publish(text, args.out, "canary-designs")
 
 
 if __name__ == "__main__":

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-from markdown_section import markdown_table, replace_section
+from markdown_section import machine_line, markdown_table, publish
 
 from lmaudit.data.synth import generate_notes
 from lmaudit.metrics.dp_audit import white_box_audit
@@ -54,12 +51,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         rows = [run(texts, epsilon, batch, args.canaries, Path(folder) / f"{epsilon}-{batch}")
                 for epsilon in (2.0, 4.0) for batch in (32, len(texts))]
-    text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; torch {torch.__version__}. "
+    text = (f"{machine_line()} "
             f"A tiny causal LM on {len(texts)} notes of {PATIENTS} patients, {EPOCHS} epochs, seed {SEED}, "
             f"{args.canaries} gradient canaries; bounds at delta {DELTA:g}, 95% confidence.\n\n" + markdown_table(rows))
-    print(text)
-    if args.out:
-        replace_section(args.out, "dp-audit", text)
+    publish(text, args.out, "dp-audit")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,23 @@ def replace_section(path: Path, name: str, text: str) -> None:
     path.write_text(f"{before}{start}\n{text.rstrip()}\n{end}{after}")
 
 
+def machine_line() -> str:
+    """'Machine: <cpu>, <n> threads; torch <version>.': what a torch benchmark's numbers were measured on."""
+    import os
+    import platform
+
+    import torch
+
+    return f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; torch {torch.__version__}."
+
+
+def publish(text: str, out: Path | None, name: str) -> None:
+    """Print a benchmark's result and, with `out`, put it in that markdown file's section `name`."""
+    print(text)
+    if out:
+        replace_section(out, name, text)
+
+
 def markdown_table(rows: list[dict]) -> str:
     """A markdown table of rows that share their keys (the keys are the header)."""
     columns = list(rows[0])

@@ -9,16 +9,13 @@ seed, in one run, the two ways taking turns.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-from markdown_section import markdown_table, replace_section
+from markdown_section import machine_line, markdown_table, publish
 
 import lmaudit.models.train as training
 from lmaudit.data.roles import split_groups
@@ -60,12 +57,10 @@ def main() -> None:
     baseline = statistics.median(times[next(iter(ways))])
     rows = [{"training loss": way, "s per epoch (median)": f"{statistics.median(t):.2f}",
              "speed-up": f"{baseline / statistics.median(t):.2f}x"} for way, t in times.items()]
-    text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; torch {torch.__version__}. "
+    text = (f"{machine_line()} "
             f"{len(texts)} notes, {args.epochs} epochs per run, {args.repeats} runs each, batch size 32.\n\n"
             + markdown_table(rows))
-    print(text)
-    if args.out:
-        replace_section(args.out, "training", text)
+    publish(text, args.out, "training")
 
 
 if __name__ == "__main__":

@@ -29,9 +29,10 @@ from lmaudit.canaries.make import (
     distinct_secrets,
     folder_fingerprint,
     read_canary_set,
+    secret_rows,
 )
 from lmaudit.canaries.report import canary_report, write_canary_audit
-from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES, SECRET_SLOT
+from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES, SECRET_DESIGNS, SECRET_SLOT
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
@@ -168,9 +169,7 @@ def secret_candidates(canary_set: CanarySet, canaries: pd.DataFrame, count: int)
                          f"not canaries; ask for at most {available // 2}, or --candidates 0")
     secrets = distinct_secrets(SECRET_SLOT, canary_set.secret_digits, count,
                                np.random.default_rng(canary_set.seed + CANDIDATE_SEED), set(canaries["secret"]))
-    return pd.DataFrame({"sample_id": [f"candidate-{i + 1}" for i in range(count)],
-                         "text": [canary_set.secret_format.replace(SECRET_SLOT, secret) for secret in secrets],
-                         "secret": secrets})
+    return secret_rows([f"candidate-{i + 1}" for i in range(count)], canary_set.secret_format, secrets)
 
 
 def exposure_summary(scores: pd.DataFrame, included: np.ndarray, space_bits: float, candidates: int) -> dict:
@@ -227,7 +226,7 @@ def default_attack(kind: str, references: list[str]) -> str:
     """The attack that scores canaries unless the user names one: a secret design's secret alone (SECRET_ATTACK); the
     likelihood ratio for sample canaries with a reference (it explains away how hard each text is), else the target's
     loss."""
-    if kind in ("secret", "new_token"):
+    if kind in SECRET_DESIGNS:
         return SECRET_ATTACK
     return "likelihood_ratio" if references else "loss"
 

@@ -38,6 +38,7 @@ from lmaudit.canaries.settings import (
     DEFAULT_SECRET_DIGITS,
     KINDS,
     NEW_TOKEN_PREFIX,
+    SECRET_DESIGNS,
     SECRET_SLOT,
 )
 from lmaudit.data.corpus import load_corpus, read_table, write_table
@@ -70,7 +71,7 @@ class CanarySet:
     @property
     def has_secret(self) -> bool:
         """Whether each canary holds a secret the audit scores alone (the secret designs)."""
-        return self.kind in ("secret", "new_token")
+        return self.kind in SECRET_DESIGNS
 
 
 def secret_text(secret_format: str, digits: np.ndarray) -> str:
@@ -108,10 +109,14 @@ def make_secret_canaries(count: int, seed: int, secret_format: str = DEFAULT_FOR
     check_format(secret_format, digits)
     if count > 10 ** digits // 2:
         raise InputError(f"--n {count}: {digits} digits allow too few distinct secrets; give more --secret-digits")
-    rng = np.random.default_rng(seed)
-    secrets = distinct_secrets(SECRET_SLOT, digits, count, rng)
-    return pd.DataFrame({"sample_id": canary_ids(count), "text": [secret_format.replace(SECRET_SLOT, secret)
-                                                                   for secret in secrets], "secret": secrets})
+    return secret_rows(canary_ids(count), secret_format,
+                       distinct_secrets(SECRET_SLOT, digits, count, np.random.default_rng(seed)))
+
+
+def secret_rows(sample_ids: list[str], secret_format: str, secrets: list[str]) -> pd.DataFrame:
+    """sample_id, text (the format with each secret in its slot) and secret, one row per secret."""
+    return pd.DataFrame({"sample_id": sample_ids, "text": [secret_format.replace(SECRET_SLOT, secret)
+                                                           for secret in secrets], "secret": secrets})
 
 
 def make_new_token_canaries(count: int, seed: int, secret_format: str = DEFAULT_FORMAT,
@@ -126,9 +131,8 @@ def make_new_token_canaries(count: int, seed: int, secret_format: str = DEFAULT_
     while len(words) < count * tokens:
         fresh = [f"{NEW_TOKEN_PREFIX}{value:010x}" for value in rng.integers(0, 16 ** 10, size=count * tokens)]
         words = list(dict.fromkeys(words + fresh))[: count * tokens]
-    secrets = [" ".join(words[i * tokens:(i + 1) * tokens]) for i in range(count)]
-    return pd.DataFrame({"sample_id": canary_ids(count), "text": [secret_format.replace(SECRET_SLOT, secret)
-                                                                   for secret in secrets], "secret": secrets})
+    return secret_rows(canary_ids(count), secret_format,
+                       [" ".join(words[i * tokens:(i + 1) * tokens]) for i in range(count)])
 
 
 def reserved_tokens(folder: str | Path) -> tuple[str, ...]:
@@ -201,7 +205,7 @@ def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = Non
     seed = fresh_seed() if seed is None else seed
     if count < 2:
         raise InputError("--n: a canary audit needs at least 2 canaries (hundreds for a useful bound)")
-    if kind in ("secret", "new_token") and source is not None:
+    if kind in SECRET_DESIGNS and source is not None:
         raise InputError("--source gives sample canaries: use it with --design sample")
     if kind == "new_token":
         canaries = make_new_token_canaries(count, seed, secret_format, tokens)

@@ -14,6 +14,7 @@ from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.canaries.make import CanarySet
 from lmaudit.config import AuditConfig
+from lmaudit.metrics.privacy import accountant_epsilon
 
 if TYPE_CHECKING:
     from lmaudit.metrics.fdp_one_run import GaussianBound
@@ -47,7 +48,7 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
     if dp is not None and dp["delta"] == bound.delta:
         # Steinke et al.'s bound only: the f-DP epsilon is that of the rejected Gaussian curve, and a correct DP-SGD,
         # whose curve is not exactly Gaussian, can reject a mu whose epsilon exceeds the accountant's.
-        verdict = verdict_against(bound.epsilon_lower_bound, claimed_epsilon(dp)[1])
+        verdict = verdict_against(bound.epsilon_lower_bound, accountant_epsilon(dp)[1])
     return {
         "schema_version": 1, "kind": "canary_audit", "lmaudit_version": __version__,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -94,11 +95,6 @@ def verdict_against(empirical: float, claimed: float) -> str:
     return "CONTRADICTION: the bound exceeds the accountant's epsilon; the DP training or its accounting is wrong"
 
 
-def claimed_epsilon(dp: dict) -> tuple[str, float]:
-    """The accountant's epsilon the bound is compared with, and its accountant: PRV (tighter) where computed, else RDP."""
-    return ("PRV", dp["epsilon_prv"]) if dp["epsilon_prv"] is not None else ("RDP", dp["epsilon_rdp"])
-
-
 def _bits(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -122,7 +118,7 @@ def canary_lines(report: dict) -> list[str]:
              f"{one_run['confidence']:.0%} confidence (best of {one_run['choices_of_k']} guess counts, "
              f"Bonferroni-corrected; Steinke et al. 2023)", fdp_line(report["f_dp"])]
     if report["accountant"]:
-        accountant, epsilon = claimed_epsilon(report["accountant"])
+        accountant, epsilon = accountant_epsilon(report["accountant"])
         lines.append(f"the accountant's epsilon: {epsilon:.3g} ({accountant}) at delta {report['accountant']['delta']:g}"
                      + (f"; {report['verdict']}" if report["verdict"] else ""))
     if report["exposure"]:

@@ -2,6 +2,7 @@
 random secrets scored for exposure. No pandas: the command line's options read these."""
 
 KINDS = ("new_token", "secret", "sample")  # the designs, the one that detects best first
+SECRET_DESIGNS = ("new_token", "secret")  # each canary holds a secret, scored alone
 SECRET_SLOT = "{secret}"
 DEFAULT_FORMAT = "the patient's medical record number is {secret} ."
 DEFAULT_SECRET_DIGITS = 8

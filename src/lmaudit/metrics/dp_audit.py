@@ -8,13 +8,14 @@ import numpy as np
 
 from lmaudit.metrics.fdp_one_run import gaussian_bound
 from lmaudit.metrics.one_run import one_run_bound
+from lmaudit.metrics.privacy import accountant_epsilon
 
 
 def white_box_audit(dp: dict, confidence: float = 0.95) -> dict:
     """The audit of a DP-SGD run's record `dp` (with its gradient canaries' observations): bounds, the accountant's
     epsilon (PRV, else RDP) at the run's delta, the checks, and the verdict."""
     canaries, delta = dp["gradient_canary_observations"], dp["delta"]
-    accountant = dp["epsilon_prv"] if dp["epsilon_prv"] is not None else dp["epsilon_rdp"]
+    accountant = accountant_epsilon(dp)[1]
     scores, included = np.asarray(canaries["scores"]), np.asarray(canaries["included"], dtype=bool)
     steinke = one_run_bound(scores, included, delta, confidence)
     fdp = gaussian_bound(scores, included, delta, confidence)

@@ -7,6 +7,12 @@ import math
 from lmaudit.metrics.uncertainty import clopper_pearson
 
 
+def accountant_epsilon(dp: dict) -> tuple[str, float | None]:
+    """The accountant's epsilon a DP-SGD record is compared with, and its accountant's name: PRV (the tighter) where it
+    was computed, else RDP."""
+    return ("PRV", dp["epsilon_prv"]) if dp["epsilon_prv"] is not None else ("RDP", dp["epsilon_rdp"])
+
+
 def empirical_epsilon(tp: int, fn: int, fp: int, tn: int, delta: float, level: float = 0.95) -> float:
     """Lower bound on the epsilon of any (epsilon, delta)-DP training that allows these attack counts (nats).
 

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import chi2, norm
@@ -53,16 +53,14 @@ class CanaryObservations:
     included: np.ndarray
     sample_rate: float
     noise_multiplier: float
-    scores: np.ndarray | None = None
-    batch_sizes: list[int] | None = None
+    scores: np.ndarray = field(init=False)
+    batch_sizes: list[int] = field(default_factory=list)
     noise_squares: float = 0.0
     noise_count: int = 0
-    clipping: ClippingRecord | None = None
+    clipping: ClippingRecord = field(default_factory=ClippingRecord)
 
     def __post_init__(self) -> None:
-        self.scores = np.zeros(len(self.included)) if self.scores is None else self.scores
-        self.batch_sizes = [] if self.batch_sizes is None else self.batch_sizes
-        self.clipping = ClippingRecord() if self.clipping is None else self.clipping
+        self.scores = np.zeros(len(self.included))
 
     def add_step(self, observations: np.ndarray) -> None:
         """One step's observations at the canaries' coordinates (units of the clipping norm): the score adds the

@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 from lmaudit.attacks.base import AttackScores  # noqa: E402
 from lmaudit.attacks.registry import attack_spec  # noqa: E402
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER  # noqa: E402
+from lmaudit.metrics import privacy  # noqa: E402
 from lmaudit.metrics.roc import roc_points  # noqa: E402
 from lmaudit.report.tables import shown_summary  # noqa: E402
 
@@ -123,7 +124,7 @@ def histogram_figure(attack: AttackScores, threshold: float | None, threshold_la
 
 def accountant_epsilon(row: dict) -> float:
     """A sweep row's epsilon from the accountant: PRV, else RDP; +inf without noise (or when neither was computed)."""
-    value = row["epsilon_prv"] if row["epsilon_prv"] is not None else row["epsilon_rdp"]
+    value = privacy.accountant_epsilon(row)[1]
     return float("inf") if value is None else float(value)
 
 
