@@ -13,7 +13,15 @@ import pandas as pd
 import pytest
 
 from lmaudit.canaries.audit import audit_canaries
-from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries, plant, planted_canaries, reserved_tokens
+from lmaudit.canaries.make import (
+    CANARIES_FILE,
+    KEY_FILE,
+    make_canaries,
+    plant,
+    planted_canaries,
+    record_planted,
+    reserved_tokens,
+)
 from lmaudit.canaries.report import PAGE_FILE, REPORT_FILE, SCORES_FILE
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
@@ -47,6 +55,9 @@ def trained(tmp_path_factory):
     train_language_model("clm", texts, root / "dp-target", TrainingRecipe(
         tokenizer_dir=root / "target", epochs=1, seed=0, dp=DPSettings(noise_multiplier=3.0, delta=1e-5)),
                          training["group_id"].tolist())
+    for model in ("target", "dp-target"):  # what `train --canaries` records, for one folder; here three are planted
+        for folder in ("samples", "secrets", "new-tokens"):
+            record_planted(root / model, root / folder)
     return root, len(texts)
 
 
@@ -130,6 +141,7 @@ def test_a_masked_lm_reads_each_secret_token_masked_alone(tmp_path):
     training = plant(generate_notes(5, seed=1), tmp_path / "c")
     train_language_model("mlm", training["text"].tolist(), tmp_path / "mlm", TrainingRecipe(
         epochs=2, seed=0, reserved_tokens=reserved_tokens(tmp_path / "c")))
+    record_planted(tmp_path / "mlm", tmp_path / "c")
     result = audit_canaries(AuditConfig(target=str(tmp_path / "mlm"), out=str(tmp_path / "out")), tmp_path / "c",
                             candidates=0)
     assert result.report["signal"] == "mlm_tokens" and result.report["attack"] == "secret"
@@ -188,6 +200,7 @@ def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
                           train["label"].tolist() + planted["label"].tolist(),
                           (validation["text"].tolist(), validation["label"].tolist()))
     train_classifier(data, tmp_path / "model", TrainingRecipe(epochs=4, patience=4, seed=0))
+    record_planted(tmp_path / "model", tmp_path / "canaries")
     config = AuditConfig(target=str(tmp_path / "model"), out=str(tmp_path / "audit"), signal={"signal": "classifier"})
     result = audit_canaries(config, tmp_path / "canaries")
     assert result.report["attack"] == "loss" and result.report["signal"] == "classifier"
@@ -197,5 +210,6 @@ def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
     pd.DataFrame({"text": [f"a post about nothing {i}" for i in range(5)], "label": "nonsense"}).to_csv(
         tmp_path / "odd.csv", index=False)
     make_canaries(tmp_path / "odd", "sample", 5, seed=0, source=tmp_path / "odd.csv")
+    record_planted(tmp_path / "model", tmp_path / "odd")  # as if planted too: the labels are what is refused
     with pytest.raises(InputError, match="canaries.jsonl, row 1: label 'nonsense' is not a label of the model"):
         audit_canaries(config.model_copy(update={"out": str(tmp_path / "odd-audit")}), tmp_path / "odd")

@@ -126,7 +126,7 @@ def test_training_refuses_data_that_holds_a_canary_naming_the_row(tmp_path):
     assert not (tmp_path / "model").exists()
 
 
-def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries(tmp_path):
+def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries_or_none(tmp_path):
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.folders import read_training_summary
 
@@ -136,7 +136,7 @@ def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries(tm
     code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "model", "--epochs", "1",
                            "--canaries", tmp_path / "mine")
     assert code == 0, output
-    recorded = read_training_summary(tmp_path / "model")["canaries"]
+    [recorded] = read_training_summary(tmp_path / "model")["canaries"]
     assert recorded["design"] == "new_token" and recorded["planted"] == len(planted_canaries(tmp_path / "mine"))
     assert len(recorded["folder_fingerprint"]) == 16
     code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "other",
@@ -146,3 +146,9 @@ def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries(tm
     code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "mine",
                            "--out", tmp_path / "audit")
     assert code == 0 and "new_token canaries scored by secret (clm_tokens)" in output
+    code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "plain", "--epochs", "1")
+    assert code == 0, output
+    code, output = run_cli("canaries", "audit", "--model", tmp_path / "plain", "--canaries", tmp_path / "mine",
+                           "--out", tmp_path / "plain-audit")
+    assert code == 2 and "trained by lmaudit without canaries" in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "plain-audit").exists()

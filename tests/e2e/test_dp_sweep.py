@@ -74,7 +74,11 @@ def test_every_noise_level_has_its_canary_epsilon_from_the_same_canaries(sweep):
     for row in result["rows"]:
         report = json.loads((out / f"sigma-{row['noise_multiplier']:g}" / "canaries" / "canary_report.json").read_text())
         assert row["canary_epsilon"] == report["one_run"]["epsilon_lower_bound"] >= 0
+        assert row["canary_f_dp_epsilon"] == report["f_dp"]["epsilon_lower_bound"]
         assert (row["canary_correct"], row["canary_guesses"]) == (report["one_run"]["correct"], report["one_run"]["guesses"])
-        assert report["one_run"]["delta"] == 1e-5 and report["attack"] == "likelihood_ratio"
-    noisy = result["rows"][0]
+        assert report["one_run"]["delta"] == 1e-5 and (report["canaries"]["kind"], report["attack"]) == ("new_token", "secret")
+    noisy, clipped = result["rows"]
     assert noisy["canary_epsilon"] <= noisy["epsilon_rdp"]  # a lower bound never above the accountant's epsilon
+    # the white-box audit of DP-SGD: consistent under noise; without noise every gradient canary is seen
+    assert noisy["white_box_verdict"].startswith("consistent") and noisy["white_box_epsilon"] <= noisy["epsilon_rdp"]
+    assert clipped["white_box_epsilon"] > 2

@@ -205,7 +205,18 @@ def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
     assert record["noise_multiplier"] == 0.8 and record["max_samples_per_group"] == 4
     assert read_training_summary(tmp_path / "clf")["n_samples"] == 9 * 4
     result = runner.invoke(main, ["train", "mlm", "--data", tmp_path / "train.csv", "--out", tmp_path / "m", "--dp"])
-    assert result.exit_code == 2 and "--dp needs --noise-multiplier" in result.output
+    assert result.exit_code == 2 and "--dp needs one of --noise-multiplier" in result.output
+    result = runner.invoke(main, ["train", "mlm", "--data", tmp_path / "train.csv", "--out", tmp_path / "m", "--dp",
+                                  "--noise-multiplier", "1", "--target-epsilon", "4"])
+    assert result.exit_code == 2 and "--dp needs one of --noise-multiplier" in result.output
+    # a target epsilon: the run spends it (within Opacus's search tolerance, 0.01, from below) at the recorded delta
+    result = runner.invoke(main, ["train", "mlm", "--data", tmp_path / "train.csv", "--out", tmp_path / "m", "--dp",
+                                  "--target-epsilon", "4", "--epochs", "2", "--batch-size", "8"])
+    assert result.exit_code == 0 and "for target epsilon 4" in result.output, result.output
+    record = read_training_summary(tmp_path / "m")["dp"]
+    assert record["target_epsilon"] == 4 and 3.95 <= record["epsilon_prv"] <= 4.0
+    assert record["epsilon_prv"] == pytest.approx(privacy_spent(record["sample_rate"], record["noise_multiplier"],
+                                                                 record["steps"], 1e-5)["epsilon_prv"])
     result = runner.invoke(main, ["train", "classifier", "--data", tmp_path / "train.csv", "--validation",
                                   tmp_path / "validation.csv", "--architecture", "lstm", "--max-epochs", "2", "--dp",
                                   "--noise-multiplier", "1", "--out", tmp_path / "lstm"])

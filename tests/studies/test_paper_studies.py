@@ -204,8 +204,15 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
         if family != "classifier":  # the language models' planted canaries, audited at that checkpoint
             canary_report = json.loads((tmp_path / "canary-audits" / cell["cell"] / "canary_report.json").read_text())
             assert measured["canary_epsilon"] == canary_report["one_run"]["epsilon_lower_bound"] >= 0
+            assert measured["canary_f_dp_epsilon"] == canary_report["f_dp"]["epsilon_lower_bound"]
             assert canary_report["one_run"]["delta"] == PAPER_DELTA and canary_report["target"] == report["config"]["target"]
+            # new-token canaries on the secret alone; a fine-tune against its base, a model from scratch alone
+            assert (canary_report["canaries"]["kind"], canary_report["attack"]) == ("new_token", "secret")
+            assert canary_report["reference"] == ([report["config"]["reference"][0]] if start == "fine-tuned" else [])
             assert target["n_samples"] > len(pd.read_parquet(tmp_path / "data" / "member.parquet"))  # canaries planted
+            assert target["canaries"][0]["design"] == "new_token"
+        if cell["settings"]["noise"] != "non-DP" and family != "classifier":  # DP-SGD audited white-box too
+            assert measured["white_box_verdict"].startswith("consistent") and measured["white_box_epsilon"] >= 0
         if cell["settings"]["noise"] == "non-DP":
             assert target["dp"] is None and measured["epsilon_rdp"] is None
             continue
@@ -220,6 +227,7 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
     assert best["loss sample: max AUC"] == max(auc(first, "loss"), auc(last, "loss"))
     assert best["epsilon"] == last["measured"]["epsilon_rdp"]  # the last epoch's: what the whole run spent
     assert best["canary epsilon"] == last["measured"]["canary_epsilon"] <= best["epsilon"]
+    assert best["white-box epsilon"] == last["measured"]["white_box_epsilon"] <= best["epsilon"]
     assert set(study["analysis"]["maximum over epochs: clm"]) == {"fine-tuned, non-DP"}
     assert set(study["analysis"]) == {f"maximum over epochs: {f}" for f in ("mlm", "clm", "classifier")}
     assert "data:image/png;base64," in (tmp_path / "study.html").read_text()

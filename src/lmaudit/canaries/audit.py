@@ -195,13 +195,19 @@ def accountant_epsilon(summary: dict | None) -> dict | None:
 
 
 def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:
-    """InputError when `lmaudit train --canaries` recorded other canaries for the model than `folder`'s (a model
-    trained elsewhere, or whose canaries were planted in its data directly, records none: nothing to check)."""
-    planted = (summary or {}).get("canaries")
-    if planted is not None and planted["folder_fingerprint"] != folder_fingerprint(folder):
+    """InputError unless a model lmaudit trained records `folder`'s canaries among those it planted (`train
+    --canaries`); a model trained elsewhere has no lmaudit_training.json, and its planting is taken on trust."""
+    if summary is None:
+        return
+    planted = summary.get("canaries", [])
+    fingerprint = folder_fingerprint(folder)
+    if not planted:
+        raise InputError(f"{model}: trained by lmaudit without canaries (its lmaudit_training.json records none), so "
+                         f"an audit of {folder} would prove nothing; train it with --canaries {folder}")
+    if fingerprint not in {entry["folder_fingerprint"] for entry in planted}:
         raise InputError(f"{folder}: {model} was trained with other canaries (folder fingerprint "
-                         f"{planted['folder_fingerprint']}, these are {folder_fingerprint(folder)}); give the canary "
-                         f"folder it was trained with")
+                         f"{', '.join(entry['folder_fingerprint'] for entry in planted)}, these are {fingerprint}); "
+                         f"give the canary folder it was trained with")
 
 
 def check_scored(scores: pd.DataFrame, folder: Path) -> None:

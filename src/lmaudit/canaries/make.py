@@ -250,12 +250,14 @@ def folder_fingerprint(folder: str | Path) -> str:
 
 
 def record_planted(model: str | Path, folder: str | Path) -> None:
-    """Add to the model's lmaudit_training.json what `train --canaries` planted: the design, how many, and the
-    folder's fingerprint, which `canaries audit` checks (written whole or not at all)."""
+    """Add to the model's lmaudit_training.json what was planted from `folder`: the design, how many, and the folder's
+    fingerprint, which `canaries audit` checks (a list, one entry per canary folder; written whole or not at all)."""
     summary_file = Path(model) / SUMMARY_FILE
     summary = json.loads(summary_file.read_text(encoding="utf-8"))
-    summary["canaries"] = {"design": read_canary_set(folder).kind, "planted": len(planted_canaries(folder)),
-                           "folder_fingerprint": folder_fingerprint(folder)}
+    fingerprint = folder_fingerprint(folder)
+    summary["canaries"] = [*(entry for entry in summary.get("canaries", []) if entry["folder_fingerprint"] != fingerprint),
+                           {"design": read_canary_set(folder).kind, "planted": len(planted_canaries(folder)),
+                            "folder_fingerprint": fingerprint}]
     with staged(summary_file) as (staging,):
         staging.write_text(json.dumps(summary, indent=2), encoding="utf-8")
 

@@ -79,7 +79,10 @@ start_options = stack(
 dp_options = stack(
     click.option("--dp", is_flag=True, help="Train with DP-SGD (Opacus): Poisson batches, per-sample clipping, noise."),
     click.option("--noise-multiplier", default=None, type=click.FloatRange(min=0),
-                 help="DP-SGD noise sigma (with --dp; required there)."),
+                 help="DP-SGD noise sigma (with --dp; this or --target-epsilon)."),
+    click.option("--target-epsilon", default=None, type=click.FloatRange(min=0, min_open=True),
+                 help="Train with the noise sigma at which the whole run spends this epsilon at --delta (PRV accountant; "
+                      "with --dp, instead of --noise-multiplier)."),
     setting(DPSettings, "max_grad_norm", type=click.FloatRange(min=0, min_open=True),
             help="Per-sample clipping norm (with --dp)."),
     setting(DPSettings, "delta", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
@@ -94,23 +97,27 @@ dp_options = stack(
 )
 
 
-def dp_settings(dp: bool, noise_multiplier: float | None, max_grad_norm: float, delta: float,
-                max_samples_per_group: int | None, audit_dp: bool, gradient_canaries: int) -> DPSettings | None:
-    """The DP-SGD settings of --dp and its options; InputError for DP options without --dp or --dp without noise."""
+def dp_settings(dp: bool, noise_multiplier: float | None, target_epsilon: float | None, max_grad_norm: float,
+                delta: float, max_samples_per_group: int | None, audit_dp: bool,
+                gradient_canaries: int) -> DPSettings | None:
+    """The DP-SGD settings of --dp and its options; InputError for DP options without --dp, or --dp without exactly one
+    of --noise-multiplier and --target-epsilon."""
     if not dp:
-        if noise_multiplier is not None or max_samples_per_group is not None or audit_dp:
-            raise InputError("--noise-multiplier, --max-samples-per-group and --audit-dp apply to DP training: add --dp")
+        if noise_multiplier is not None or target_epsilon is not None or max_samples_per_group is not None or audit_dp:
+            raise InputError("--noise-multiplier, --target-epsilon, --max-samples-per-group and --audit-dp apply to DP "
+                             "training: add --dp")
         return None
-    if noise_multiplier is None:
-        raise InputError("--dp needs --noise-multiplier (e.g. 1.0; larger is more private and less accurate)")
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise InputError("--dp needs one of --noise-multiplier (e.g. 1.0; larger is more private and less accurate) and "
+                         "--target-epsilon (e.g. 4)")
     return DPSettings(noise_multiplier, max_grad_norm, delta, max_samples_per_group,
-                      gradient_canaries if audit_dp else 0)
+                      gradient_canaries if audit_dp else 0, target_epsilon)
 
 
 def recipe_of(options: dict) -> TrainingRecipe:
     """The training recipe of a train command's options: the recipe's own fields, LoRA's and DP-SGD's."""
     lora, rank = options.pop("lora"), options.pop("lora_rank")
-    dp = dp_settings(*(options.pop(name) for name in ("dp", "noise_multiplier", "max_grad_norm", "delta",
+    dp = dp_settings(*(options.pop(name) for name in ("dp", "noise_multiplier", "target_epsilon", "max_grad_norm", "delta",
                                                       "max_samples_per_group", "audit_dp", "gradient_canaries")))
     return TrainingRecipe(lora=LoraSettings(rank=rank) if lora else None, dp=dp, **options)
 
@@ -120,7 +127,9 @@ def dp_line(record: dict | None) -> str:
     if not record:
         return ""
     prv = "not computed" if record["epsilon_prv"] is None else f"{record['epsilon_prv']:.3g}"
-    return (f"; DP-SGD sigma {record['noise_multiplier']}, clip {record['max_grad_norm']}, {record['steps']} steps: "
+    sigma = (f"{record['noise_multiplier']:.4g} (for target epsilon {record['target_epsilon']:g})"
+             if record.get("target_epsilon") else f"{record['noise_multiplier']}")
+    return (f"; DP-SGD sigma {sigma}, clip {record['max_grad_norm']}, {record['steps']} steps: "
             f"epsilon {prv} (PRV), {record['epsilon_rdp']:.3g} (RDP) at delta {record['delta']:g}")
 
 

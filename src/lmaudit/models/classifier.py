@@ -211,7 +211,7 @@ def train_classifier(data: ClassifierData, out_dir: str | Path, recipe: Training
     log.info("training %s (%s %s): %d samples, %d labels, at most %d epochs (patience %d), batch size %d, learning rate %g%s",
              label, architecture, setup.start.get("size", recipe.size), len(texts), len(names), recipe.epochs,
              recipe.patience, recipe.batch_size, setup.learning_rate,
-             f", DP-SGD noise {recipe.dp.noise_multiplier:g}" if recipe.dp is not None else "")
+             private.described() if private else "")
     for epoch in tqdm(range(1, recipe.epochs + 1), desc=f"training {label} ({architecture} {recipe.size})", unit="epoch",
                       disable=not progress or None):
         batches = private.batches() if private else length_bucketed_batches(lengths, recipe.batch_size, order_rng)

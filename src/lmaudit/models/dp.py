@@ -9,10 +9,11 @@ as Jagannatha et al. do with 50 samples per patient.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,6 +80,17 @@ def noise_for_epsilon(epsilon: float, delta: float, sample_rate: float, steps: i
                                           steps=steps, accountant="prv", epsilon_tolerance=0.01))
 
 
+def resolve_noise(settings: DPSettings, n_samples: int, batch_size: int, epochs: int) -> DPSettings:
+    """The settings with the noise multiplier that spends `target_epsilon` at `delta` over `epochs` epochs of Poisson
+    batches at rate batch_size / n_samples (ceil(n_samples / batch_size) steps each: Opacus's), where one is targeted.
+    A run that stops early (a classifier's early stopping) spends less."""
+    if settings.target_epsilon is None:
+        return settings
+    steps = epochs * math.ceil(n_samples / batch_size)
+    return replace(settings, noise_multiplier=noise_for_epsilon(settings.target_epsilon, settings.delta,
+                                                                batch_size / n_samples, steps))
+
+
 def per_sample_losses(logits: torch.Tensor, labels: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """Each sample's mean loss over its labelled positions (-100 = none), or its cross-entropy for (B, labels) logits.
 
@@ -113,6 +125,12 @@ class PrivateTraining:
         for (indices,) in self.loader:
             if len(indices):
                 yield indices.numpy()
+
+    def described(self) -> str:
+        """', DP-SGD noise sigma' for a training log line (the sigma found for a target epsilon says so)."""
+        target = self.settings.target_epsilon
+        return (f", DP-SGD noise {self.settings.noise_multiplier:.4g}"
+                + (f" (for target epsilon {target:g})" if target is not None else ""))
 
     def spent(self, steps: int) -> dict[str, float]:
         """Epsilon after `steps` optimizer steps."""

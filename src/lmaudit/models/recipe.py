@@ -21,14 +21,23 @@ DEFAULT_GRADIENT_CANARIES = 2000  # of --audit-dp: each one coordinate; more tig
 
 @dataclass(frozen=True)
 class DPSettings:
-    """DP-SGD settings: noise multiplier (sigma), per-sample clipping norm, delta, the per-group cap, and the gradient
-    canaries of the white-box audit of DP-SGD itself (0: none; `models/gradient_canaries.py`)."""
+    """DP-SGD settings: noise multiplier (sigma; None with `target_epsilon`: the sigma at which the whole run spends
+    that epsilon at `delta`, found when training starts, `models/dp.py:resolve_noise`), per-sample clipping norm, delta,
+    the per-group cap, and the gradient canaries of the white-box audit of DP-SGD itself (0: none;
+    `models/gradient_canaries.py`)."""
 
-    noise_multiplier: float
+    noise_multiplier: float | None
     max_grad_norm: float = 1.0
     delta: float = 1e-5
     max_samples_per_group: int | None = None
     gradient_canaries: int = 0
+    target_epsilon: float | None = None
+
+    def recorded(self) -> dict:
+        """What a trained model's summary records of these settings (the sigma found for a target epsilon is the
+        run's, so only the target is compared)."""
+        return {key: value for key, value in asdict(self).items()
+                if not (key == "noise_multiplier" and self.target_epsilon is not None)}
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,7 @@ class TrainingRecipe:
         trained model is reused only when its summary agrees with every entry."""
         pretrained = self.init_from is not None
         fields = {"kind": kind, "seed": self.seed, "batch_size": self.batch_size, "max_length": self.max_length,
-                  "learning_rate": self.peak_learning_rate(), "dp": None if self.dp is None else asdict(self.dp),
+                  "learning_rate": self.peak_learning_rate(), "dp": None if self.dp is None else self.dp.recorded(),
                   "init_from": str(self.init_from) if pretrained else None,
                   # A checkpoint brings its own size and dropout, which the summary records as such.
                   "size": "pretrained" if pretrained else self.size, "dropout": None if pretrained else self.dropout}

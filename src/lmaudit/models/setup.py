@@ -12,7 +12,7 @@ import torch
 from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
 from lmaudit.models.architectures import classifier_model, language_model
-from lmaudit.models.dp import PrivateTraining, cap_samples_per_group, make_private
+from lmaudit.models.dp import PrivateTraining, cap_samples_per_group, make_private, resolve_noise
 from lmaudit.models.lstm import swap_lstm
 from lmaudit.models.pretrained import load_checkpoint, with_lora
 from lmaudit.models.recipe import TrainingRecipe
@@ -88,7 +88,8 @@ def set_up_training(kind: str, texts: Sequence[str], recipe: TrainingRecipe, lab
         swap_lstm(model, private=True)  # Opacus computes per-sample gradients of its DPLSTM, not of torch's LSTM
     learning_rate = recipe.peak_learning_rate()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01, foreach=True)
-    private = (make_private(model, optimizer, len(texts), recipe.batch_size, recipe.dp, recipe.seed)
+    private = (make_private(model, optimizer, len(texts), recipe.batch_size,
+                            resolve_noise(recipe.dp, len(texts), recipe.batch_size, recipe.epochs), recipe.seed)
                if recipe.dp is not None else None)
     return TrainingSetup(model, tokenizer, max_length, start, learning_rate, optimizer, private)
 

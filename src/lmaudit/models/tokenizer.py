@@ -71,8 +71,10 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 4000, max_length: in
 
 def reserve_tokens(tokenizer, tokens: Sequence[str]):
     """The tokenizer with `tokens` added to its vocabulary, each one id, in the order given (new-token canaries: every
-    canary's, planted or not, so that the vocabulary does not tell which were planted); InputError if one is known."""
-    known = [token for token in tokens if token in tokenizer.get_vocab()]
+    canary's, planted or not, so that the vocabulary does not tell which were planted); InputError if one is a word of
+    the trained vocabulary. Tokens added before (a reference or base model made for the same canaries) are kept."""
+    added = tokenizer.get_added_vocab()
+    known = [token for token in tokens if token in tokenizer.get_vocab() and token not in added]
     if known:
         raise InputError(f"the token '{known[0]}' is already in the tokenizer's vocabulary: new-token canaries need "
                          "tokens that occur nowhere else; make the canaries again")

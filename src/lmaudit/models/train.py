@@ -69,7 +69,7 @@ def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_
     size = setup.start.get("size", recipe.size)
     log.info("training %s (%s, %s): %d samples, %d epochs, batch size %d, learning rate %g%s", label, kind, size,
              len(encoded), epochs, recipe.batch_size, setup.learning_rate,
-             f", DP-SGD noise {recipe.dp.noise_multiplier:g}" if recipe.dp is not None else "")
+             setup.private.described() if setup.private else "")
 
     def summary_after(losses: list[float], **extra) -> TrainingSummary:
         return TrainingSummary(**{

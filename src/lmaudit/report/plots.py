@@ -130,8 +130,8 @@ def accountant_epsilon(row: dict) -> float:
 
 def sweep_figure(sweep: dict) -> str:
     """Against the accountant's epsilon (log axis; no noise, epsilon infinite, at the right): each attack's AUC with its
-    95% interval, the largest empirical epsilon lower bound and the canaries' beside the line epsilon = epsilon, and the
-    held-out loss."""
+    95% interval, the largest empirical epsilon lower bound, the canaries' and the white-box one beside the line epsilon =
+    epsilon, and the held-out loss."""
     rows = sorted(sweep["rows"], key=accountant_epsilon)
     epsilons = [accountant_epsilon(r) for r in rows]
     finite = [e for e in epsilons if np.isfinite(e)]
@@ -149,7 +149,10 @@ def sweep_figure(sweep: dict) -> str:
     bounds = [max((c["epsilon_lower_bound"] for c in r["attacks"].values() if c["epsilon_lower_bound"] is not None),
                   default=0.0) for r in rows]
     middle.plot(x, bounds, marker="o", color="black", label="largest attack lower bound")
-    middle.plot(x, [r["canary_epsilon"] for r in rows], marker="s", color="tab:red", label="canary lower bound (one run)")
+    middle.plot(x, [r["canary_epsilon"] for r in rows], marker="s", color="tab:red", label="new-token canaries (one run)")
+    if any(r.get("white_box_epsilon") is not None for r in rows):
+        middle.plot(x, [np.nan if r.get("white_box_epsilon") is None else r["white_box_epsilon"] for r in rows],
+                    marker="^", color="tab:blue", label="gradient canaries (white-box)")
     if finite:
         middle.plot(finite, finite, "--", color="grey", linewidth=1, label="the accountant's epsilon")
     middle.set_yscale("symlog", linthresh=0.1)

@@ -1,8 +1,12 @@
-"""The canary epsilon of the DP studies: held-out notes planted in every language-model target's training, each a coin
-flip, and audited after it (Steinke et al.'s one-run lower bound) beside the accountant's and the attacks' epsilons.
+"""The canary epsilon of the DP studies: new-token canaries (`canaries/make.py`, the design found best) planted in every
+language-model target's training, each a coin flip, and audited after it (Steinke et al.'s one-run lower bound and the
+f-DP one) beside the accountant's and the attacks' epsilons.
 
-The canaries are one note each of patients generated apart from the study's (in no role), so that planting them
-changes no role and no audited sample; every target of a study plants the same ones (one key per study).
+The canaries' words are in no note, so planting them changes no role and no audited sample; every model of a study,
+references included, reserves them in its vocabulary (one tokenizer throughout, so the references still pair with the
+targets), and every target plants the same ones (one key per study). A target trained from scratch is scored alone: a
+reference trained apart holds nothing of the canaries and would only add its own noise; a fine-tuned target is scored
+against its base, which started every canary's embedding where the target did.
 """
 
 from __future__ import annotations
@@ -11,28 +15,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.canaries.make import MANIFEST_FILE, make_canaries, plant
+from lmaudit.canaries.make import MANIFEST_FILE, make_canaries, plant, record_planted
 from lmaudit.config import AuditConfig
 
 CANARY_COUNTS = {"smoke": 100, "full": 500}
-CANARY_PATIENTS_SEED = 611953  # added to the study's seed: canary patients apart from the study's
+CANARY_SEED = 611953  # added to the study's seed: the canaries' own draws
 
 
-def note_canaries(out: Path, size: str, seed: int, notes: pd.DataFrame) -> Path:
-    """out/canaries: sample canaries, one note of each of CANARY_COUNTS[size] patients in no role (made once), none
-    with the text of any of the study's `notes` (the generator repeats boilerplate notes: such a canary is not held
-    out)."""
-    from lmaudit.data.synth import generate_notes
-
+def study_canaries(out: Path, size: str, seed: int) -> Path:
+    """out/canaries: CANARY_COUNTS[size] new-token canaries (made once)."""
     folder = out / "canaries"
     if not (folder / MANIFEST_FILE).is_file():
-        count = CANARY_COUNTS[size]
-        source = out / "canary-patients.csv"
-        source.parent.mkdir(parents=True, exist_ok=True)
-        patients = generate_notes(2 * count, seed + CANARY_PATIENTS_SEED)  # twice as many: some have only boilerplate
-        patients = patients[~patients["text"].isin(set(notes["text"]))]
-        patients[["sample_id", "group_id", "text"]].to_csv(source, index=False)
-        make_canaries(folder, "sample", count, seed, source=source)
+        make_canaries(folder, "new_token", CANARY_COUNTS[size], seed + CANARY_SEED)
     return folder
 
 
@@ -42,14 +36,34 @@ def with_canaries(rows: pd.DataFrame, folder: Path) -> tuple[list[str], list]:
     return planted["text"].tolist(), planted["group_id"].tolist()
 
 
-def canary_measurement(model: Path, references: list[Path], folder: Path, signal: str, out: Path, cache: Path,
-                       delta: float, seed: int, k: int) -> dict:
-    """The one-run epsilon lower bound (95%, at `delta`) of the canaries `model` trained with, scored by the
-    likelihood ratio against `references` (mask seed and count as the study's audits), and the guesses behind it."""
+def record_canaries(models: list[Path], folder: Path) -> None:
+    """Record in each trained model (and checkpoint) that it planted `folder`'s canaries, as `train --canaries` does."""
+    for model in models:
+        record_planted(model, folder)
+
+
+def canary_measurement(model: Path, base: Path | None, folder: Path, out: Path, cache: Path, delta: float,
+                       seed: int) -> dict:
+    """The one-run epsilon lower bounds (95%, at `delta`; Steinke et al.'s and the f-DP one) of the canaries `model`
+    trained with, each read on its secret alone (less the `base` model's where it was fine-tuned), and the guesses."""
     from lmaudit.canaries.audit import audit_canaries
 
-    config = AuditConfig(target=str(model), reference=[str(r) for r in references], out=str(out), cache_dir=str(cache),
-                         signal={"signal": signal, "k": k, "seed": seed}, evaluation={"seed": seed})
-    bound = audit_canaries(config, folder, delta=delta, candidates=0).bound
-    return {"canary_epsilon": bound.epsilon_lower_bound, "canary_correct": bound.guesses.correct,
-            "canary_guesses": bound.guesses.guesses}
+    config = AuditConfig(target=str(model), reference=[str(base)] if base else [], out=str(out), cache_dir=str(cache),
+                         signal={"seed": seed}, evaluation={"seed": seed})
+    audit = audit_canaries(config, folder, delta=delta, candidates=0)
+    return {"canary_epsilon": audit.bound.epsilon_lower_bound,
+            "canary_f_dp_epsilon": audit.gaussian.epsilon_lower_bound,
+            "canary_correct": audit.bound.guesses.correct, "canary_guesses": audit.bound.guesses.guesses}
+
+
+def white_box_measurement(training: dict) -> dict:
+    """A DP-SGD checkpoint's white-box audit (its gradient canaries' bound, f-DP bound and verdict); {} without one."""
+    from lmaudit.metrics.dp_audit import white_box_audit
+    from lmaudit.models.dp_checks import OBSERVATIONS
+
+    dp = training.get("dp") or {}
+    if not dp.get(OBSERVATIONS):
+        return {}
+    audit = white_box_audit(dp)
+    return {"white_box_epsilon": audit["epsilon_lower_bound"], "white_box_f_dp_epsilon": audit["f_dp_epsilon_lower_bound"],
+            "white_box_verdict": audit["verdict"]}

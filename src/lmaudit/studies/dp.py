@@ -12,9 +12,10 @@ k the largest number of one patient's (user's) samples in training.
 Language models train on the demo's notes; the references are the study's, pretrained without DP on the reference
 patients, and a fine-tuned target starts from the reference of its kind, which the likelihood-ratio attack then uses
 (an attacker holds the public base model). Utility: the mean loss per token on the population's (held-out) notes.
-Every language-model target also trains with the study's canaries planted (held-out notes of other patients, each a
-coin flip; `studies/canary_epsilon.py`), and each checkpoint's canary epsilon, Steinke et al.'s one-run lower bound,
-stands beside the accountant's.
+Every language-model target also trains with the study's canaries planted (new-token canaries, each a coin flip;
+`studies/canary_epsilon.py`), and each DP-SGD target with gradient canaries in every step (`lmaudit train --audit-dp`):
+each checkpoint's canary epsilon (Steinke et al.'s one-run lower bound, and the f-DP one) and white-box epsilon stand
+beside the accountant's.
 Classifiers: the classifier demo's users; the target and its shadow train alike (same start, same noise), and a
 fine-tuned pair starts from a masked LM pretrained on the posts of other users, in no role. Utility: test accuracy.
 """
@@ -30,7 +31,14 @@ from lmaudit.demos import CLASSIFIER_DEMO_SIZES, REFERENCE_TRAIN
 from lmaudit.metrics.privacy import group_privacy
 from lmaudit.report.tables import shown_summary
 from lmaudit.signals.store import default_cache_dir
-from lmaudit.studies.canary_epsilon import CANARY_COUNTS, canary_measurement, note_canaries, with_canaries
+from lmaudit.studies.canary_epsilon import (
+    CANARY_COUNTS,
+    canary_measurement,
+    record_canaries,
+    study_canaries,
+    white_box_measurement,
+    with_canaries,
+)
 from lmaudit.studies.epochs import checkpoint_epochs
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, held_out_loss, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
@@ -101,6 +109,9 @@ def maximum_over_epochs(records: list[dict]) -> dict:
                "group delta": last["group_delta"]}
         if "canary_epsilon" in last:  # the language models' planted canaries, the last checkpoint's (as the epsilon)
             row["canary epsilon"] = last["canary_epsilon"]
+            row["canary f-DP epsilon"] = last["canary_f_dp_epsilon"]
+        if "white_box_epsilon" in last:
+            row["white-box epsilon"] = last["white_box_epsilon"]
         row |= {key: last[key] for key in ("held_out_loss", "test_accuracy") if key in last}
         for attack, level in ATTACKS[family]:
             summaries = [s for cell in cells if (s := shown_summary(cell, attack, level)) is not None]
@@ -126,7 +137,7 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
     """One cell per (kind, start, noise, checkpoint epoch) of the masked and the causal LM, each trained with the
     `canaries` planted and measured by their one-run audit too."""
     from lmaudit.models.folders import read_training_summary
-    from lmaudit.models.recipe import DPSettings
+    from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES, DPSettings
     from lmaudit.models.trained import checkpoint_folder
 
     epochs = checkpoint_epochs(study.size.epochs, grid.checkpoints)
@@ -145,9 +156,11 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
 
         def prepare(folder: Path):
             texts, groups = with_canaries(target_rows, canaries)
-            dp = None if noise is None else DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP)
+            dp = (None if noise is None else
+                  DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP, DEFAULT_GRADIENT_CANARIES))
             study.train(kind, name, texts, groups=groups, checkpoints=tuple(epochs), dp=dp,
                         init_from=reference(kind) if start == "fine-tuned" else None)
+            record_canaries([model, *(checkpoint_folder(model, e) for e in epochs if e < study.size.epochs)], canaries)
             audit = study.audit(folder, checkpoint, [reference(kind)], SIGNAL_OF[kind])
             return audit.model_copy(update={"whitebox": True,
                                             "evaluation": audit.evaluation.model_copy(update={"delta": PAPER_DELTA})})
@@ -155,10 +168,11 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
         def measure() -> dict:
             utility = held_out_loss(checkpoint, SIGNAL_OF[kind], population["sample_id"].tolist(),
                                     population["text"].tolist(), study.size.k, study.seed, default_cache_dir(study.out))
-            planted = canary_measurement(checkpoint, [reference(kind)], canaries, SIGNAL_OF[kind],
+            planted = canary_measurement(checkpoint, reference(kind) if start == "fine-tuned" else None, canaries,
                                          study.out / "canary-audits" / f"{name}-epoch-{epoch}",
-                                         default_cache_dir(study.out), PAPER_DELTA, study.seed, study.size.k)
-            return dp_measurements(read_training_summary(checkpoint), k) | {"held_out_loss": utility} | planted
+                                         default_cache_dir(study.out), PAPER_DELTA, study.seed)
+            training = read_training_summary(checkpoint)
+            return dp_measurements(training, k) | {"held_out_loss": utility} | planted | white_box_measurement(training)
 
         return Cell(f"{name}-epoch-{epoch}", {"model": f"{kind}, {start}", "noise": noise_label(noise), "epochs": epoch},
                     prepare, measure)
@@ -214,11 +228,14 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
 
 def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     """One cell per (family, start, noise, checkpoint epoch)."""
+    from lmaudit.canaries.make import reserved_tokens
+    from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES
     from lmaudit.report.plots import dp_study_figure
 
     grid = DP_GRIDS[size]
-    study = notes_study(out, size, seed, progress)
-    cells = (language_model_cells(study, grid, note_canaries(Path(out), size, seed, study.notes))
+    canaries = study_canaries(Path(out), size, seed)
+    study = notes_study(out, size, seed, progress, reserved_tokens(canaries))
+    cells = (language_model_cells(study, grid, canaries)
              + classifier_cells(out, size, seed, grid, progress))
     noises = ", ".join(noise_label(noise) for noise in grid.noises)
     return StudyPlan(
@@ -227,8 +244,9 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                     f"DP-SGD at noise multipliers {noises} (non-DP: without DP-SGD), clipping norm {CLIPPING_NORM:g}, "
                     f"delta {PAPER_DELTA:g}, at most {PAPER_CAP} samples per patient or user, and audited after "
                     f"{grid.checkpoints} epochs spaced on a log scale up to the last, white-box attacks included; the language "
-                    f"models train with {CANARY_COUNTS[size]} canaries planted (each with probability 1/2), whose "
-                    f"one-run audit gives the canary epsilon.",
+                    f"models train with {CANARY_COUNTS[size]} new-token canaries planted (each with probability 1/2), whose "
+                    f"one-run audit gives the canary epsilon, and their DP-SGD runs with gradient canaries, whose "
+                    f"white-box audit gives the white-box epsilon.",
         paper="leakage falls with noise: sigma in {2, 1, 0.1, 0.01} leaves negligible leakage (under 1%) for every "
               "attack; sigma <= 1e-3 and 1e-20 leak more than 1% to the white-box and group attacks; the accountant's "
               "epsilon is a vast overestimate (sigma 1e-3 gives about 10^4); utility falls with noise but stays above "
@@ -243,9 +261,13 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                "samples per patient or user, at most": PAPER_CAP, "seed": seed,
                "epsilon": "the RDP accountant's, as the paper's (the table has PRV too where computed); '-' and n/a: "
                           "without DP-SGD",
-               "canary epsilon": f"language models: Steinke et al.'s one-run lower bound (95%, delta {PAPER_DELTA:g}) "
-                                 f"from {CANARY_COUNTS[size]} held-out notes of other patients, each planted with "
-                                 f"probability 1/2, scored by the likelihood ratio; the last checkpoint's",
+               "canary epsilon": f"language models: Steinke et al.'s one-run lower bound (95%, delta {PAPER_DELTA:g}; "
+                                 f"the f-DP bound beside it) from {CANARY_COUNTS[size]} new-token canaries, each "
+                                 f"planted with probability 1/2, scored on the secret alone (less the base model's, "
+                                 f"fine-tuned); the last checkpoint's",
+               "white-box epsilon": f"DP-SGD language models: Steinke et al.'s bound (95%, delta {PAPER_DELTA:g}) from "
+                                    f"{DEFAULT_GRADIENT_CANARIES} gradient canaries in every step; the last "
+                                    f"checkpoint's",
                "max adv.": "at the population's 10% FPR threshold; n/a where the population is too small to calibrate "
                            "it (the patient level at smoke size); classifiers calibrate on their shadow instead"},
     )

@@ -4,9 +4,10 @@ The demo's patients and roles are reused; the reference model is trained once wi
 attacker's public model would be. Every target trains with the same DP-SGD recipe (Poisson
 batches, per-sample clipping, the per-patient cap); only the noise differs, and noise 0 is
 clipping without noise (epsilon infinite). Utility is the target's mean masked-token loss on the
-population (held-out patients, nats per token). Every target also trains on the same planted canaries (held-out
-notes of other patients, each a coin flip; `studies/canary_epsilon.py`), whose one-run audit gives the canary
-epsilon beside the accountant's and the attacks'.
+population (held-out patients, nats per token). Every target also trains on the same planted canaries (new-token
+canaries, each a coin flip; `studies/canary_epsilon.py`), whose one-run audit gives the canary epsilon, and with gradient
+canaries in every DP-SGD step (`lmaudit train --audit-dp`), whose white-box audit gives the white-box epsilon and checks
+the implementation; both stand beside the accountant's epsilon and the attacks'.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from lmaudit.locks import output_lock
 from lmaudit.report.sweep import write_sweep
 from lmaudit.report.tables import population_threshold_at, result_of
 from lmaudit.signals.store import default_cache_dir
-from lmaudit.studies.canary_epsilon import canary_measurement, note_canaries, with_canaries
+from lmaudit.studies.canary_epsilon import (
+    canary_measurement,
+    record_canaries,
+    study_canaries,
+    white_box_measurement,
+    with_canaries,
+)
 from lmaudit.studies.notes import held_out_loss
 
 DEFAULT_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 0.0)
@@ -48,12 +55,14 @@ def swept_attacks() -> list[tuple[str, str]]:
 
 
 def sweep_row(noise: float, training: dict, report: dict, utility: float, canaries: dict) -> dict:
-    """One noise level: the accountant's epsilon, utility, the canary audit's epsilon lower bound and guesses, and
-    per attack the AUC, the advantage and the largest empirical epsilon lower bound over its calibrated thresholds."""
+    """One noise level: the accountant's epsilon, utility, the canary audit's epsilon lower bounds and guesses, the
+    white-box audit's bound and verdict, and per attack the AUC, the advantage and the largest empirical epsilon lower
+    bound over its calibrated thresholds."""
     dp = training.get("dp") or {}
     row = {"noise_multiplier": noise, "epsilon_prv": dp.get("epsilon_prv"), "epsilon_rdp": dp.get("epsilon_rdp"),
            "steps": dp.get("steps"), "n_samples": training.get("n_samples"), "held_out_loss": utility, **canaries,
-           "attacks": {}}
+           "white_box_epsilon": None, "white_box_f_dp_epsilon": None, "white_box_verdict": None,
+           **white_box_measurement(training), "attacks": {}}
     for attack, level in swept_attacks():
         result = result_of(report, attack, level)
         if result is None:
@@ -72,10 +81,11 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
                  max_grad_norm: float = 1.0, delta: float = 1e-5, max_samples_per_group: int | None = 50,
                  whitebox: bool = False, progress: bool = False, epochs: int | None = None) -> dict:
     """Train and audit one DP target per noise level (`epochs` overrides the size's); write sweep.json and sweep.html."""
+    from lmaudit.canaries.make import reserved_tokens
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.dp import cap_samples_per_group
     from lmaudit.models.folders import read_training_summary
-    from lmaudit.models.recipe import DPSettings
+    from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES, DPSettings
 
     demo = DEMO_SIZES[size]
     out = Path(out)
@@ -88,15 +98,17 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
         notes = notes.iloc[cap_samples_per_group(notes["group_id"].tolist(), max_samples_per_group, seed)].reset_index(drop=True)
         files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
         reference = out / "models" / "reference"
+        canaries = study_canaries(out, size, seed)
+        words = reserved_tokens(canaries)  # in the reference's tokenizer too, which every target shares
         log.info("dp sweep: %d notes in roles (at most %s per patient); training the reference unless already trained",
                  len(notes), max_samples_per_group)
         # The reference is the demo's (same patients, seed and epochs); only the targets take `epochs`.
         train_language_model_unless_done("mlm", notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist(), reference,
-                                         replace(demo_recipe(demo.epochs), seed=seed + 1), "reference", progress)
+                                         replace(demo_recipe(demo.epochs), seed=seed + 1, reserved_tokens=words),
+                                         "reference", progress)
         epochs = epochs or demo.epochs
         target_rows = notes[notes["role"].isin([MEMBER, CALIBRATION_MEMBER])]
         population = notes[notes["role"] == POPULATION]
-        canaries = note_canaries(out, size, seed, notes)
         texts, groups = with_canaries(target_rows, canaries)
         rows = []
         for number, noise in enumerate(noises, start=1):
@@ -104,9 +116,10 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
             log.info("dp sweep: noise %g (%d of %d): training the DP-SGD target unless already trained", noise, number,
                      len(noises))
             target = out / "models" / f"target-{name}"
-            recipe = replace(demo_recipe(epochs), seed=seed, tokenizer_dir=reference,
-                             dp=DPSettings(noise, max_grad_norm, delta, max_samples_per_group))
+            recipe = replace(demo_recipe(epochs), seed=seed, tokenizer_dir=reference, reserved_tokens=words,
+                             dp=DPSettings(noise, max_grad_norm, delta, max_samples_per_group, DEFAULT_GRADIENT_CANARIES))
             train_language_model_unless_done("mlm", texts, target, recipe, f"target {name}", progress, groups)
+            record_canaries([target], canaries)
             config = AuditConfig(
                 target=str(target), reference=str(reference), members=str(files[MEMBER]), nonmembers=str(files[NONMEMBER]),
                 population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
@@ -119,8 +132,7 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
             utility = held_out_loss(target, "mlm_energy", population["sample_id"].tolist(), population["text"].tolist(),
                                     demo.k, seed, cache)
             log.info("dp sweep: noise %g: auditing the planted canaries", noise)
-            planted = canary_measurement(target, [reference], canaries, "mlm_energy", out / name / "canaries", cache,
-                                         delta, seed, demo.k)
+            planted = canary_measurement(target, None, canaries, out / name / "canaries", cache, delta, seed)
             rows.append(sweep_row(noise, read_training_summary(target), report, utility, planted))
         sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
                                                      "max_samples_per_group": max_samples_per_group},

@@ -38,6 +38,7 @@ class NotesStudy:
     files: dict[str, Path]
     progress: bool = False
     nonmembers: str | dict[str, str] | None = None  # the audits' non-members: files[NONMEMBER] unless given (sets)
+    reserved_tokens: tuple[str, ...] = ()  # in every model's vocabulary (the DP study's new-token canaries)
 
     def texts(self, *roles: str) -> list[str]:
         """The texts of the notes in `roles`."""
@@ -54,7 +55,8 @@ class NotesStudy:
         override it; `groups`: each text's patient, for DP-SGD's cap) unless already trained the same way; on the first
         reference's tokenizer, or fine-tuned from `init_from` (a model of the study, so on that tokenizer too)."""
         folder = self.out / "models" / name
-        recipe = replace(demo_recipe(self.size.epochs), seed=self.seed if seed is None else seed, **changes)
+        recipe = replace(demo_recipe(self.size.epochs), seed=self.seed if seed is None else seed,
+                         reserved_tokens=self.reserved_tokens, **changes)
         if folder != self.tokenizer_source and recipe.init_from is None:
             self.reference()
             recipe = replace(recipe, tokenizer_dir=self.tokenizer_source)
@@ -65,7 +67,8 @@ class NotesStudy:
         """The in-domain reference: trained like the target on the reference patients' notes, with its own seed."""
         folder = self.tokenizer_source
         train_language_model_unless_done(kind, self.texts(REFERENCE_TRAIN), folder,
-                                         replace(demo_recipe(self.size.epochs), seed=self.seed + 1), "reference", self.progress)
+                                         replace(demo_recipe(self.size.epochs), seed=self.seed + 1,
+                                                 reserved_tokens=self.reserved_tokens), "reference", self.progress)
         return folder
 
     def demo_cell(self) -> Cell:
@@ -111,12 +114,14 @@ def held_out_loss(model_dir: Path, signal: str, sample_ids: list[str], texts: li
     return float(model_signal(model_dir, sample_ids, texts, settings, Scoring(cache))["value"].mean())
 
 
-def notes_study(out: str | Path, size: str, seed: int, progress: bool = False) -> NotesStudy:
-    """Generate the demo's notes for `size` and write their roles (by patient, seeded) to out/data."""
+def notes_study(out: str | Path, size: str, seed: int, progress: bool = False,
+                reserved_tokens: tuple[str, ...] = ()) -> NotesStudy:
+    """Generate the demo's notes for `size` and write their roles (by patient, seeded) to out/data; every model of the
+    study reserves `reserved_tokens` in its vocabulary."""
     from lmaudit.data.synth import generate_notes
 
     out = Path(out)
     demo = DEMO_SIZES[size]
     notes = generate_notes(demo.patients, seed)
     files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-    return NotesStudy(out, demo, seed, notes, files, progress)
+    return NotesStudy(out, demo, seed, notes, files, progress, reserved_tokens=reserved_tokens)
