@@ -1,6 +1,7 @@
 """The white-box audit of DP-SGD on a small network trained here with lmaudit's own DP-SGD: with no noise the
 observations are exactly the canaries' counts; a correct run is consistent; a run whose noise is 10x smaller than
-recorded, whose clipping is off, or whose batches are not Poisson is caught; 20 correct runs raise no alarm."""
+recorded, whose clipping is off, whose batches are not Poisson, or whose updates never reach the model saved is caught;
+20 correct runs raise no alarm."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def train(epochs: int = 4, canaries: int = 1000, seed: int = 0, epsilon: float |
     steps = epochs * N // BATCH
     sigma = noise if noise is not None else noise_for_epsilon(epsilon, DELTA, BATCH / N, steps)
     private = make_private(model, optimizer, N, BATCH, DPSettings(sigma, 1.0, DELTA, gradient_canaries=canaries), seed)
+    head_at_start = {key: value.clone() for key, value in model[2].state_dict().items()}
     if sabotage == "noise":
         private.optimizer.noise_multiplier = sigma / 10  # adds a tenth of the noise recorded
     if sabotage == "clipping":
@@ -38,6 +40,8 @@ def train(epochs: int = 4, canaries: int = 1000, seed: int = 0, epsilon: float |
             loss = torch.nn.functional.cross_entropy(private.model(inputs[indices]), labels[indices])
             training_step(loss, model, private.optimizer, private)
             done += 1
+    if sabotage == "lost":  # the head's updates never reach the model saved (as LoRA's after a device move)
+        model[2].load_state_dict(head_at_start)
     record = dp_record(private, done)
     return {"white_box_audit": white_box_audit(record), "observed": private.canaries.observed}
 
@@ -52,7 +56,7 @@ def test_without_noise_each_canary_observes_exactly_how_often_it_was_planted():
     steps = len(observed.batch_sizes)
     assert planted.mean() == pytest.approx(steps * BATCH / N, rel=0.1)  # Binomial(steps, q) on average
     assert {check["name"]: check["passed"] for check in record["white_box_audit"]["checks"]} == {
-        "poisson sampling": True, "per-sample clipping": True, "noise scale": True}
+        "poisson sampling": True, "per-sample clipping": True, "noise scale": True, "weights updated": True}
 
 
 def test_a_correct_run_is_consistent_with_a_positive_bound_below_the_accountant():
@@ -65,6 +69,7 @@ def test_a_correct_run_is_consistent_with_a_positive_bound_below_the_accountant(
     ("noise", "noise scale", "CONTRADICTION"),
     ("clipping", "per-sample clipping", "FAILED CHECK"),
     ("fixed", "poisson sampling", "FAILED CHECK"),
+    ("lost", "weights updated", "FAILED CHECK"),
 ])
 def test_a_broken_dp_sgd_is_caught(sabotage, failed, verdict):
     audit = train(sabotage=sabotage)["white_box_audit"]

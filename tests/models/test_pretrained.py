@@ -109,19 +109,26 @@ def test_audit_of_a_base_with_an_adapter_records_both_fingerprints(llama_base, l
 
 def test_lora_and_full_fine_tuning_under_dp_sgd(tiny_tokenizer, corpus, tmp_path):
     """DP-SGD fine-tunes a checkpoint, fully (BERT) or only its adapters (Llama with LoRA: the base weights stay as
-    they were), and records the epsilon spent."""
+    they were), and records the epsilon spent; the white-box audit checks that the adapters it trained were saved."""
     bert = save_family_model("bert", "mlm", tiny_tokenizer, tmp_path / "bert")
     invoke("train", "mlm", "--data", corpus / "train.csv", "--out", tmp_path / "dp-bert", "--init-from", bert, "--epochs", 1,
            "--dp", "--noise-multiplier", 1.0)
     llama = save_family_model("llama", "clm", tiny_tokenizer, tmp_path / "llama")
     invoke("train", "clm", "--data", corpus / "train.csv", "--out", tmp_path / "dp-lora", "--init-from", llama, "--lora",
-           "--epochs", 1, "--dp", "--noise-multiplier", 1.0)
+           "--epochs", 1, "--dp", "--noise-multiplier", 1.0, "--audit-dp", "--gradient-canaries", 200)
     for folder in ("dp-bert", "dp-lora"):
         dp = json.loads((tmp_path / folder / "lmaudit_training.json").read_text())["dp"]
         assert dp["noise_multiplier"] == 1.0 and 0 < dp["epsilon_rdp"] < float("inf") and dp["steps"] > 0
     tuned, original = load_file(tmp_path / "dp-bert" / "model.safetensors"), load_file(bert / "model.safetensors")
     assert any(not torch.equal(tuned[name], original[name]) for name in original)
     assert all("lora_" in name for name in load_file(tmp_path / "dp-lora" / "adapter_model.safetensors"))
+    # the white-box audit under LoRA: every adapter that DP-SGD trained reached the adapter saved
+    from lmaudit.metrics.dp_audit import white_box_audit
+
+    checks = white_box_audit(json.loads((tmp_path / "dp-lora" / "lmaudit_training.json").read_text())["dp"])["checks"]
+    weights = next(check for check in checks if check["name"] == "weights updated")
+    adapters = load_file(tmp_path / "dp-lora" / "adapter_model.safetensors")
+    assert weights["passed"] and f"all {len(adapters)} trained tensors" in weights["detail"]
 
 
 def test_classifier_fine_tuned_from_a_masked_lm_with_lora_is_audited_through_its_adapter(tiny_tokenizer, corpus, tmp_path):

@@ -14,7 +14,7 @@ from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.canaries.make import CanarySet
 from lmaudit.config import AuditConfig
-from lmaudit.metrics.privacy import accountant_epsilon
+from lmaudit.metrics.privacy import accountant_epsilon, verdict_against
 
 if TYPE_CHECKING:
     from lmaudit.metrics.fdp_one_run import GaussianBound
@@ -86,13 +86,6 @@ def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
         scores.to_parquet(scores_file, index=False)
         report_file.write_text(json_text(report), encoding="utf-8")
         page_file.write_text(page, encoding="utf-8")
-
-
-def verdict_against(empirical: float, claimed: float) -> str:
-    """'consistent' or 'CONTRADICTION', in words, for an empirical epsilon lower bound against the accountant's."""
-    if empirical <= claimed:
-        return "consistent: the bound is below the accountant's epsilon"
-    return "CONTRADICTION: the bound exceeds the accountant's epsilon; the DP training or its accounting is wrong"
 
 
 def _bits(value: float | None) -> str:

@@ -8,7 +8,7 @@ import numpy as np
 
 from lmaudit.metrics.fdp_one_run import gaussian_bound
 from lmaudit.metrics.one_run import one_run_bound
-from lmaudit.metrics.privacy import accountant_epsilon
+from lmaudit.metrics.privacy import accountant_epsilon, verdict_against
 
 
 def white_box_audit(dp: dict, confidence: float = 0.95) -> dict:
@@ -20,13 +20,10 @@ def white_box_audit(dp: dict, confidence: float = 0.95) -> dict:
     steinke = one_run_bound(scores, included, delta, confidence)
     fdp = gaussian_bound(scores, included, delta, confidence)
     failed = [check for check in canaries["checks"] if not check["passed"]]
-    if steinke.epsilon_lower_bound > accountant:
-        verdict = (f"CONTRADICTION: the white-box bound {steinke.epsilon_lower_bound:.3g} exceeds the accountant's "
-                   f"epsilon {accountant:.3g}; the DP training or its accounting is wrong")
-    elif failed:
-        verdict = "FAILED CHECK: " + "; ".join(f"{check['name']}: {check['detail']}" for check in failed)
-    else:
-        verdict = "consistent: the white-box bound is below the accountant's epsilon and every check held"
+    verdict = verdict_against(steinke.epsilon_lower_bound, accountant, "the white-box bound")
+    if verdict.startswith("consistent"):
+        verdict = ("FAILED CHECK: " + "; ".join(f"{check['name']}: {check['detail']}" for check in failed) if failed
+                   else f"{verdict}, and every check held")
     return {"gradient_canaries": len(scores), "confidence": confidence, "delta": delta,
             "epsilon_lower_bound": steinke.epsilon_lower_bound, "correct": steinke.guesses.correct,
             "guesses": steinke.guesses.guesses, "f_dp_mu_lower_bound": fdp.mu_lower_bound,

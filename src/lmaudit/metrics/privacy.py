@@ -13,6 +13,15 @@ def accountant_epsilon(dp: dict) -> tuple[str, float | None]:
     return ("PRV", dp["epsilon_prv"]) if dp["epsilon_prv"] is not None else ("RDP", dp["epsilon_rdp"])
 
 
+def verdict_against(empirical: float, claimed: float, bound: str = "the bound") -> str:
+    """'consistent' or 'CONTRADICTION', in words, for an empirical epsilon lower bound (`bound` names it) against the
+    accountant's epsilon: one wording for the canary audit and the white-box audit of DP-SGD."""
+    if empirical <= claimed:
+        return f"consistent: {bound} is below the accountant's epsilon"
+    return (f"CONTRADICTION: {bound} {empirical:.3g} exceeds the accountant's epsilon {claimed:.3g}; the DP training or "
+            f"its accounting is wrong")
+
+
 def empirical_epsilon(tp: int, fn: int, fp: int, tn: int, delta: float, level: float = 0.95) -> float:
     """Lower bound on the epsilon of any (epsilon, delta)-DP training that allows these attack counts (nats).
 

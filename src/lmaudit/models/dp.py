@@ -181,7 +181,10 @@ def dp_record(private: PrivateTraining, steps: int) -> dict:
     record = {**asdict(private.settings), "sample_rate": private.sample_rate, "steps": steps, "poisson_sampling": True,
               **private.spent(steps)}
     if private.canaries is not None:
-        record[OBSERVATIONS] = private.canaries.observed.record(private.n_samples, private.settings.max_grad_norm)
+        model = private.model._module
+        record[OBSERVATIONS] = private.canaries.observed.record(
+            private.n_samples, private.settings.max_grad_norm, private.canaries.unmoved(model),
+            len(private.canaries.start))
     return record
 
 
@@ -224,9 +227,10 @@ def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n_sam
         )
     canaries = None
     if settings.gradient_canaries:
-        from lmaudit.models.gradient_canaries import plant_gradient_canaries
+        from lmaudit.models.gradient_canaries import plant_gradient_canaries, weight_fingerprints
 
         canaries = plant_gradient_canaries(private_optimizer, settings.gradient_canaries, batch_size / n_samples,
                                            settings.noise_multiplier, settings.max_grad_norm, seed)
+        canaries.start = weight_fingerprints(model)
     return PrivateTraining(private_model, private_optimizer, private_loader, engine, batch_size / n_samples, settings,
                            unregistered, n_samples, canaries)

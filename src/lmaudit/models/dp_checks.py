@@ -7,7 +7,9 @@
 - per-sample clipping at the stated norm: the clipped sum, projected on a random direction, against the same sum
   computed from the per-sample gradients and the stated norm;
 - noise of the stated scale: the standard deviation of the "out" canaries' observations, which are pure noise in units
-  of the clipping norm, against the noise multiplier.
+  of the clipping norm, against the noise multiplier;
+- weights updated: every trained tensor of the model (LoRA's adapters under LoRA) moved from its start, so the model
+  saved is the one DP-SGD trained (Opacus users have lost LoRA updates after a device move).
 """
 
 from __future__ import annotations
@@ -75,12 +77,14 @@ class CanaryObservations:
         self.noise_squares += float(np.square(out).sum())
         self.noise_count += len(out)
 
-    def record(self, n_samples: int, max_grad_norm: float) -> dict:
+    def record(self, n_samples: int, max_grad_norm: float, unmoved: list[str], trained: int) -> dict:
         """What the training summary keeps: each canary's score and key (synthetic coordinates: no secret) and the
-        implementation checks, from which `metrics/dp_audit.py` makes the verdict."""
+        implementation checks (`unmoved`: the names of the model's `trained` tensors that never moved), from which
+        `metrics/dp_audit.py` makes the verdict."""
         checks = [poisson_check(np.asarray(self.batch_sizes), n_samples, self.sample_rate),
                   clipping_check(self.clipping, max_grad_norm),
-                  noise_check(self.noise_squares, self.noise_count, self.noise_multiplier)]
+                  noise_check(self.noise_squares, self.noise_count, self.noise_multiplier),
+                  weights_check(unmoved, trained)]
         return {"scores": self.scores.tolist(), "included": self.included.tolist(),
                 "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks]}
 
@@ -140,3 +144,12 @@ def noise_check(noise_squares: float, noise_count: int, noise_multiplier: float)
         return Check("noise scale", False, f"{detail}: the noise added is not the noise accounted")
     return Check("noise scale", True, detail)
 
+
+def weights_check(unmoved: list[str], trained: int) -> Check:
+    """The model's trained tensors against their start: DP-SGD's noise reaches every one, so a tensor that never moved
+    lost its updates (Opacus's LoRA adapters after a device move), and the model saved is not the one accounted."""
+    if not unmoved:
+        return Check("weights updated", True, f"all {trained} trained tensors of the model moved from their start")
+    return Check("weights updated", False, f"{len(unmoved)} of {trained} trained tensors never moved from their start "
+                                           f"(first: {unmoved[0]}): their updates were lost, so the model saved is not "
+                                           "the one DP-SGD trained")

@@ -13,12 +13,12 @@ increasing in each x_t whatever the implementation does); with sigma 0, the sum 
 
 The same hooks check the implementation: the batch sizes against Poisson sampling at rate q, the clipped sum against
 one computed here from the per-sample gradients (on a random direction), and the noise's scale from the "out"
-canaries' observations, which are pure noise. `models/dp_checks.py` judges them, `metrics/dp_audit.py` gives the verdict.
+canaries' observations, which are pure noise; and the model's trained tensors are compared with their start. `models/dp_checks.py` judges them, `metrics/dp_audit.py` gives the verdict.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -36,6 +36,20 @@ class GradientCanaries:
     offsets: np.ndarray
     generator: torch.Generator
     observed: CanaryObservations
+    start: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def unmoved(self, model: torch.nn.Module) -> list[str]:
+        """The names of the model's trained tensors that are where they started (`start`, taken by `remember_start`)."""
+        now = weight_fingerprints(model)
+        return [name for name, fingerprint in self.start.items() if now.get(name, fingerprint) == fingerprint]
+
+
+def weight_fingerprints(model: torch.nn.Module) -> dict[str, tuple[float, float]]:
+    """Each trained tensor's sum and sum of squares (float64): a tensor that moves changes them (a change that keeps
+    both is of measure zero), and they cost no copy of the weights."""
+    with torch.no_grad():
+        return {name: (float(p.double().sum()), float(p.double().square().sum()))
+                for name, p in model.named_parameters() if p.requires_grad}
 
 
 def plant_gradient_canaries(optimizer, count: int, sample_rate: float, noise_multiplier: float, max_grad_norm: float,
