@@ -1,8 +1,9 @@
 """What each canary design proves from one training run: tiny masked and causal LMs (2 layers, width 64) trained at
 smoke size (30 patients' generated notes, 20 epochs) with m canaries planted (each with probability 1/2), without DP
-and with DP-SGD at an accountant epsilon of 4 (PRV, delta 1e-5); then `lmaudit canaries audit` with each design's
-default scoring. Reports both one-run bounds (Steinke et al.; the f-DP one of Mahloujifar et al.) and, for reading
-only, the AUC of the canary scores against the key.
+and with DP-SGD at an accountant epsilon of 4 (PRV, delta 1e-5), and a tiny topic classifier (BERT-style, 2 layers,
+early stopping) on generated user posts with sample or mislabelled canaries; then `lmaudit canaries audit` with each
+design's default scoring. Reports both one-run bounds (Steinke et al.; the f-DP one of Mahloujifar et al.) and, for
+reading only, the AUC of the canary scores against the key.
 
     python benchmarks/canary_designs.py [--out docs/canaries.md] [--canaries 500] [--epochs 20]
 """
@@ -21,14 +22,16 @@ from markdown_section import machine_line, markdown_table, publish
 from sklearn.metrics import roc_auc_score
 
 from lmaudit.canaries.audit import audit_canaries
-from lmaudit.canaries.make import KEY_FILE, make_canaries, plant, reserved_tokens
+from lmaudit.canaries.make import KEY_FILE, make_canaries, plant, record_planted, reserved_tokens
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
+from lmaudit.data.users import generate_user_posts
+from lmaudit.models.classifier import ClassifierData, train_classifier
 from lmaudit.models.dp import noise_for_epsilon
 from lmaudit.models.recipe import DPSettings, TrainingRecipe
 from lmaudit.models.train import train_language_model
 
-PATIENTS, SEED, DELTA = 30, 0, 1e-5
+PATIENTS, USERS, SEED, DELTA = 30, 120, 0, 1e-5
 SAMPLE_SOURCE_SEED = 611953  # other patients' notes: the sample design's held-out canaries
 
 
@@ -42,23 +45,44 @@ def dp_settings(epsilon: float | None, n_samples: int, recipe: TrainingRecipe) -
 
 def run(root: Path, kind: str, design: str, epsilon: float | None, notes: pd.DataFrame, count: int,
         epochs: int) -> dict:
-    """Make the design's canaries, train the kind with them planted, audit: one table row."""
+    """Make the design's canaries, train the language model `kind` with them planted, audit: one table row."""
     name = f"{kind}-{design}-{'dp' if epsilon else 'plain'}"
     folder = root / name / "canaries"
-    source = root / "others.csv"
-    make_canaries(folder, design, count, seed=SEED + 1, source=source if design == "sample" else None)
+    make_canaries(folder, design, count, seed=SEED + 1, source=root / "others.csv" if design == "sample" else None)
     training = plant(notes[["text", "group_id"]], folder)
     recipe = TrainingRecipe(epochs=epochs, seed=SEED, reserved_tokens=reserved_tokens(folder))
     recipe = replace(recipe, dp=dp_settings(epsilon, len(training), recipe))
     started = time.perf_counter()
     summary = train_language_model(kind, training["text"].tolist(), root / name / "model", recipe,
                                    training["group_id"].tolist())
-    config = AuditConfig(target=str(root / name / "model"), out=str(root / name / "audit"))
+    return audited(root / name, folder, kind, design, summary.dp, {}, started)
+
+
+def run_classifier(root: Path, design: str, posts: pd.DataFrame, count: int, epochs: int) -> dict:
+    """Make the design's canaries from other users' posts, train the classifier with them planted, audit: one row."""
+    name = f"classifier-{design}"
+    folder = root / name / "canaries"
+    make_canaries(folder, design, count, seed=SEED + 1, source=root / "other-posts.csv")
+    users = sorted(posts["group_id"].unique())
+    held_out = posts["group_id"].isin(users[: len(users) // 5])
+    training, validation = plant(posts.loc[~held_out, ["text", "group_id", "label"]], folder), posts[held_out]
+    started = time.perf_counter()
+    train_classifier(ClassifierData(training["text"].tolist(), training["label"].astype(str).tolist(),
+                                    (validation["text"].tolist(), validation["label"].tolist())),
+                     root / name / "model", TrainingRecipe(epochs=epochs, patience=epochs, seed=SEED))
+    return audited(root / name, folder, "classifier", design, None, {"signal": "classifier"}, started)
+
+
+def audited(run_folder: Path, folder: Path, kind: str, design: str, dp: dict | None, signal: dict,
+            started: float) -> dict:
+    """Audit the canaries of `folder` in run_folder/model with the design's default scoring: one table row."""
+    record_planted(run_folder / "model", folder)
+    config = AuditConfig(target=str(run_folder / "model"), out=str(run_folder / "audit"), signal=signal)
     audit = audit_canaries(config, folder, candidates=0)
     key = pd.read_parquet(folder / KEY_FILE).set_index("sample_id").loc[audit.scores["sample_id"], "included"]
     fdp = audit.gaussian
     return {"model": kind, "design": design,
-            "accountant epsilon": "no DP" if summary.dp is None else f"{summary.dp['epsilon_prv']:.2f}",
+            "accountant epsilon": "no DP" if dp is None else f"{dp['epsilon_prv']:.2f}",
             "Steinke epsilon": f"{audit.bound.epsilon_lower_bound:.2f}",
             "right / guesses": f"{audit.bound.guesses.correct} / {audit.bound.guesses.guesses}",
             "f-DP mu": f"{fdp.mu_lower_bound:.3f}", "f-DP epsilon": f"{fdp.epsilon_lower_bound:.2f}",
@@ -75,15 +99,21 @@ def main() -> None:
     notes = generate_notes(PATIENTS, SEED)
     others = generate_notes(2 * args.canaries, SEED + SAMPLE_SOURCE_SEED)
     others = others[~others["text"].isin(set(notes["text"]))]
+    posts = generate_user_posts(USERS, SEED)
+    other_posts = generate_user_posts(args.canaries, SEED + SAMPLE_SOURCE_SEED)  # one canary per user
     grid = [(kind, design, None) for kind in ("mlm", "clm") for design in ("sample", "secret", "new_token")]
     grid += [("mlm", "new_token", 4.0), ("clm", "new_token", 4.0)]
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         others[["sample_id", "group_id", "text"]].to_csv(root / "others.csv", index=False)
+        other_posts.to_csv(root / "other-posts.csv", index=False)
         rows = [run(root, kind, design, epsilon, notes, args.canaries, args.epochs) for kind, design, epsilon in grid]
+        rows += [run_classifier(root, design, posts, args.canaries, args.epochs) for design in ("sample", "mislabelled")]
     text = (f"{machine_line()} "
-            f"{len(notes)} notes of {PATIENTS} patients, {args.canaries} canaries (each planted with probability 1/2), "
-            f"{args.epochs} epochs, seed {SEED}; bounds at delta {DELTA:g}, 95% confidence.\n\n" + markdown_table(rows))
+            f"{len(notes)} notes of {PATIENTS} patients (language models) and {len(posts)} posts of {USERS} users "
+            f"(classifiers: early stopping on a fifth of the users, held out), {args.canaries} canaries "
+            f"(each planted with probability 1/2), {args.epochs} epochs, seed {SEED}; bounds at delta {DELTA:g}, "
+            f"95% confidence.\n\n" + markdown_table(rows))
     publish(text, args.out, "canary-designs")
 
 

@@ -186,13 +186,15 @@ def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folde
     assert not (root / "cli-bad").exists()
 
 
-def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
+def test_classifier_canaries_are_scored_by_the_classifiers_loss_mislabelled_ones_at_their_wrong_label(tmp_path):
     from lmaudit.models.classifier import ClassifierData, train_classifier
 
     posts = generate_user_posts(60, seed=5)
     generate_user_posts(60, seed=6).to_csv(tmp_path / "held.csv", index=False)
+    generate_user_posts(60, seed=7).to_csv(tmp_path / "held-too.csv", index=False)
     make_canaries(tmp_path / "canaries", "sample", 40, seed=0, source=tmp_path / "held.csv")
-    planted = planted_canaries(tmp_path / "canaries")
+    make_canaries(tmp_path / "mislabelled", "mislabelled", 40, seed=1, source=tmp_path / "held-too.csv")
+    planted = pd.concat([planted_canaries(tmp_path / "canaries"), planted_canaries(tmp_path / "mislabelled")])
     users = sorted(posts["group_id"].unique())
     train = posts[posts["group_id"].isin(users[:48])]
     validation = posts[~posts["group_id"].isin(users[:48])]
@@ -200,13 +202,23 @@ def test_classifier_canaries_are_scored_by_the_classifiers_loss(tmp_path):
                           train["label"].tolist() + planted["label"].tolist(),
                           (validation["text"].tolist(), validation["label"].tolist()))
     train_classifier(data, tmp_path / "model", TrainingRecipe(epochs=4, patience=4, seed=0))
-    record_planted(tmp_path / "model", tmp_path / "canaries")
+    for folder in ("canaries", "mislabelled"):
+        record_planted(tmp_path / "model", tmp_path / folder)
     config = AuditConfig(target=str(tmp_path / "model"), out=str(tmp_path / "audit"), signal={"signal": "classifier"})
     result = audit_canaries(config, tmp_path / "canaries")
     assert result.report["attack"] == "loss" and result.report["signal"] == "classifier"
     assert result.bound.guesses.canaries == 40
     assert result.scores["loss"].gt(0).all()  # cross-entropy of each canary's own label (nats)
     np.testing.assert_allclose(result.scores["score"], -result.scores["loss"])  # higher = more likely planted
+    wrong = audit_canaries(config.model_copy(update={"out": str(tmp_path / "audit-wrong")}), tmp_path / "mislabelled")
+
+    def not_planted(audit, folder):
+        key = pd.read_parquet(tmp_path / folder / KEY_FILE).set_index("sample_id")["included"]
+        return audit.scores.loc[~key.loc[audit.scores["sample_id"]].to_numpy(), "loss"]
+
+    # scored at the wrong label: posts the model never saw get their own topic more than another (it is better than
+    # chance), so their losses at a wrong label are higher than other posts' at their own
+    assert not_planted(wrong, "mislabelled").median() > not_planted(result, "canaries").median()
     pd.DataFrame({"text": [f"a post about nothing {i}" for i in range(5)], "label": "nonsense"}).to_csv(
         tmp_path / "odd.csv", index=False)
     make_canaries(tmp_path / "odd", "sample", 5, seed=0, source=tmp_path / "odd.csv")

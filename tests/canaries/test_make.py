@@ -83,6 +83,14 @@ def test_sample_canaries_are_held_out_rows_one_per_group_with_their_labels(tmp_p
     pd.DataFrame({"text": [f"post number {i}" for i in range(0, 40, 2)]}).to_csv(training, index=False)
     make_canaries(tmp_path / "e", "sample", 15, seed=0, source=source, exclude=(training,))
     assert not set(read(tmp_path / "e", CANARIES_FILE)["text"]) & set(pd.read_csv(training)["text"])  # never training text
+    # mislabelled: the same draw, each with another of the labels
+    make_canaries(tmp_path / "m", "mislabelled", 15, seed=0, source=source)
+    wrong = read(tmp_path / "m", CANARIES_FILE)
+    assert list(wrong["text"]) == list(canaries["text"]) and (wrong["label"] != canaries["label"]).all()
+    assert set(wrong["label"]) <= {"a", "b"}
+    pd.DataFrame({"text": [f"post {i}" for i in range(20)]}).to_csv(tmp_path / "unlabelled.csv", index=False)
+    with pytest.raises(InputError, match="--design mislabelled: needs a --source with a 'label' column"):
+        make_canaries(tmp_path / "u", "mislabelled", 5, seed=0, source=tmp_path / "unlabelled.csv")
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -98,13 +106,20 @@ def test_bad_requests_get_one_line_and_exit_status_2(tmp_path, args, message):
     assert not (tmp_path / "x").exists()  # nothing half-written
 
 
-def test_a_classifier_refuses_new_token_canaries_in_one_line(tmp_path):
+def test_each_family_refuses_the_other_familys_canaries_in_one_line(tmp_path):
     make_canaries(tmp_path / "c", "new_token", 10, seed=0)
     posts = pd.DataFrame({"text": [f"post {i}" for i in range(20)], "label": ["a", "b"] * 10})
     posts.to_csv(tmp_path / "posts.csv", index=False)
     code, output = run_cli("train", "classifier", "--data", tmp_path / "posts.csv", "--validation", tmp_path / "posts.csv",
                            "--canaries", tmp_path / "c", "--out", tmp_path / "model")
     assert code == 2 and "new-token canaries are for language models" in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "model").exists()
+    pd.DataFrame({"text": [f"held {i}" for i in range(20)], "label": ["a", "b"] * 10}).to_csv(tmp_path / "held.csv",
+                                                                                              index=False)
+    make_canaries(tmp_path / "m", "mislabelled", 10, seed=0, source=tmp_path / "held.csv")
+    code, output = run_cli("train", "mlm", "--data", tmp_path / "posts.csv", "--canaries", tmp_path / "m",
+                           "--out", tmp_path / "model")
+    assert code == 2 and "mislabelled canaries are for classifiers" in output and len(output.strip().splitlines()) == 1
     assert not (tmp_path / "model").exists()
 
 

@@ -7,7 +7,10 @@ Three designs (`--design`, the folder's `kind`):
 - `secret`: a random number in a note-like sentence (`--format`, default DEFAULT_FORMAT), Carlini et al.'s canary,
   whose exposure can be measured against every number it could have been;
 - `sample`: real held-out samples of the team's own data (a labelled file makes classifier canaries), the closest
-  canaries to what the model sees, and the least detectable.
+  canaries to what the model sees, and the least detectable;
+- `mislabelled` (classifiers; Aerni et al., CCS 2024): held-out labelled samples, each with its label replaced by another
+  of the source's labels (seeded): a classifier learns a wrong label only by memorising the sample, so its loss at that
+  label gives a planted canary away, where a correctly labelled sample's would not.
 The two secret designs are scored on the secret alone (`canaries/span.py`), not on the sentence every canary shares.
 
 A canary folder holds:
@@ -40,6 +43,7 @@ from lmaudit.canaries.settings import (
     NEW_TOKEN_PREFIX,
     SECRET_DESIGNS,
     SECRET_SLOT,
+    SOURCE_DESIGNS,
 )
 from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
@@ -143,6 +147,16 @@ def reserved_tokens(folder: str | Path) -> tuple[str, ...]:
     return tuple(word for secret in read_table(Path(folder) / CANARIES_FILE)["secret"] for word in secret.split())
 
 
+def mislabelled(canaries: pd.DataFrame, labels: list[str], seed: int) -> pd.DataFrame:
+    """The canaries with each label replaced by another of `labels` (the source's), uniformly (a generator of its own);
+    InputError where they have no label or there is no other label."""
+    if "label" not in canaries or len(labels) < 2:
+        raise InputError("--design mislabelled: needs a --source with a 'label' column of at least two labels")
+    rng = np.random.default_rng([seed, 2])
+    wrong = [rng.choice([label for label in labels if label != own]) for own in canaries["label"]]
+    return canaries.assign(label=wrong)
+
+
 def make_sample_canaries(source: str | Path, count: int, seed: int, exclude: tuple[str | Path, ...] = ()) -> pd.DataFrame:
     """`count` rows drawn (seeded, without replacement) from a file of held-out samples, with their labels where the
     file has them; one canary per group, so that no two canaries are one person's, and none with a text of the
@@ -206,17 +220,20 @@ def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = Non
     if count < 2:
         raise InputError("--n: a canary audit needs at least 2 canaries (hundreds for a useful bound)")
     if kind in SECRET_DESIGNS and source is not None:
-        raise InputError("--source gives sample canaries: use it with --design sample")
+        raise InputError(f"--source gives sample canaries: use it with --design {' or '.join(SOURCE_DESIGNS)}")
     if kind == "new_token":
         canaries = make_new_token_canaries(count, seed, secret_format, tokens)
         spec = CanarySet(kind, count, seed, secret_format=secret_format, secret_tokens=tokens)
     elif kind == "secret":
         canaries = make_secret_canaries(count, seed, secret_format, digits)
         spec = CanarySet(kind, count, seed, secret_format=secret_format, secret_digits=digits)
-    elif kind == "sample":
+    elif kind in SOURCE_DESIGNS:
         if source is None:
-            raise InputError("--design sample draws held-out samples from --source FILE (never trained on); give it")
+            raise InputError(f"--design {kind} draws held-out samples from --source FILE (never trained on); give it")
         canaries = make_sample_canaries(source, count, seed, exclude)
+        if kind == "mislabelled":
+            labels = load_corpus(source)["label"].dropna().astype(str).str.strip()
+            canaries = mislabelled(canaries, sorted(labels.unique()), seed)
         spec = CanarySet(kind, count, seed, source=Path(source).name)
     else:
         raise InputError(f"--design {kind}: choose one of {', '.join(KINDS)}")

@@ -1,8 +1,9 @@
 """What a canary audit can be asked for, and its defaults: the kinds of canaries, the secrets' sentence and length, the
 random secrets scored for exposure. No pandas: the command line's options read these."""
 
-KINDS = ("new_token", "secret", "sample")  # the designs, the one that detects best first
+KINDS = ("new_token", "secret", "sample", "mislabelled")  # the designs, the one that detects best first
 SECRET_DESIGNS = ("new_token", "secret")  # each canary holds a secret, scored alone
+SOURCE_DESIGNS = ("sample", "mislabelled")  # drawn from held-out samples (--source)
 SECRET_SLOT = "{secret}"
 DEFAULT_FORMAT = "the patient's medical record number is {secret} ."
 DEFAULT_SECRET_DIGITS = 8

@@ -154,6 +154,22 @@ def with_canaries(corpus, canaries: str | None):
     return plant(corpus, canaries)
 
 
+def refuse_other_family(canaries: str | None, language_model: bool) -> None:
+    """InputError for canaries of a design made for the other model family (new tokens for language models, wrong
+    labels for classifiers)."""
+    if not canaries:
+        return
+    from lmaudit.canaries.make import read_canary_set
+
+    kind = read_canary_set(canaries).kind
+    if kind == "new_token" and not language_model:
+        raise InputError(f"--canaries {canaries}: new-token canaries are for language models; plant --design "
+                         "mislabelled or sample canaries (held-out labelled samples) in a classifier")
+    if kind == "mislabelled" and language_model:
+        raise InputError(f"--canaries {canaries}: mislabelled canaries are for classifiers (a language model never "
+                         "reads the label); plant --design new_token canaries in a language model")
+
+
 def record_canaries(out: str, canaries: str | None) -> None:
     """Record in the trained model's summary what --canaries planted (for `canaries audit` to check)."""
     if canaries:
@@ -170,6 +186,7 @@ def train_language_model_command(kind: str, data: str, out: str, canaries: str |
     from lmaudit.models.trained import refuse_another_model
 
     recipe = recipe_of(options)
+    refuse_other_family(canaries, language_model=True)
     corpus = with_canaries(load_corpus(data), canaries)
     if canaries:
         from lmaudit.canaries.make import reserved_tokens
@@ -237,7 +254,6 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
                              overwrite: bool, **options) -> None:
     """Train a BERT-style or 2-layer LSTM text classifier with early stopping, or fine-tune a checkpoint with a new
     head (--init-from, fully or with LoRA); save as safetensors."""
-    from lmaudit.canaries.make import read_canary_set
     from lmaudit.data.corpus import check_labels, load_corpus
     from lmaudit.models.classifier import ClassifierData, train_classifier
     from lmaudit.models.trained import refuse_another_model
@@ -251,9 +267,7 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
         return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
 
     recipe = recipe_of(options)
-    if canaries and read_canary_set(canaries).kind == "new_token":
-        raise InputError(f"--canaries {canaries}: new-token canaries are for language models; plant --design sample "
-                         "canaries (held-out labelled samples) in a classifier")
+    refuse_other_family(canaries, language_model=False)
     training = with_canaries(labelled(data), canaries)
     check_labels(training)
     classifier_data = ClassifierData(*texts_and_labels(training), texts_and_labels(labelled(validation)),
