@@ -16,6 +16,7 @@ from lmaudit.canaries.make import (
     MANIFEST_FILE,
     make_canaries,
     planted_canaries,
+    read_canary_set,
     reserved_tokens,
 )
 from lmaudit.errors import InputError
@@ -65,6 +66,16 @@ def test_the_key_is_a_fair_coin_per_canary_and_insert_holds_the_planted_only(tmp
     assert "included" not in pd.read_json(tmp_path / "c" / INSERT_FILE, lines=True)
     make_canaries(tmp_path / "d", "secret", 2000, seed=2)
     assert not np.array_equal(read(tmp_path / "d", KEY_FILE)["included"], key["included"])  # another seed, another key
+
+
+def test_repeated_canaries_plant_each_planted_one_r_times_each_copy_its_own_group(tmp_path):
+    make_canaries(tmp_path / "r", "new_token", 30, seed=0, repeats=3)
+    key, planted = read(tmp_path / "r", KEY_FILE), planted_canaries(tmp_path / "r")
+    included = key.loc[key["included"], "sample_id"]
+    assert len(planted) == 3 * len(included) and planted["group_id"].is_unique  # no per-group cap drops a copy
+    assert sorted(planted["sample_id"].str.split(".").str[0]) == sorted(list(included) * 3)
+    assert planted.groupby(planted["sample_id"].str.split(".").str[0])["text"].nunique().eq(1).all()
+    assert read_canary_set(tmp_path / "r").repeats == 3
 
 
 def test_sample_canaries_are_held_out_rows_one_per_group_with_their_labels(tmp_path):

@@ -38,6 +38,36 @@ def test_the_verdict_compares_the_bound_with_the_accountants_epsilon_at_the_same
     assert any("1 (PRV)" in line and "CONTRADICTION" in line for line in lines)  # prints the epsilon it compared
 
 
+def test_repeated_canaries_are_compared_with_the_groups_epsilon_and_say_what_one_record_gets():
+    """Planted r = 3 times: the bound is a group's, compared with Dwork and Roth's (3 eps, 3 e^(2 eps) delta) at that
+    delta; the f-DP mu of the group over 3 is the record's (mu-GDP per record is 3 mu-GDP per group)."""
+    from dataclasses import replace
+
+    from lmaudit.canaries.report import compared_epsilon
+    from lmaudit.metrics.fdp_one_run import gdp_epsilon
+
+    dp = {"epsilon_prv": 1.0, "epsilon_rdp": 3.0, "delta": 1e-5}
+    group_epsilon, group_delta = compared_epsilon(dp, 3)
+    assert (group_epsilon, group_delta) == pytest.approx((3.0, 3 * np.exp(2.0) * 1e-5))
+    assert compared_epsilon(dp, 1) == (1.0, 1e-5) and compared_epsilon(None, 3) is None
+    assert compared_epsilon({**dp, "epsilon_prv": 10.0}, 3) is None  # 3 e^20 1e-5 >= 1: vacuous
+
+    def repeated(bound: float, mu: float) -> dict:
+        guesses = CanaryGuesses(200, 10, 0, 10)
+        return canary_report(AuditConfig(target="model", out="out"), replace(SECRETS, repeats=3), "loss",
+                             OneRunBound(guesses, bound, group_delta, 0.95, 8),
+                             GaussianBound(guesses, mu, None, group_delta, 0.95, 8), None, dp)
+
+    assert repeated(2.5, 0.0)["verdict"].startswith("consistent")  # above the record's 1.0, below the group's 3.0
+    assert repeated(3.5, 0.0)["verdict"].startswith("CONTRADICTION")
+    group = repeated(2.5, 1.5)["group"]
+    assert group["repeats"] == 3 and group["record_mu_lower_bound"] == pytest.approx(0.5)
+    assert group["record_epsilon_lower_bound"] == pytest.approx(gdp_epsilon(0.5, 1e-5)) == pytest.approx(1.99, abs=0.01)
+    text = " ".join(canary_lines(repeated(2.5, 1.5)))
+    assert "each planted 3 times" in text and "for a group of 3: 3 at delta" in text and "mu >= 0.500" in text
+    assert report_with(0.5, dp)["group"] is None  # planted once: no group
+
+
 def test_the_report_never_holds_the_seed_that_rebuilds_the_key():
     report = report_with(0.5, None)
     assert "seed" not in report["canaries"] and str(SECRETS.seed) not in str(report)

@@ -5,6 +5,8 @@ recorded, whose clipping is off, whose batches are not Poisson, or whose updates
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -85,15 +87,26 @@ def test_twenty_correct_runs_at_epsilon_1_raise_no_alarm():
 
 
 def test_the_command_line_audits_dp_sgd_and_refuses_the_audit_without_dp(tmp_path):
+    from lmaudit.canaries.make import make_canaries
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.folders import read_training_summary
     from tests.helpers import run_cli
 
     generate_notes(6, seed=0).to_csv(tmp_path / "notes.csv", index=False)
+    make_canaries(tmp_path / "canaries", "new_token", 20, seed=0)
     code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "model", "--epochs", "1",
-                           "--dp", "--noise-multiplier", "1", "--audit-dp", "--gradient-canaries", "300")
+                           "--dp", "--noise-multiplier", "1", "--audit-dp", "--gradient-canaries", "300",
+                           "--canaries", tmp_path / "canaries")
     assert code == 0 and "white-box audit of DP-SGD (300 gradient canaries): epsilon >= " in output
     audit = white_box_audit(read_training_summary(tmp_path / "model")["dp"])
     assert audit["gradient_canaries"] == 300 and audit["verdict"].startswith("consistent")
+    # the canary audit of that model shows the white-box audit beside its own bounds and the accountant's, with a figure
+    code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "canaries",
+                           "--out", tmp_path / "audit")
+    assert code == 0 and "white-box audit of DP-SGD (300 gradient canaries)" in output
+    report = json.loads((tmp_path / "audit" / "canary_report.json").read_text())
+    assert report["white_box"]["epsilon_lower_bound"] == audit["epsilon_lower_bound"] and "checks" not in report["white_box"]
+    page = (tmp_path / "audit" / "canary_report.html").read_text()
+    assert "White-box audit of the DP-SGD training itself" in page and page.count("data:image/png;base64,") == 1
     code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "other", "--audit-dp")
     assert code == 2 and "add --dp" in output and len(output.strip().splitlines()) == 1

@@ -31,7 +31,7 @@ from lmaudit.canaries.make import (
     read_canary_set,
     secret_rows,
 )
-from lmaudit.canaries.report import canary_report, write_canary_audit
+from lmaudit.canaries.report import canary_report, compared_epsilon, write_canary_audit
 from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES, SECRET_DESIGNS, SECRET_SLOT
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import load_corpus, read_table
@@ -194,6 +194,18 @@ def accountant_epsilon(summary: dict | None) -> dict | None:
     return None if not dp else {"epsilon_rdp": dp["epsilon_rdp"], "epsilon_prv": dp["epsilon_prv"], "delta": dp["delta"]}
 
 
+def white_box_of(summary: dict | None) -> dict | None:
+    """The white-box audit of DP-SGD that the model's training made (`train --dp --audit-dp`), if it made one: its
+    bounds, the accountant's epsilon and the verdict, without the canaries' scores."""
+    from lmaudit.metrics.dp_audit import white_box_audit
+    from lmaudit.models.dp_checks import OBSERVATIONS
+
+    dp = (summary or {}).get("dp") or {}
+    if not dp.get(OBSERVATIONS):
+        return None
+    return {key: value for key, value in white_box_audit(dp).items() if key != "checks"}
+
+
 def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:
     """InputError unless a model lmaudit trained records `folder`'s canaries among those it planted (`train
     --canaries`); a model trained elsewhere has no lmaudit_training.json, and its planting is taken on trust."""
@@ -269,7 +281,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     """Score the canaries of `folder` on the configured target (and references) with `attack` (default:
     `default_attack`), bound epsilon from the key (Steinke et al.'s and the f-DP bound), measure the secrets' exposure
     against `candidates` random ones, and write the output folder (config.out). `delta`: that of the bounds (default:
-    the target's recorded DP-SGD delta, else DEFAULT_DELTA)."""
+    the target's recorded DP-SGD delta, a group's for canaries planted several times, else DEFAULT_DELTA)."""
     from lmaudit.audit.records import resolve
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.fdp_one_run import gaussian_bound
@@ -285,7 +297,8 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     trained = read_training_summary(config.adapter or config.target)  # a LoRA run records it in the adapter
     check_trained_with(trained, config.adapter or config.target, folder)
     dp = accountant_epsilon(trained)
-    delta = delta if delta is not None else (dp["delta"] if dp else DEFAULT_DELTA)
+    claimed = compared_epsilon(dp, canary_set.repeats)  # a group's delta for repeated canaries
+    delta = delta if delta is not None else (claimed[1] if claimed else dp["delta"] if dp else DEFAULT_DELTA)
     secret = canary_set.kind == "secret"
     with output_lock(config.out):
         pool = secret_candidates(canary_set, canaries, candidates) if secret and candidates else None
@@ -306,7 +319,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
             scores["exposure_sampled"] = [e.sampled for e in found]
             scores["exposure_extrapolated"] = [e.extrapolated for e in found]
             exposure = exposure_summary(scores, included, canary_set.space_bits, candidates)
-        report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp)
+        report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp, white_box_of(trained))
         if config.include_text:
             scores["text"] = canaries.set_index("sample_id").loc[scores["sample_id"], "text"].to_numpy()
         write_canary_audit(Path(config.out), report, scores)

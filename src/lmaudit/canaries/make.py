@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +56,7 @@ CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.
 @dataclass(frozen=True)
 class CanarySet:
     """How a canary folder was made. `secret_format` and `secret_digits` describe secrets (None for samples);
-    `space_bits` is log2 of the number of secrets the format allows."""
+    `space_bits` is log2 of the number of secrets the format allows; each planted canary is planted `repeats` times."""
 
     kind: str
     count: int
@@ -66,6 +66,7 @@ class CanarySet:
     secret_digits: int | None = None
     source: str | None = None
     secret_tokens: int | None = None
+    repeats: int = 1
 
     @property
     def space_bits(self) -> float | None:
@@ -189,6 +190,14 @@ def inclusion(count: int, seed: int, probability: float = INCLUSION_PROBABILITY)
     return np.random.default_rng([seed, 1]).random(count) < probability
 
 
+def copies(planted: pd.DataFrame, repeats: int) -> pd.DataFrame:
+    """The rows to plant: each canary `repeats` times (copy ids canary-0001.2, ...), each copy its own group, so that a
+    per-group cap (DP training) never drops one."""
+    rows = pd.concat([planted.assign(sample_id=planted["sample_id"] + ("" if copy == 1 else f".{copy}"))
+                      for copy in range(1, repeats + 1)], ignore_index=True)
+    return rows.assign(group_id=rows["sample_id"])
+
+
 def fresh_seed() -> int:
     """A seed from the operating system's entropy: a key nobody can rebuild from a guessable default (63 bits)."""
     return int(np.random.SeedSequence().entropy % 2 ** 63)
@@ -204,8 +213,7 @@ def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> 
     with staged(out) as (folder,):
         folder.mkdir(parents=True)
         write_table(canaries, folder / CANARIES_FILE)
-        # Each planted canary is its own group: a per-group cap (DP training) never drops one.
-        write_table(canaries[included].assign(group_id=canaries.loc[included, "sample_id"]), folder / INSERT_FILE)
+        write_table(copies(canaries[included], spec.repeats), folder / INSERT_FILE)
         write_table(pd.DataFrame({"sample_id": canaries["sample_id"], "included": included}), folder / KEY_FILE)
         (folder / MANIFEST_FILE).write_text(json.dumps(asdict(spec), indent=2), encoding="utf-8")
     return out
@@ -213,12 +221,14 @@ def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> 
 
 def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = None, secret_format: str = DEFAULT_FORMAT,
                   digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None,
-                  exclude: tuple[str | Path, ...] = (), tokens: int = DEFAULT_NEW_TOKENS) -> CanarySet:
-    """Make `count` canaries of design `kind` and write their folder (seed None: `fresh_seed`); the set's
-    description."""
+                  exclude: tuple[str | Path, ...] = (), tokens: int = DEFAULT_NEW_TOKENS, repeats: int = 1) -> CanarySet:
+    """Make `count` canaries of design `kind`, each to be planted `repeats` times, and write their folder (seed None:
+    `fresh_seed`); the set's description."""
     seed = fresh_seed() if seed is None else seed
     if count < 2:
         raise InputError("--n: a canary audit needs at least 2 canaries (hundreds for a useful bound)")
+    if repeats < 1:
+        raise InputError("--repeat: each planted canary is planted at least once")
     if kind in SECRET_DESIGNS and source is not None:
         raise InputError(f"--source gives sample canaries: use it with --design {' or '.join(SOURCE_DESIGNS)}")
     if kind == "new_token":
@@ -237,6 +247,7 @@ def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = Non
         spec = CanarySet(kind, count, seed, source=Path(source).name)
     else:
         raise InputError(f"--design {kind}: choose one of {', '.join(KINDS)}")
+    spec = replace(spec, repeats=repeats)
     write_canaries(out, canaries, spec)
     return spec
 

@@ -14,7 +14,8 @@ from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.canaries.make import CanarySet
 from lmaudit.config import AuditConfig
-from lmaudit.metrics.privacy import accountant_epsilon, verdict_against
+from lmaudit.metrics.dp_audit import white_box_line
+from lmaudit.metrics.privacy import accountant_epsilon, group_privacy, verdict_against
 
 if TYPE_CHECKING:
     from lmaudit.metrics.fdp_one_run import GaussianBound
@@ -39,16 +40,56 @@ NOTHING_PROVED = (
 )
 
 
+GROUP = (
+    "Each planted canary was planted {repeats} times, so both bounds are for a group of {repeats} records, not one: a "
+    "training that is (epsilon, delta)-DP per record is (r epsilon, r e^((r-1) epsilon) delta)-DP for a group of r "
+    "(Dwork and Roth), which is the accountant's figure compared here{claimed}. Under DP-SGD's Gaussian curve, mu-GDP per "
+    "record is r mu-GDP per group, so per record mu >= {mu:.3f}{epsilon}."
+)
+
+
+def compared_epsilon(dp: dict | None, repeats: int) -> tuple[float, float] | None:
+    """The accountant's (epsilon, delta) a canary bound is compared with: the run's, or for canaries planted r times
+    the group's (r epsilon, r e^((r-1) epsilon) delta; Dwork and Roth); None without a DP-SGD record, or where the
+    group's delta is 1 or more (vacuous: nothing to contradict)."""
+    if dp is None:
+        return None
+    epsilon, delta = group_privacy(accountant_epsilon(dp)[1], dp["delta"], repeats)
+    return (epsilon, delta) if delta < 1 else None
+
+
+def group_reading(canary_set: CanarySet, gaussian: GaussianBound, claimed: tuple[float, float] | None,
+                  record_delta: float) -> dict | None:
+    """For canaries planted r > 1 times: the group's accountant epsilon and delta (None where vacuous), and the
+    per-record mu (and its epsilon at `record_delta`) that the group's f-DP bound implies; None for r = 1."""
+    from lmaudit.metrics.fdp_one_run import gdp_epsilon
+
+    if canary_set.repeats == 1:
+        return None
+    mu = gaussian.mu_lower_bound / canary_set.repeats
+    return {"repeats": canary_set.repeats, "accountant_epsilon": claimed[0] if claimed else None,
+            "accountant_delta": claimed[1] if claimed else None, "record_mu_lower_bound": mu,
+            "record_epsilon_lower_bound": gdp_epsilon(mu, record_delta), "record_delta": record_delta}
+
+
 def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound: OneRunBound,
-                  gaussian: GaussianBound, exposure: dict | None, dp: dict | None) -> dict:
+                  gaussian: GaussianBound, exposure: dict | None, dp: dict | None, white_box: dict | None = None) -> dict:
     """canary_report.json's document: what was audited, both bounds with their guesses, the exposure, the accountant's
-    epsilon beside the bounds, and the plain-words explanation."""
+    epsilon beside the bounds (a group's for repeated canaries) and beside the training's white-box audit of DP-SGD
+    where it made one (`metrics/dp_audit.py:white_box_audit`), and the plain-words explanation."""
     guesses = bound.guesses
     verdict = None
-    if dp is not None and dp["delta"] == bound.delta:
+    claimed = compared_epsilon(dp, canary_set.repeats)
+    if claimed is not None and claimed[1] == bound.delta:
         # Steinke et al.'s bound only: the f-DP epsilon is that of the rejected Gaussian curve, and a correct DP-SGD,
         # whose curve is not exactly Gaussian, can reject a mu whose epsilon exceeds the accountant's.
-        verdict = verdict_against(bound.epsilon_lower_bound, accountant_epsilon(dp)[1])
+        verdict = verdict_against(bound.epsilon_lower_bound, claimed[0])
+    group = group_reading(canary_set, gaussian, claimed, dp["delta"] if dp else bound.delta)
+    explanation = (EXPLANATION.format(risk=1 - bound.confidence, confidence=bound.confidence)
+                   if bound.epsilon_lower_bound > 0 or gaussian.mu_lower_bound > 0 else
+                   NOTHING_PROVED.format(correct=guesses.correct, guesses=guesses.guesses))
+    if group:
+        explanation += " " + group_sentence(group)
     return {
         "schema_version": 1, "kind": "canary_audit", "lmaudit_version": __version__,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -66,10 +107,8 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
                  "positive_guesses": gaussian.guesses.positive_guesses,
                  "negative_guesses": gaussian.guesses.negative_guesses, "correct": gaussian.guesses.correct,
                  "guesses": gaussian.guesses.guesses},
-        "accountant": dp, "verdict": verdict, "exposure": exposure,
-        "explanation": (EXPLANATION.format(risk=1 - bound.confidence, confidence=bound.confidence)
-                        if bound.epsilon_lower_bound > 0 or gaussian.mu_lower_bound > 0 else
-                        NOTHING_PROVED.format(correct=guesses.correct, guesses=guesses.guesses)),
+        "accountant": dp, "verdict": verdict, "exposure": exposure, "group": group, "white_box": white_box,
+        "explanation": explanation,
         "settings": {"signal": config.signal.model_dump(), "seed": config.evaluation.seed,
                      "include_text": config.include_text},
     }
@@ -79,13 +118,23 @@ def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
     """The scores table, the report and its page, all or none."""
     from lmaudit.report.build import json_text
     from lmaudit.report.html import render_template
+    from lmaudit.report.plots import canary_figure
 
     out.mkdir(parents=True, exist_ok=True)
-    page = render_template("canaries.html.j2", report=report)
+    page = render_template("canaries.html.j2", report=report, figure=canary_figure(report))
     with staged(out / SCORES_FILE, out / REPORT_FILE, out / PAGE_FILE) as (scores_file, report_file, page_file):
         scores.to_parquet(scores_file, index=False)
         report_file.write_text(json_text(report), encoding="utf-8")
         page_file.write_text(page, encoding="utf-8")
+
+
+def group_sentence(group: dict) -> str:
+    """What a bound for canaries planted r times says of one record, in words."""
+    claimed = ("" if group["accountant_epsilon"] is None else
+               f" (epsilon {group['accountant_epsilon']:.3g} at delta {group['accountant_delta']:.3g})")
+    epsilon = (f", epsilon >= {group['record_epsilon_lower_bound']:.3f} at delta {group['record_delta']:g}"
+               if group["record_mu_lower_bound"] > 0 else "")
+    return GROUP.format(repeats=group["repeats"], claimed=claimed, mu=group["record_mu_lower_bound"], epsilon=epsilon)
 
 
 def _bits(value: float | None) -> str:
@@ -104,7 +153,9 @@ def canary_lines(report: dict) -> list[str]:
     """The canary report for a terminal: the bound and its guesses, the accountant's epsilon, the exposure, and what
     the bound means."""
     one_run = report["one_run"]
-    lines = [f"{report['canaries']['count']} {report['canaries']['kind']} canaries scored by {report['attack']} "
+    repeats = report["canaries"].get("repeats", 1)
+    lines = [f"{report['canaries']['count']} {report['canaries']['kind']} canaries"
+             + (f" (each planted {repeats} times)" if repeats > 1 else "") + f" scored by {report['attack']} "
              f"({report['signal']}); guessed {one_run['positive_guesses']} planted and {one_run['negative_guesses']} "
              f"not planted, {one_run['correct']} of {one_run['guesses']} right",
              f"epsilon lower bound: {one_run['epsilon_lower_bound']:.3f} at delta {one_run['delta']:g}, "
@@ -112,8 +163,14 @@ def canary_lines(report: dict) -> list[str]:
              f"Bonferroni-corrected; Steinke et al. 2023)", fdp_line(report["f_dp"])]
     if report["accountant"]:
         accountant, epsilon = accountant_epsilon(report["accountant"])
+        group = report["group"]
+        for_group = ("" if not group or group["accountant_epsilon"] is None else
+                     f"; for a group of {repeats}: {group['accountant_epsilon']:.3g} at delta "
+                     f"{group['accountant_delta']:.3g}")
         lines.append(f"the accountant's epsilon: {epsilon:.3g} ({accountant}) at delta {report['accountant']['delta']:g}"
-                     + (f"; {report['verdict']}" if report["verdict"] else ""))
+                     + for_group + (f"; {report['verdict']}" if report["verdict"] else ""))
+    if report.get("white_box"):
+        lines.append(white_box_line(report["white_box"]))
     if report["exposure"]:
         exposure = report["exposure"]
         lines.append(f"exposure (bits; {exposure['space_bits']:.1f} possible, {exposure['candidates']} random secrets "

@@ -42,17 +42,20 @@ def canaries() -> None:
                    "classifier canaries.")
 @click.option("--exclude", multiple=True, type=click.Path(),
               help="A file whose texts are never drawn as canaries (--design sample): give your training data (repeatable).")
+@click.option("--repeat", "repeats", default=1, type=click.IntRange(min=1),
+              help="Plant each planted canary this many times: the bounds are then a group's of that many records "
+                   "(easier to prove; compared with the accountant's group epsilon).")
 @click.option("--seed", default=None, type=int,
               help="Seed of the secrets or the draw, and of which canaries are planted; it rebuilds the key, so keep it "
                    "private  (default: drawn from the operating system's entropy, recorded in canaries.json).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
 def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None,
-                  exclude: tuple[str, ...], seed: int | None, out: str, secret_tokens: int) -> None:
+                  exclude: tuple[str, ...], seed: int | None, out: str, secret_tokens: int, repeats: int) -> None:
     """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
     from lmaudit.canaries.make import INSERT_FILE, make_canaries, planted_canaries
 
-    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude, secret_tokens)
-    click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} in "
+    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude, secret_tokens, repeats)
+    click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} rows in "
                f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
 
 

@@ -137,12 +137,9 @@ def echo_dp_audit(record: dict | None) -> None:
     """Print the white-box audit of DP-SGD (--audit-dp), if the run made one (from the observations and checks that
     lmaudit_training.json keeps)."""
     if record and record.get("gradient_canary_observations"):
-        from lmaudit.metrics.dp_audit import white_box_audit
+        from lmaudit.metrics.dp_audit import white_box_audit, white_box_line
 
-        audit = white_box_audit(record)
-        click.echo(f"white-box audit of DP-SGD ({audit['gradient_canaries']} gradient canaries): epsilon >= "
-                   f"{audit['epsilon_lower_bound']:.3f} (Steinke et al.; f-DP: {audit['f_dp_epsilon_lower_bound']:.3f}) "
-                   f"against the accountant's {audit['accountant_epsilon']:.3g}; {audit['verdict']}")
+        click.echo(white_box_line(white_box_audit(record)))
 
 
 def with_canaries(corpus, canaries: str | None):

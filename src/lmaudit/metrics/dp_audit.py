@@ -29,3 +29,10 @@ def white_box_audit(dp: dict, confidence: float = 0.95) -> dict:
             "guesses": steinke.guesses.guesses, "f_dp_mu_lower_bound": fdp.mu_lower_bound,
             "f_dp_epsilon_lower_bound": fdp.epsilon_lower_bound, "accountant_epsilon": accountant,
             "checks": canaries["checks"], "verdict": verdict}
+
+
+def white_box_line(audit: dict) -> str:
+    """A white-box audit (`white_box_audit`'s) in one line: both bounds against the accountant's epsilon, the verdict."""
+    return (f"white-box audit of DP-SGD ({audit['gradient_canaries']} gradient canaries): epsilon >= "
+            f"{audit['epsilon_lower_bound']:.3f} (Steinke et al.; f-DP: {audit['f_dp_epsilon_lower_bound']:.3f}) at "
+            f"delta {audit['delta']:g} against the accountant's {audit['accountant_epsilon']:.3g}; {audit['verdict']}")

@@ -48,5 +48,7 @@ def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     and +inf stands for one too large for a float."""
     if k < 1:
         raise ValueError("a group has at least one record")
+    if k == 1:  # exactly the record's, not its delta through exp(log(delta))
+        return epsilon, delta
     log_delta = math.log(k) + (k - 1) * epsilon + math.log(delta) if delta > 0 else -math.inf
     return k * epsilon, math.exp(log_delta) if log_delta < 700 else math.inf

@@ -167,6 +167,35 @@ def sweep_figure(sweep: dict) -> str:
     return _png(figure)
 
 
+def canary_figure(report: dict) -> str:
+    """A canary report's epsilons side by side (symlog axis): Steinke et al.'s and the f-DP lower bound from the canaries,
+    the white-box bound where the training audited DP-SGD, and the accountant's upper bound (a group's for repeated
+    canaries) where the model was trained with DP-SGD."""
+    bars = [("canaries: Steinke et al. (lower)", report["one_run"]["epsilon_lower_bound"], "tab:red"),
+            ("canaries: f-DP (lower)", report["f_dp"]["epsilon_lower_bound"] or 0.0, "tab:orange")]
+    if report.get("white_box"):
+        white_box = report["white_box"]
+        at = "" if white_box["delta"] == report["one_run"]["delta"] else f", delta {white_box['delta']:g}"
+        bars.append((f"DP-SGD steps: white-box (lower{at})", white_box["epsilon_lower_bound"], "tab:blue"))
+    if report["accountant"]:
+        group = report.get("group")
+        name, epsilon = privacy.accountant_epsilon(report["accountant"])
+        if group:
+            name, epsilon = f"{name}, group of {group['repeats']}", group["accountant_epsilon"]
+        if epsilon is not None:
+            bars.append((f"accountant, {name} (upper)", epsilon, "grey"))
+    figure, axis = plt.subplots(figsize=(7, 0.5 + 0.45 * len(bars)))
+    axis.barh([name for name, _, _ in bars], [value for _, value, _ in bars], color=[c for _, _, c in bars])
+    for position, (_, value, _) in enumerate(bars):
+        axis.text(value, position, f" {value:.3g}", va="center", fontsize=8)
+    axis.set_xscale("symlog", linthresh=1.0)
+    axis.set_xlim(0, max(value for _, value, _ in bars) * 3 + 1)
+    axis.invert_yaxis()
+    axis.set_xlabel(f"epsilon at delta {report['one_run']['delta']:.3g}", fontsize=8)
+    axis.tick_params(labelsize=8)
+    return _png(figure)
+
+
 def study_figure(study: dict) -> str:
     """Against the studied setting (study["x"]; categories in the cells' order when not all numbers): AUC with its 95%
     interval and recall at the population threshold of each shown attack and level, one line per value of

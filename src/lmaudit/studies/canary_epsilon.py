@@ -58,12 +58,9 @@ def canary_measurement(model: Path, base: Path | None, folder: Path, out: Path, 
 
 def white_box_measurement(training: dict) -> dict:
     """A DP-SGD checkpoint's white-box audit (its gradient canaries' bound, f-DP bound and verdict); {} without one."""
-    from lmaudit.metrics.dp_audit import white_box_audit
-    from lmaudit.models.dp_checks import OBSERVATIONS
+    from lmaudit.canaries.audit import white_box_of
 
-    dp = training.get("dp") or {}
-    if not dp.get(OBSERVATIONS):
-        return {}
-    audit = white_box_audit(dp)
-    return {"white_box_epsilon": audit["epsilon_lower_bound"], "white_box_f_dp_epsilon": audit["f_dp_epsilon_lower_bound"],
-            "white_box_verdict": audit["verdict"]}
+    audit = white_box_of(training)
+    return {} if audit is None else {"white_box_epsilon": audit["epsilon_lower_bound"],
+                                     "white_box_f_dp_epsilon": audit["f_dp_epsilon_lower_bound"],
+                                     "white_box_verdict": audit["verdict"]}
