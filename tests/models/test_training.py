@@ -96,3 +96,26 @@ def test_checkpoints_are_the_model_after_their_epoch_and_do_not_change_the_run(n
     assert not checkpoint_folder(tmp_path / "saving", 2).exists()
     after_one = load_file(checkpoint_folder(tmp_path / "saving", 1) / "model.safetensors")
     assert any((after_one[name] != second[name]).any() for name in second)
+
+
+def test_a_row_with_a_secret_token_learns_that_token_alone():
+    """Panda et al.'s canary training, by hand: in a row holding a secret id, only the secret is labelled (a masked LM
+    sees it masked and the rest of the row unmasked); rows without one keep the collator's labels and inputs."""
+    import torch
+
+    from lmaudit.models.inputs import secret_only_labels
+
+    secret, mask = torch.tensor([90, 91]), 4
+    # a masked LM's collator output: row 0 holds secret 90 at position 2 and had position 1 masked (id 7); row 1 none
+    batch = {"input_ids": torch.tensor([[1, mask, 90, 8], [1, mask, 6, 0]]),
+             "labels": torch.tensor([[-100, 7, -100, -100], [-100, 5, -100, -100]]), "attention_mask": torch.ones(2, 4)}
+    masked = secret_only_labels(batch, secret, mask)
+    assert masked["input_ids"].tolist() == [[1, 7, mask, 8], [1, mask, 6, 0]]
+    assert masked["labels"].tolist() == [[-100, -100, 90, -100], [-100, 5, -100, -100]]
+    # a causal LM's: labels are the ids (padding -100); no input changes
+    causal = {"input_ids": torch.tensor([[1, 91, 8, 0], [1, 2, 3, 0]]), "labels": torch.tensor([[1, 91, 8, -100], [1, 2, 3, -100]])}
+    learnt = secret_only_labels(causal, secret, None)
+    assert learnt["input_ids"].tolist() == causal["input_ids"].tolist()
+    assert learnt["labels"].tolist() == [[-100, 91, -100, -100], [1, 2, 3, -100]]
+    assert secret_only_labels(batch | {"input_ids": torch.tensor([[1, 2, 3, 8], [1, 2, 6, 0]])}, secret, mask)["labels"] \
+        .tolist() == batch["labels"].tolist()  # no secret anywhere: the batch as it was

@@ -36,3 +36,20 @@ def per_sample_position_inputs(model: torch.nn.Module, input_ids: torch.Tensor) 
     if "token_type_ids" in parameters and getattr(model.config, "type_vocab_size", 0):
         extra["token_type_ids"] = torch.zeros_like(input_ids)
     return extra
+
+
+def secret_only_labels(batch: dict, secret_ids: torch.Tensor, mask_token_id: int | None) -> dict:
+    """The batch with each row that holds a secret token (a new-token canary's) learning those tokens only: labels -100
+    elsewhere in the row, and, for a masked LM (`mask_token_id`), the secret tokens masked and the rest shown as they
+    are. Panda et al. (ICLR 2025) train canaries so: their whole clipped gradient goes to the secret."""
+    labels, ids = batch["labels"], batch["input_ids"]
+    original = torch.where(labels != -100, labels, ids)  # a masked LM's collator masked some ids; its labels hold them
+    secret = torch.isin(original, secret_ids)
+    rows = secret.any(dim=1, keepdim=True)
+    if not rows.any():
+        return batch
+    batch = dict(batch)
+    batch["labels"] = torch.where(rows, torch.where(secret, original, -100), labels)
+    if mask_token_id is not None:
+        batch["input_ids"] = torch.where(rows, torch.where(secret, mask_token_id, original), ids)
+    return batch

@@ -59,7 +59,8 @@ class TrainingRecipe:
     default of the start, `peak_learning_rate`) for `epochs` epochs (a classifier's at most: it stops after `patience`
     epochs without a better validation accuracy), batches of `batch_size`, inputs cut to `max_length` tokens; with `dp`,
     DP-SGD. After each epoch in `checkpoints` the model as it is then is saved beside it as well. `reserved_tokens` are
-    added to the vocabulary and occur in no training text but the planted canaries' (new-token canaries).
+    added to the vocabulary and occur in no training text but the planted canaries' (new-token canaries), which learn
+    them alone (`models/inputs.py:secret_only_labels`).
     """
 
     size: str = "tiny"

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from lmaudit.models.dp import dp_record, per_sample_losses, training_step
 from lmaudit.models.heads import masked_lm_loss
-from lmaudit.models.inputs import per_sample_position_inputs
+from lmaudit.models.inputs import per_sample_position_inputs, secret_only_labels
 from lmaudit.models.recipe import TrainingRecipe
 from lmaudit.models.setup import kept_samples, length_bucketed_batches, set_up_training
 from lmaudit.models.text import text_heads
@@ -78,11 +79,16 @@ def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_
             "final_train_loss": losses[-1], "epoch_losses": list(losses),
             "dp": dp_record(private, steps) if private else None, "dropout": recipe.dropout, **setup.start, **extra})
 
+    # New-token canaries learn their secret alone (models/inputs.py:secret_only_labels); the notes learn every token.
+    secret_ids = (torch.tensor(setup.tokenizer.convert_tokens_to_ids(list(recipe.reserved_tokens)))
+                  if recipe.reserved_tokens else None)
     model.train()
     for epoch in tqdm(range(epochs), desc=f"training {label} ({recipe.size})", unit="epoch", disable=not progress or None):
         losses = []
         for batch_indices in private.batches() if private else length_bucketed_batches(lengths, recipe.batch_size, order_rng):
             batch = collator([{"input_ids": encoded[i]} for i in batch_indices])
+            if secret_ids is not None:
+                batch = secret_only_labels(batch, secret_ids, setup.tokenizer.mask_token_id if kind == "mlm" else None)
             if private:
                 logits = private.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                                        **per_sample_position_inputs(model, batch["input_ids"])).logits

@@ -184,12 +184,16 @@ def canary_figure(report: dict) -> str:
             name, epsilon = f"{name}, group of {group['repeats']}", group["accountant_epsilon"]
         if epsilon is not None:
             bars.append((f"accountant, {name} (upper)", epsilon, "grey"))
+    right_end = max((value for _, value, _ in bars if np.isfinite(value)), default=0.0) * 3 + 1
     figure, axis = plt.subplots(figsize=(7, 0.5 + 0.45 * len(bars)))
-    axis.barh([name for name, _, _ in bars], [value for _, value, _ in bars], color=[c for _, _, c in bars])
+    # An infinite epsilon (clipping without noise) runs to the right end, marked as such.
+    axis.barh([name for name, _, _ in bars], [min(value, right_end) for _, value, _ in bars],
+              color=[c for _, _, c in bars])
     for position, (_, value, _) in enumerate(bars):
-        axis.text(value, position, f" {value:.3g}", va="center", fontsize=8)
+        axis.text(min(value, right_end), position, f" {value:.3g}" if np.isfinite(value) else " infinite",
+                  va="center", fontsize=8)
     axis.set_xscale("symlog", linthresh=1.0)
-    axis.set_xlim(0, max(value for _, value, _ in bars) * 3 + 1)
+    axis.set_xlim(0, right_end)
     axis.invert_yaxis()
     axis.set_xlabel(f"epsilon at delta {report['one_run']['delta']:.3g}", fontsize=8)
     axis.tick_params(labelsize=8)
