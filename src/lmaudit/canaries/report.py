@@ -26,10 +26,11 @@ EXPLANATION = (
     "What the bounds mean: if the training that produced this model were (epsilon, delta)-differentially private "
     "with an epsilon below Steinke et al.'s bound, guesses this good about which canaries it saw would happen less "
     "than {risk:.0%} of the time; the f-DP bound (Mahloujifar et al.) asks the same of the Gaussian trade-off curve "
-    "that DP-SGD follows, which proves more from the same guesses, and its epsilon is that curve's at the delta. So the "
-    "training is not that private, with {confidence:.0%} confidence. What they do not mean: each is a lower bound, "
-    "not an estimate of the true epsilon, which may be far larger. They come from one training run and one attack, "
-    "and are themselves random: a stronger attack, more canaries, or canaries that stand out more tend to raise them. "
+    "that DP-SGD follows, which usually proves more from the same guesses, and its epsilon is that curve's at the "
+    "delta. So the training is not that private, with {confidence:.0%} confidence. What they do not mean: each is a "
+    "lower bound, not an estimate of the true epsilon, which may be far larger. They come from one training run and "
+    "one attack, and are themselves random (docs/canaries.md measures their spread over training seeds): a stronger "
+    "attack, more canaries, or canaries that stand out more tend to raise them. "
     "They speak of the canaries' privacy; real samples, which are less unusual, typically leak less."
 )
 NOTHING_PROVED = (
