@@ -230,3 +230,52 @@ def test_population_fit_test_over_groups_accounts_for_correlated_samples():
         ungrouped.append(population_fit_p_value(nonmembers, population, 0.1, permutations=200, seed=i))
     assert np.mean(np.array(grouped) < 0.05) <= 0.12
     assert np.mean(np.array(ungrouped) < 0.05) > 2 * np.mean(np.array(grouped) < 0.05)
+
+
+def test_clopper_pearson_is_scipys_exact_interval():
+    from scipy.stats import binomtest
+
+    for successes, trials in ((0, 1), (3, 7), (50, 100), (99, 100), (1, 1000), (12, 12)):
+        for level in (0.95, 0.99):
+            interval = binomtest(successes, trials).proportion_ci(confidence_level=level, method="exact")
+            assert clopper_pearson(successes, trials, level) == pytest.approx((interval.low, interval.high), abs=1e-12)
+
+
+def test_the_threshold_of_sorted_scores_is_the_brute_force_definition():
+    """The smallest population score t with at most floor(alpha n) scores >= t, by trying every score, on tie-heavy
+    draws: the fast rule (one sorted array, no unique) must agree everywhere."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        population = rng.integers(0, int(rng.integers(2, 30)), size=int(rng.integers(1, 60))).astype(float)
+        for alpha in (0.01, 0.1, 0.3, 0.5):
+            allowed = math.floor(alpha * len(population) + 1e-9)
+            eligible = [t for t in population if np.sum(population >= t) <= allowed]
+            assert population_threshold(population, alpha) == (min(eligible) if eligible else math.inf)
+
+
+def test_the_population_fit_test_is_the_plain_permutation_loop():
+    """The sorted, vectorised split of `population_fit_p_value` against the loop it replaces: each permutation draws
+    the same units, calibrates `population_threshold` on the pseudo-population and reads the others' FPR."""
+    from scipy.stats import norm
+
+    from lmaudit.metrics.uncertainty import population_fit_p_value
+
+    rng = np.random.default_rng(5)
+    nonmembers, population = np.round(rng.normal(0.3, 1, 80), 1), np.round(rng.normal(0, 1, 90), 1)
+    nonmember_groups, population_groups = rng.integers(0, 30, 80).astype(str), (rng.integers(0, 30, 90) + 100).astype(str)
+    scores = np.r_[population, nonmembers]
+    codes = pd.factorize(np.r_[population_groups, nonmember_groups].astype(object))[0]
+    is_population_unit = np.zeros(codes.max() + 1, dtype=bool)
+    is_population_unit[codes[:90]] = True
+
+    def fpr(in_population):
+        return np.mean(scores[~in_population] >= population_threshold(scores[in_population], 0.1))
+
+    generator, null = np.random.default_rng(7), []
+    for _ in range(60):
+        chosen = np.zeros(len(is_population_unit), dtype=bool)
+        chosen[generator.permutation(len(is_population_unit))[: is_population_unit.sum()]] = True
+        null.append(fpr(chosen[codes]))
+    expected = 2 * norm.sf(abs(fpr(is_population_unit[codes]) - np.mean(null)) / np.std(null))
+    assert population_fit_p_value(nonmembers, population, 0.1, nonmember_groups, population_groups, permutations=60,
+                                  seed=7) == pytest.approx(expected, rel=1e-12)

@@ -13,12 +13,21 @@ def population_threshold(population_scores: np.ndarray, alpha: float) -> float:
     Only population data (the null distribution) is read, so the attack's false-positive
     rate on data like it is at most alpha; ties never push it above alpha.
     """
-    scores = np.asarray(population_scores, dtype=float)
-    allowed = math.floor(alpha * len(scores) + 1e-9)
-    values, counts = np.unique(scores, return_counts=True)
-    at_or_above = np.cumsum(counts[::-1])[::-1]  # number of population scores >= each value
-    eligible = values[at_or_above <= allowed]
-    return float(eligible[0]) if len(eligible) else math.inf
+    return sorted_population_threshold(np.sort(np.asarray(population_scores, dtype=float)), alpha)
+
+
+def sorted_population_threshold(ascending: np.ndarray, alpha: float) -> float:
+    """`population_threshold` of scores already sorted in ascending order (no sort: the permutation test calls it a
+    thousand times per threshold)."""
+    allowed = math.floor(alpha * len(ascending) + 1e-9)
+    if allowed == 0:
+        return math.inf
+    candidate = len(ascending) - allowed  # the allowed-th largest score
+    if candidate == 0 or ascending[candidate - 1] < ascending[candidate]:
+        return float(ascending[candidate])
+    # The candidate's value also sits below it, so more than `allowed` scores are >= it: the next larger value is t.
+    above = int(np.searchsorted(ascending, ascending[candidate], side="right"))
+    return float(ascending[above]) if above < len(ascending) else math.inf
 
 
 def mean_member_loss_threshold(calibration_member_losses: np.ndarray) -> float:
