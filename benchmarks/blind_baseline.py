@@ -1,6 +1,7 @@
 """How long the blind baseline takes (`metrics/blind.py`: word and character n-gram TF-IDF, a logistic regression,
 5 folds grouped by patient) on generated notes: members and non-members of one hospital, at several sizes up to
-100,000 texts, with its peak memory (the process's largest resident set) and its AUC, which should be near 0.5 here.
+100,000 texts, with its peak memory (the process's largest resident set) and its AUC, which should be near 0.5 here;
+and on the MLM demo's data, members against the same hospital's and the other hospital's non-members.
 
     python benchmarks/blind_baseline.py [--out docs/performance.md] [--sizes 10000,100000]
 """
@@ -36,6 +37,40 @@ def run(notes, size: int) -> dict:
             "peak memory (GiB)": f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20:.2f}"}
 
 
+def demo_rows(size: str) -> list[dict]:
+    """The blind baseline on the MLM demo's data at `size`: members against each non-member set (the same hospital's
+    patients, and the other hospital's), per note and per patient (the mean of a patient's out-of-fold scores), with
+    the AUC's interval (metrics/uncertainty.py:auc_interval) and the words that say 'member' most."""
+    import tempfile
+
+    import pandas as pd
+
+    from lmaudit.data.roles import MEMBER, NONMEMBER
+    from lmaudit.demos import DEMO_SIZES, DEMO_SPLIT, split_and_write_roles, write_other_hospital_nonmembers
+    from lmaudit.metrics.blind import group_means, member_features
+    from lmaudit.metrics.uncertainty import auc_interval
+
+    notes = generate_notes(DEMO_SIZES[size].patients, SEED)
+    with tempfile.TemporaryDirectory() as folder:
+        split_and_write_roles(notes, DEMO_SPLIT, SEED, Path(folder))
+        other = pd.read_parquet(write_other_hospital_nonmembers(notes, SEED, Path(folder)))
+    members, rows = notes[notes["role"] == MEMBER], []
+    for name, nonmembers in (("same hospital", notes[notes["role"] == NONMEMBER]), ("other hospital", other)):
+        audited = pd.concat([members.assign(member=True), nonmembers.assign(member=False)], ignore_index=True)
+        labels = audited["member"].to_numpy()
+        scores = blind_scores(audited["text"].tolist(), labels, audited["group_id"].to_numpy(), seed=SEED)
+        patients = group_means(scores, audited["group_id"])
+        patient_labels = audited.groupby("group_id")["member"].first().loc[patients.index].to_numpy()
+        cells = {}
+        for unit, (y, s) in (("note", (labels, scores)), ("patient", (patient_labels, patients.to_numpy()))):
+            area = roc_auc_score(y, s)
+            low, high = auc_interval(y, s, area, seed=SEED)
+            cells[f"AUC per {unit} [95%]"] = f"{area:.3f} [{low:.3f}, {high:.3f}] ({len(y)})"
+        rows.append({"demo size": size, "non-members": name, **cells,
+                     "words that say member": ", ".join(member_features(audited["text"].tolist(), labels, 3))})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=None)
@@ -46,9 +81,11 @@ def main() -> None:
     while len(notes) < max(sizes):
         notes = generate_notes(2 * notes["group_id"].nunique(), SEED)
     rows = [run(notes, size) for size in sizes]
-    text = (f"{machine_line()} Generated notes (mean {notes['text'].str.split().str.len().mean():.0f} words), "
-            f"patients split into members and non-members by a coin, seed {SEED}; peak memory is the process's, "
-            f"cumulative over the sizes.\n\n" + markdown_table(rows))
+    text = (f"{machine_line()} Generated notes (mean {notes['text'].str.split().str.len().mean():.0f} words; the "
+            f"time grows with the words), patients split into members and non-members by a coin, seed {SEED}; peak "
+            f"memory is the process's, cumulative over the sizes.\n\n" + markdown_table(rows)
+            + "\n\nOn the MLM demo's data, members against each non-member set (units in brackets):\n\n"
+            + markdown_table([row for size in ("quick", "full") for row in demo_rows(size)]))
     publish(text, args.out, "blind-baseline")
 
 
