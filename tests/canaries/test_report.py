@@ -10,7 +10,7 @@ import pytest
 
 from lmaudit.canaries.audit import check_scored, exposure_summary, read_key, secret_candidates
 from lmaudit.canaries.make import CanarySet, inclusion, make_canaries, planted_canaries
-from lmaudit.canaries.report import canary_lines, canary_report
+from lmaudit.canaries.report import canary_lines, canary_report, write_canary_audit
 from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.exposure import exposures
@@ -38,7 +38,7 @@ def test_the_verdict_compares_the_bound_with_the_accountants_epsilon_at_the_same
     assert any("1 (PRV)" in line and "CONTRADICTION" in line for line in lines)  # prints the epsilon it compared
 
 
-def test_repeated_canaries_are_compared_with_the_groups_epsilon_and_say_what_one_record_gets():
+def test_repeated_canaries_are_compared_with_the_groups_epsilon_and_say_what_one_record_gets(tmp_path):
     """Planted r = 3 times: the bound is a group's, compared with Dwork and Roth's (3 eps, 3 e^(2 eps) delta) at that
     delta; the f-DP mu of the group over 3 is the record's (mu-GDP per record is 3 mu-GDP per group)."""
     from dataclasses import replace
@@ -66,6 +66,9 @@ def test_repeated_canaries_are_compared_with_the_groups_epsilon_and_say_what_one
     text = " ".join(canary_lines(repeated(2.5, 1.5)))
     assert "each planted 3 times" in text and "for a group of 3: 3 at delta" in text and "mu >= 0.500" in text
     assert report_with(0.5, dp)["group"] is None  # planted once: no group
+    write_canary_audit(tmp_path, repeated(2.5, 1.5), pd.DataFrame({"sample_id": ["canary-0001"], "score": [0.1]}))
+    page = (tmp_path / "canary_report.html").read_text()
+    assert "3 times: the bounds are a group's" in page and "the accountant's epsilon for a group of 3" in page
 
 
 def test_the_report_never_holds_the_seed_that_rebuilds_the_key():
