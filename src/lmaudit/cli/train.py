@@ -1,5 +1,6 @@
-"""`lmaudit synth` and `lmaudit train mlm|clm|classifier`: generated notes, and models trained on a corpus with one
-training recipe (models/recipe.py), whose defaults the options take."""
+"""`lmaudit synth`, `lmaudit split` and `lmaudit train mlm|clm|classifier`: generated notes, an audit planned before
+training, and models trained on a corpus with one training recipe (models/recipe.py), whose defaults the options
+take."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import click
 
 from lmaudit.cli.app import progress
 from lmaudit.cli.options import setting, stack
+from lmaudit.data.roles import DEFAULT_HELD_OUT
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import (
     ARCHITECTURES,
@@ -40,6 +42,30 @@ def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
     notes = generate_notes(patients, seed, insert_names)
     write_table(notes, out)
     click.echo(f"wrote {len(notes)} samples of {notes['group_id'].nunique()} patients to {out}")
+
+
+@click.command()
+@click.option("--data", required=True, type=click.Path(), help="The training file (text; group_id to keep each "
+                                                                "patient or user whole).")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the split.")
+@click.option("--nonmembers", default=DEFAULT_HELD_OUT, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Fraction of the groups held out as the audit's non-members.")
+@click.option("--population", default=DEFAULT_HELD_OUT, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Fraction of the groups held out as the population that calibrates thresholds.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the draw.")
+def split(data: str, out: str, nonmembers: float, population: float, seed: int) -> None:
+    """Plan an audit before training: split the training file by whole groups, at random, into the members to train
+    on and the non-members and population to hold out (all from one distribution: see README, Plan the audit)."""
+    from lmaudit.data.plan import MANIFEST, PLAN_FILES, plan_split
+
+    manifest = plan_split(data, out, nonmembers, population, seed)
+    counts, files = manifest["counts"], {role: Path(out) / name for role, name in PLAN_FILES.items()}
+    click.echo(f"train on {files['member']} only ({counts['member']['samples']} samples of "
+               f"{counts['member']['groups']} groups); hold out {files['nonmember']} "
+               f"({counts['nonmember']['samples']}) and {files['population']} ({counts['population']['samples']}); "
+               f"{Path(out) / MANIFEST} records the draw")
+    click.echo(f"after training: lmaudit audit --target MODEL --members {files['member']} --nonmembers "
+               f"{files['nonmember']} --population {files['population']} --out REPORT_DIR")
 
 
 @click.group()
@@ -280,4 +306,4 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
     echo_dp_audit(summary.dp)
 
 
-COMMANDS = (synth, train)
+COMMANDS = (synth, split, train)

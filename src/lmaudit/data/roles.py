@@ -33,6 +33,7 @@ SHADOW_ROLES = (SHADOW_MEMBER, SHADOW_NONMEMBER)
 # the file's stem. With two or more sets, every result is also reported per set (Mireshghallah et al.'s MIMIC and i2b2
 # columns); the first set is the one the main results audit.
 NONMEMBER_SET = "nonmember_set"
+DEFAULT_HELD_OUT = 0.15  # `lmaudit split`: of the groups, for the non-members and for the population each
 
 
 def check_disjoint_groups(corpus: pd.DataFrame, column: str = "role", what: str = "roles") -> None:
