@@ -96,6 +96,29 @@ def test_every_result_is_also_reported_per_nonmember_set(demo_run):
     assert '<details id="nonmember-sets"><summary>Per non-member set' in html and "the first, same-hospital" in html
 
 
+def test_the_blind_baseline_flags_the_other_hospital_and_the_terminal_says_so_first(demo_run):
+    """The texts alone (no model) tell members from the other hospital's notes, which keep no discharge summaries, and
+    not from the same hospital's: the shift is said before the verdict, in report.json, on the page and in the
+    terminal; each level of the verdict's set carries the lift of its strongest attack."""
+    out, output = demo_run
+    report = json.loads((out / "report.json").read_text())
+    sets = report["validity"]["sets"]
+    assert list(sets) == ["same-hospital", "other-hospital"]
+    same, other = (sets[name]["levels"] for name in sets)
+    assert set(same) == set(other) == {"sample", "subgroup", "group"}
+    assert other["sample"]["texts_separate"] and not same["sample"]["texts_separate"]
+    assert other["sample"]["auc"] > same["sample"]["auc"]
+    strongest = report["summary"]["levels"]["sample"]["strongest"]
+    assert same["sample"]["lift"] == pytest.approx(strongest["auc"] - same["sample"]["auc"])
+    [shift] = report["summary"]["shift"]
+    assert "other-hospital non-members" in shift
+    lines = output.splitlines()
+    assert next(i for i, line in enumerate(lines) if line.startswith("SHIFT:")) < next(
+        i for i, line in enumerate(lines) if line.startswith("VERDICT:"))
+    html = (out / "report.html").read_text()
+    assert "<strong>Shift:</strong>" in html and "Blind baseline: the texts alone, no model" in html
+
+
 def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):
     out = demo_run[0]
     scores = pd.read_parquet(out / "scores.parquet")

@@ -15,6 +15,7 @@ from lmaudit.metrics.per_class import correct_decisions, per_class_report
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
+from lmaudit.metrics.validity import shift_caveats, with_lift
 from lmaudit.report.build import AuditFacts, build_report, data_summary, write_report
 
 # The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
@@ -25,14 +26,15 @@ PER_CLASS_ATTACKS = {"sample": "sample_threshold", "group": "sample_to_user"}
 @dataclass(frozen=True)
 class Findings:
     """What an audit found before evaluation: one row per scored sample (ids, role, length, signals), every attack's
-    scores, what was not run and why, the samples' texts (only when the scores table may hold them) and the values of
-    the slice_by columns (index sample_id)."""
+    scores, what was not run and why, the samples' texts (only when the scores table may hold them), the values of
+    the slice_by columns (index sample_id) and the blind baseline's validity section."""
 
     samples: pd.DataFrame
     attacks: list[AttackScores]
     skipped: list[Skipped]
     texts: pd.Series | None = None
     slice_columns: pd.DataFrame | None = None
+    validity: dict | None = None  # the blind baseline's (metrics/validity.py); None where there are no texts
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,11 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
     warnings = population_mismatch_warnings(results, facts.level_names) + extreme_score_warnings(findings.attacks)
     report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
                           classifier_per_class(findings.samples, findings.attacks))
+    if findings.validity is not None:
+        report["validity"] = with_lift(findings.validity, report["summary"])
+        shift = shift_caveats(report["validity"], facts.level_names)
+        if shift:
+            report["summary"]["shift"] = shift
     scores = scores_table(findings.samples, findings.attacks, findings.texts)
     write_report(out, report, scores, findings.attacks)
     return AuditOutcome(report, results, skipped, scores)

@@ -24,6 +24,7 @@ from lmaudit.data.corpus import combine_corpora
 from lmaudit.data.scores import REFERENCE_MODEL, load_scores
 from lmaudit.locks import output_lock
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.metrics.validity import blind_validity
 from lmaudit.report.build import AuditFacts, environment_info, refuse_another_run
 
 
@@ -48,8 +49,9 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
         attacks, not_run = run_attacks(scored.inputs)
         by_id = corpus.set_index("sample_id")
         texts = by_id.loc[scored.samples["sample_id"], "text"] if resolved.include_text else None
+        validity = blind_validity(scored.samples, by_id["text"], resolved.evaluation.bootstrap, resolved.evaluation.seed)
         findings = Findings(scored.samples, attacks, scored.skipped + not_run, texts,
-                            by_id[list(resolved.evaluation.slice_by)])
+                            by_id[list(resolved.evaluation.slice_by)], validity)
         facts = AuditFacts(resolved.given, environment_info(resolved.placement.device), resolved.level_names,
                            scored.models, model_files(resolved), scored.warnings)
         return finish_audit(resolved.out, facts, findings, resolved.evaluation)

@@ -123,10 +123,13 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
 
 
 def verdict_lines(report: dict) -> list[str]:
-    """The verdict as text for the terminal: the overall risk, then one statement per level."""
+    """The verdict as text for the terminal: any shift the blind baseline found, the overall risk, then one statement
+    per level and the caveats."""
     summary = report.get("summary")
     if not summary:
         return []
-    lines = [f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)"]
+    # A shift between members and non-members comes first: it changes how every number below reads.
+    lines = [f"SHIFT: {shift}" for shift in summary.get("shift", [])]
+    lines.append(f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)")
     lines += [f"  {entry['statement']}" for entry in summary["levels"].values()]
     return lines + [f"  Caveat: {caveat}" for caveat in summary.get("caveats", [])]

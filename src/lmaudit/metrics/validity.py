@@ -1,0 +1,94 @@
+"""Is it leakage or shift? report.json's `validity`: the blind baseline (`metrics/blind.py`, the texts alone, no model)
+on the audit's own members against each non-member set, at every level, beside how far each level's strongest attack
+goes beyond it. Where the texts alone separate members from non-members, an attack's AUC measures the data's
+collection as much as the model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.attacks.base import LEVEL_COLUMNS
+from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
+from lmaudit.errors import InputError
+from lmaudit.metrics.blind import BLIND_FOLDS, blind_scores, group_means, member_features
+from lmaudit.metrics.roc import auc, tpr_at_fpr
+from lmaudit.metrics.uncertainty import auc_interval
+
+SHIFT_AUC = 0.5  # a blind AUC whose lower 95% bound is above this: the texts alone tell members from non-members
+
+
+def unit_summary(labels: np.ndarray, scores: np.ndarray, bootstrap: int, seed: int) -> dict:
+    """One level's blind result: AUC with its interval, TPR at 1% FPR with its counts, and the units on each side."""
+    area = auc(labels, scores)
+    low, high = auc_interval(labels, scores, area, bootstrap, seed=seed)
+    point = tpr_at_fpr(labels, scores, 0.01)
+    return {"auc": area, "auc_ci": [low, high], "tpr_at_1pct_fpr": point.tpr, "tp": point.tp, "fp": point.fp,
+            "n_members": int(labels.sum()), "n_nonmembers": int((~labels).sum()),
+            "texts_separate": bool(low > SHIFT_AUC)}
+
+
+def set_validity(rows: pd.DataFrame, texts: pd.Series, bootstrap: int, seed: int) -> dict:
+    """The blind baseline on `rows` (members and one set's non-members: sample_id, role, group_id, subgroup_id): per
+    level, its `unit_summary`; the words that say 'member'; or why it could not run."""
+    labels = (rows["role"] == MEMBER).to_numpy()
+    groups = (rows["group_id"].fillna(rows["sample_id"]) if "group_id" in rows else rows["sample_id"]).to_numpy()
+    documents = texts.loc[rows["sample_id"]].tolist()
+    try:
+        scores = blind_scores(documents, labels, groups, BLIND_FOLDS, seed)
+    except InputError as error:
+        return {"unavailable": str(error)}
+    levels = {"sample": unit_summary(labels, scores, bootstrap, seed)}
+    for level, column in LEVEL_COLUMNS.items():
+        if column in rows and rows[column].notna().all():
+            means = group_means(scores, rows[column])
+            member_units = rows.groupby(column)["role"].first().loc[means.index] == MEMBER
+            levels[level] = unit_summary(member_units.to_numpy(), means.to_numpy(), bootstrap, seed)
+    return {"levels": levels, "member_words": member_features(documents, labels)}
+
+
+def blind_validity(samples: pd.DataFrame, texts: pd.Series, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """report.json's `validity`: per non-member set (in the order given; the first is the one the main results audit,
+    'nonmembers' when there is one), `set_validity` of the members against that set's non-members. `texts`: indexed
+    by sample_id."""
+    audited = samples[samples["role"].isin([MEMBER, NONMEMBER])]
+    nonmembers = audited[audited["role"] == NONMEMBER]
+    names = (list(dict.fromkeys(nonmembers[NONMEMBER_SET].dropna())) if NONMEMBER_SET in nonmembers else []) or [None]
+    sets = {}
+    for name in names:
+        chosen = nonmembers if name is None else nonmembers[nonmembers[NONMEMBER_SET] == name]
+        rows = pd.concat([audited[audited["role"] == MEMBER], chosen], ignore_index=True)
+        sets[name or "nonmembers"] = set_validity(rows, texts, bootstrap, seed)
+    return {"blind_baseline": "word and word-pair TF-IDF, logistic regression, 5 folds keeping each group whole "
+                              "(Das, Zhang and Tramer 2024)", "sets": sets}
+
+
+def with_lift(validity: dict, summary: dict) -> dict:
+    """`validity` with, for the first set (the one the verdict reads), each level's strongest attack's AUC minus the
+    blind AUC: how far the model goes beyond what the texts alone give."""
+    first = next(iter(validity["sets"].values()))
+    for level, entry in first.get("levels", {}).items():
+        strongest = summary["levels"].get(level, {}).get("strongest")
+        if strongest:
+            entry["strongest_attack"] = f"{strongest['attack']} on {strongest['signal']}"
+            entry["lift"] = strongest["auc"] - entry["auc"]
+    return validity
+
+
+def shift_caveats(validity: dict, level_names: dict[str, str]) -> list[str]:
+    """One caveat per non-member set that the texts alone separate from the members at some level (the lower 95% bound
+    of the blind AUC above SHIFT_AUC), naming the level, the blind AUC and, for the verdict's set, the lift."""
+    caveats = []
+    for name, entry in validity["sets"].items():
+        separated = [(level, result) for level, result in entry.get("levels", {}).items() if result["texts_separate"]]
+        if not separated:
+            continue
+        level, result = max(separated, key=lambda item: item[1]["auc_ci"][0])
+        lift = (f"; the strongest attack ({result['strongest_attack']}) goes {result['lift']:+.3f} beyond it"
+                if "lift" in result else "")
+        caveats.append(f"the texts alone, with no model, separate members from the {name} non-members: a blind "
+                       f"classifier reaches AUC {result['auc']:.3f} [{result['auc_ci'][0]:.3f}, {result['auc_ci'][1]:.3f}] "
+                       f"per {level_names.get(level, level)}{lift}. Part of what the attacks find against these "
+                       f"non-members is how the data was collected, not the model (README, Reading the verdict).")
+    return caveats
