@@ -52,7 +52,6 @@ SECRET_ATTACK = "secret"  # the score read on a secret alone; not a registered a
 CANDIDATE_SEED = 15485863  # added to the canaries' seed: candidates are drawn apart from the secrets
 
 
-
 @dataclass(frozen=True)
 class CanaryAudit:
     """A canary audit's result: the one-run bounds (Steinke et al.'s and the f-DP one, from the same guesses), each
@@ -188,8 +187,9 @@ def exposure_summary(scores: pd.DataFrame, included: np.ndarray, space_bits: flo
             "planted": summary(scores[included]), "not_planted": summary(scores[~included])}
 
 
-def accountant_epsilon(summary: dict | None) -> dict | None:
-    """The accountant's epsilon and delta that lmaudit's DP-SGD training recorded (its training summary), if any."""
+def recorded_accounting(summary: dict | None) -> dict | None:
+    """The accountant's epsilons (RDP, PRV) and delta that lmaudit's DP-SGD training recorded (its training summary),
+    if any (`metrics/privacy.py:accountant_epsilon` picks the one a bound is compared with)."""
     dp = (summary or {}).get("dp")
     return None if not dp else {"epsilon_rdp": dp["epsilon_rdp"], "epsilon_prv": dp["epsilon_prv"], "delta": dp["delta"]}
 
@@ -296,7 +296,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
         config = token_signal_config(config)
     trained = read_training_summary(config.adapter or config.target)  # a LoRA run records it in the adapter
     check_trained_with(trained, config.adapter or config.target, folder)
-    dp = accountant_epsilon(trained)
+    dp = recorded_accounting(trained)
     claimed = compared_epsilon(dp, canary_set.repeats)  # a group's delta for repeated canaries
     delta = delta if delta is not None else (claimed[1] if claimed else dp["delta"] if dp else DEFAULT_DELTA)
     secret = canary_set.kind == "secret"
