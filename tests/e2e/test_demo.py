@@ -116,7 +116,30 @@ def test_the_blind_baseline_flags_the_other_hospital_and_the_terminal_says_so_fi
     assert next(i for i, line in enumerate(lines) if line.startswith("SHIFT:")) < next(
         i for i, line in enumerate(lines) if line.startswith("VERDICT:"))
     html = (out / "report.html").read_text()
-    assert "<strong>Shift:</strong>" in html and "Blind baseline: the texts alone, no model" in html
+    assert "<strong>Shift:</strong>" in html and "Is it leakage or shift?" in html and "lift over blind" in html
+    # the verdict's own set (the same hospital) is not shifted: its levels read the attacks, with the blind AUC beside
+    for level, entry in report["summary"]["levels"].items():
+        assert "shift" not in entry and entry["blind"]["auc"] == same[level]["auc"]
+    assert report["validity"]["population"]["tested"] > 0
+
+
+def test_audited_against_the_other_hospital_the_verdict_names_the_shift(demo_run, tmp_path):
+    """The same models and stored signals, with the other hospital's notes as the verdict's non-members: where the
+    texts alone separate them as well as the attacks do, that level is inconclusive and its statement says why."""
+    out = demo_run[0]
+    result = CliRunner().invoke(main, [
+        "audit", "--target", str(out / "models" / "target"), "--reference", str(out / "models" / "reference"),
+        "--members", str(out / "data" / "member.parquet"),
+        "--nonmembers", f"other-hospital={out / 'data' / 'nonmember-other-hospital.parquet'}",
+        "--population", str(out / "data" / "population.parquet"), "--k", "4", "--bootstrap", "50",
+        "--cache-dir", str(out / "cache"), "--out", str(tmp_path / "other")])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "other" / "report.json").read_text())
+    note = report["summary"]["levels"]["sample"]
+    assert note["blind"]["texts_separate"] and note["shift"] and note["risk"] == "inconclusive"
+    assert note["statement"].startswith(f"Inconclusive at {note['name']} level: the texts alone separate members from "
+                                        "non-members")
+    assert "VERDICT:" in result.output and "the texts alone separate" in result.output
 
 
 def test_scores_parquet_holds_no_text_and_one_row_per_audited_sample(demo_run):

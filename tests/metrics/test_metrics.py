@@ -187,7 +187,7 @@ def _population_frame(population, nonmembers, members):
 
 def test_population_mismatch_warning_fires_on_a_shifted_population_only():
     from lmaudit.attacks.base import AttackScores
-    from lmaudit.metrics.evaluate import evaluate_attack, population_mismatch_warnings
+    from lmaudit.metrics.evaluate import evaluate_attack, population_fit, population_mismatch_warnings
     from lmaudit.metrics.settings import EvaluationSettings
 
     rng = np.random.default_rng(0)
@@ -196,7 +196,10 @@ def test_population_mismatch_warning_fires_on_a_shifted_population_only():
         results, _ = evaluate_attack(AttackScores(frame, attack="loss", signal="x", level="group"), EvaluationSettings(bootstrap=20))
         threshold = next(t for t in results[0].thresholds if t.alpha == 0.1)
         assert (threshold.population_match_p < 0.005) == expect_warning
-        warnings = population_mismatch_warnings(results, {"group": "patient"})  # two thresholds tested: level 0.01 / 2
+        population = population_fit(results)
+        assert population["tested"] == 2 and population["bonferroni_level"] == 0.005  # two thresholds: level 0.01 / 2
+        assert (0.1 in [r["alpha"] for r in population["rejected"]]) == expect_warning
+        warnings = population_mismatch_warnings(population, {"group": "patient"})
         assert any("10% FPR" in w for w in warnings) == expect_warning
         assert all(w.startswith("loss (patient level, all)") for w in warnings)
 

@@ -63,6 +63,41 @@ def test_each_level_reports_its_strongest_attack_best_low_fpr_attack_and_largest
     assert summary["delta"] == 1e-5
 
 
+def blind(auc, low, high):
+    """The blind baseline's result at a level, as metrics/validity.py writes it."""
+    return {"auc": auc, "auc_ci": [low, high], "texts_separate": low > 0.5}
+
+
+@pytest.mark.parametrize(("attack", "texts", "risk"), [
+    # the texts separate and the blind interval reaches the attack's: inconclusive, whatever the attack shows
+    ({"tpr_ci": (0.05, 0.2), "auc": 0.66, "auc_ci": (0.62, 0.70)}, blind(0.62, 0.55, 0.69), "inconclusive"),
+    # the attack is clearly beyond a weak blind baseline: the attacks decide
+    ({"tpr_ci": (0.05, 0.2), "auc": 0.80, "auc_ci": (0.75, 0.85)}, blind(0.60, 0.53, 0.67), "high"),
+    # the blind AUC is at least 0.7: inconclusive even with the attack far beyond it
+    ({"tpr_ci": (0.05, 0.2), "auc": 0.95, "auc_ci": (0.93, 0.97)}, blind(0.72, 0.66, 0.78), "inconclusive"),
+    # the blind interval holds 0.5: no shift shown, the attacks decide (even with overlapping intervals)
+    ({"auc_ci": (0.55, 0.65)}, blind(0.55, 0.45, 0.65), "low"),
+    # a shift hides leakage as well as it fakes it: a low reading becomes inconclusive
+    ({}, blind(0.60, 0.52, 0.68), "inconclusive"),
+])
+def test_a_shift_the_texts_alone_show_makes_the_level_inconclusive(attack, texts, risk):
+    results = [result("loss", **attack)]
+    summary = verdict(results, ranking(results), {"sample": "note"}, 1e-5, {"sample": texts})
+    level = summary["levels"]["sample"]
+    assert level["risk"] == risk and summary["risk"] == risk
+    assert level["blind"] == texts
+    if risk == "inconclusive":
+        assert level["shift"] is True
+        assert level["statement"].startswith("Inconclusive at note level: the texts alone separate members from "
+                                             f"non-members. A blind classifier that never sees the model reaches AUC "
+                                             f"{texts['auc']:.3f} [")
+        assert f"this level would read {level['risk_from_attacks']}" in level["statement"]
+    else:
+        assert "shift" not in level and "risk_from_attacks" not in level
+    assert summary["blind_baseline_ran"] is True
+    assert summary_of(*results)["blind_baseline_ran"] is False  # no texts, no blind baseline: the attacks decide
+
+
 def test_inconclusive_outranks_low_overall():
     summary = summary_of(result("loss"), result("loss", level="group", nonmembers=40))
     assert [e["risk"] for e in summary["levels"].values()] == ["low", "inconclusive"]

@@ -10,12 +10,17 @@ import pandas as pd
 
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.errors import InputError
-from lmaudit.metrics.evaluate import evaluate_attacks, extreme_score_warnings, population_mismatch_warnings
+from lmaudit.metrics.evaluate import (
+    evaluate_attacks,
+    extreme_score_warnings,
+    population_fit,
+    population_mismatch_warnings,
+)
 from lmaudit.metrics.per_class import correct_decisions, per_class_report
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
-from lmaudit.metrics.validity import shift_caveats, with_lift
+from lmaudit.metrics.validity import NO_TEXTS
 from lmaudit.report.build import AuditFacts, build_report, data_summary, write_report
 
 # The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
@@ -64,14 +69,11 @@ def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
 def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluation: EvaluationSettings) -> AuditOutcome:
     """Evaluate the findings, build report.json with the audit's facts, and write the output folder all or nothing."""
     results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
-    warnings = population_mismatch_warnings(results, facts.level_names) + extreme_score_warnings(findings.attacks)
+    population = population_fit(results)
+    warnings = population_mismatch_warnings(population, facts.level_names) + extreme_score_warnings(findings.attacks)
+    validity = {**(findings.validity or NO_TEXTS), "population": population}
     report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
-                          classifier_per_class(findings.samples, findings.attacks))
-    if findings.validity is not None:
-        report["validity"] = with_lift(findings.validity, report["summary"])
-        shift = shift_caveats(report["validity"], facts.level_names)
-        if shift:
-            report["summary"]["shift"] = shift
+                          classifier_per_class(findings.samples, findings.attacks), validity)
     scores = scores_table(findings.samples, findings.attacks, findings.texts)
     write_report(out, report, scores, findings.attacks)
     return AuditOutcome(report, results, skipped, scores)

@@ -55,25 +55,30 @@ def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
     )
 
 
-def population_mismatch_warnings(results: list[AttackResult], level_names: Mapping[str, str],
-                                 level: float = 0.01) -> list[str]:
-    """Warn where a population threshold's FPR differs between the population and the audited non-members (each level
-    called by its name in `level_names`, as the report's tables call it).
-
-    Both should be draws from one distribution; when the permutation test (`population_fit_p_value`,
-    over whole groups when samples carry group ids) rejects that at `level`, Bonferroni-corrected over
-    every population threshold of the report, precision and recall at that threshold mislead.
-    """
+def population_fit(results: list[AttackResult], level: float = 0.01) -> dict:
+    """report.json's `validity.population`: every population threshold's permutation test (`population_fit_p_value`,
+    over whole groups when samples carry group ids) of whether the population and the audited non-members are one
+    distribution, Bonferroni-corrected at `level` over all of them; `rejected`: those whose p-value falls below it."""
     tested = [(r, t) for r in results for t in r.thresholds if t.population_match_p is not None]
     corrected = level / max(1, len(tested))
+    rejected = [{"attack": r.attack, "signal": r.signal, "level": r.level, "slice": r.slice, "alpha": t.alpha,
+                 "population_fpr": t.population_fpr, "nonmember_fpr": t.fpr, "p": t.population_match_p}
+                for r, t in tested if t.population_match_p < corrected]
+    return {"test": "permutation test of each population threshold's false-positive rate, population against the "
+                    "audited non-members (whole groups permuted where samples have them)",
+            "tested": len(tested), "level": level, "bonferroni_level": corrected, "rejected": rejected}
+
+
+def population_mismatch_warnings(population: dict, level_names: Mapping[str, str]) -> list[str]:
+    """One warning per population threshold that `population_fit` rejected (each level called by its name in
+    `level_names`, as the report's tables call it): where the population and the audited non-members differ, precision
+    and recall at that threshold mislead."""
     return [
-        f"{r.attack} ({level_names.get(r.level, r.level)} level, {r.slice}): the population threshold for {t.alpha:.0%} "
-        "FPR calls "
-        f"{t.population_fpr:.1%} of the population but {t.fpr:.1%} of the audited non-members "
-        f"(p = {t.population_match_p:.1g}, Bonferroni level {corrected:.1g}); the population data is not "
-        "distributed like the non-members, so precision and recall at this threshold mislead"
-        for r, t in tested
-        if t.population_match_p < corrected
+        f"{r['attack']} ({level_names.get(r['level'], r['level'])} level, {r['slice']}): the population threshold for "
+        f"{r['alpha']:.0%} FPR calls {r['population_fpr']:.1%} of the population but {r['nonmember_fpr']:.1%} of the "
+        f"audited non-members (p = {r['p']:.1g}, Bonferroni level {population['bonferroni_level']:.1g}); the "
+        "population data is not distributed like the non-members, so precision and recall at this threshold mislead"
+        for r in population["rejected"]
     ]
 
 

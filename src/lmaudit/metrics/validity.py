@@ -16,6 +16,8 @@ from lmaudit.metrics.blind import BLIND_FOLDS, blind_scores, group_means, member
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.uncertainty import auc_interval
 
+# validity's blind part where the audit has no texts (an audit from precomputed losses)
+NO_TEXTS = {"blind_baseline": None, "sets": {}, "unavailable": "no texts: the audit started from precomputed scores"}
 SHIFT_AUC = 0.5  # a blind AUC whose lower 95% bound is above this: the texts alone tell members from non-members
 
 
@@ -64,16 +66,32 @@ def blind_validity(samples: pd.DataFrame, texts: pd.Series, bootstrap: int = 100
                               "(Das, Zhang and Tramer 2024)", "sets": sets}
 
 
-def with_lift(validity: dict, summary: dict) -> dict:
-    """`validity` with, for the first set (the one the verdict reads), each level's strongest attack's AUC minus the
-    blind AUC: how far the model goes beyond what the texts alone give."""
-    first = next(iter(validity["sets"].values()))
-    for level, entry in first.get("levels", {}).items():
-        strongest = summary["levels"].get(level, {}).get("strongest")
-        if strongest:
+def verdict_set_levels(validity: dict | None) -> dict[str, dict]:
+    """The blind baseline's result per level on the verdict's non-member set (the first), or {} where it did not run."""
+    sets = (validity or {}).get("sets") or {}
+    return next(iter(sets.values()), {}).get("levels", {})
+
+
+def with_lift(validity: dict, ranking: dict[str, list[dict]]) -> dict:
+    """`validity` with, for the verdict's set, each level's strongest attack (the first of `ranking`) and its lift: its
+    AUC minus the blind AUC, how far the model goes beyond what the texts alone give."""
+    for level, entry in verdict_set_levels(validity).items():
+        if ranking.get(level):
+            strongest = ranking[level][0]
             entry["strongest_attack"] = f"{strongest['attack']} on {strongest['signal']}"
             entry["lift"] = strongest["auc"] - entry["auc"]
     return validity
+
+
+def ranking_with_lift(ranking: dict[str, list[dict]], validity: dict | None) -> dict[str, list[dict]]:
+    """`ranking` with each row's `lift_over_blind`: its AUC minus the blind AUC of its level on the verdict's set (no
+    field where the blind baseline did not run at that level)."""
+    blind = verdict_set_levels(validity)
+    for level, rows in ranking.items():
+        if level in blind:
+            for row in rows:
+                row["lift_over_blind"] = None if row["auc"] is None else row["auc"] - blind[level]["auc"]
+    return ranking
 
 
 def shift_caveats(validity: dict, level_names: dict[str, str]) -> list[str]:

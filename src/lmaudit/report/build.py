@@ -18,6 +18,7 @@ from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.data.roles import NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.metrics.results import AttackResult
+from lmaudit.metrics.validity import ranking_with_lift, shift_caveats, verdict_set_levels, with_lift
 from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.html import render_html
@@ -101,10 +102,11 @@ class AuditFacts:
 
 
 def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped], warnings: list[str],
-                 delta: float, per_class: dict | None = None) -> dict:
+                 delta: float, per_class: dict | None = None, validity: dict | None = None) -> dict:
     """The report.json document (docs/design.md schema, version 1): the verdict (`summary`) first, the attacks ranked at
     each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
-    audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds."""
+    audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds;
+    `validity`: the blind baseline and the population test (metrics/validity.py), which the verdict reads."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -121,10 +123,17 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
         "level_names": facts.level_names,
     })
     document["warnings"] += audit_warnings(document)
-    document["ranking"] = ranking(document["results"])
-    summary = verdict(document["results"], document["ranking"], document["level_names"], delta)
+    validity = json_ready(validity)
+    document["ranking"] = ranking_with_lift(ranking(document["results"]), validity)
+    blind = verdict_set_levels(validity) or None
+    summary = verdict(document["results"], document["ranking"], document["level_names"], delta, blind)
     if facts.caveats:
         summary["caveats"] = list(facts.caveats)
+    if validity is not None:
+        document["validity"] = with_lift(validity, document["ranking"])
+        shift = shift_caveats(validity, document["level_names"])
+        if shift:
+            summary["shift"] = shift
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
 
 

@@ -122,12 +122,13 @@ def results_tables(report: dict) -> list[dict]:
             rows.append({
                 "attack": result["attack"], "signal": result["signal"], "auc": result["auc"], "auc_ci": result["auc_ci"],
                 "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
+                "lift": rank.get("lift_over_blind"),
                 "tpr1": _tpr_cell(result, "0.01"), "tpr01": _tpr_cell(result, "0.001"),
                 "population": _threshold_cells(result, notes), "epsilon": _epsilon_cell(result, notes),
                 "balanced": result["balanced"],
             })
         tables.append({"level": level, "name": report["level_names"].get(level, level), "rows": rows,
-                       "notes": notes.reasons})
+                       "notes": notes.reasons, "blind": any("lift_over_blind" in rank for rank in ranked)})
     return tables
 
 

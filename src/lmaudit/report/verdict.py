@@ -10,9 +10,17 @@ VERDICT_ALPHA = "0.01"  # the false-positive rate the verdict reads TPR at
 HIGH_TPR_LOW = 0.05  # lower 95% bound of TPR at 1% FPR: five times what guessing gives
 HIGH_EPSILON = 1.0  # empirical epsilon lower bound (nats)
 MODERATE_AUC_LOW = 0.6  # lower 95% bound of the AUC
+# A blind AUC this high (the texts alone, no model) makes a level inconclusive whatever the attacks reach: Das et al.'s
+# shifted benchmarks sit at 0.72-0.99, and an attack's lead over such a baseline may be more of the same shift.
+BLIND_DECISIVE_AUC = 0.7
 # Highest risk first; inconclusive ranks above low, because an unmeasured level may hide leakage.
 RISKS = ("high", "moderate", "inconclusive", "low")
 RISK_RULE = (
+    f"First, where the audit has the texts: a level is inconclusive (shift) when a blind classifier that sees only the "
+    f"texts separates its members from the non-members (the lower 95% bound of its AUC above 0.5) and either its "
+    f"AUC's interval reaches the strongest attack's (its upper bound at or above the attack's lower bound) or its AUC "
+    f"is at least {BLIND_DECISIVE_AUC}: the attacks' numbers then measure how the data was collected as much as the "
+    f"model, whichever way. Otherwise: "
     f"high: some attack exposes members at a low false-positive rate (the lower 95% bound of its TPR at 1% FPR is at "
     f"least {HIGH_TPR_LOW:.0%}, five times what guessing gives, with at least 100 non-member units so that 1% FPR is "
     f"resolved) or its counts prove epsilon >= {HIGH_EPSILON:g}. "
@@ -65,8 +73,25 @@ def _named(row: dict) -> str:
     return f"{row['attack']} on {row['signal']}"
 
 
+def shift_decides(blind: dict | None, strongest: dict) -> bool:
+    """Whether the texts alone make a level inconclusive (the rule's first clause): the blind AUC's interval leaves 0.5
+    and reaches the strongest attack's, or the blind AUC is at least BLIND_DECISIVE_AUC."""
+    if not blind or not blind.get("texts_separate"):
+        return False
+    attack_low = strongest["auc_ci"][0] if strongest["auc_ci"][0] is not None else 0.0
+    return blind["auc_ci"][1] >= attack_low or blind["auc"] >= BLIND_DECISIVE_AUC
+
+
+def _shift_opening(level_name: str, blind: dict, strongest: dict, risk_from_attacks: str) -> str:
+    return (f"Inconclusive at {level_name} level: the texts alone separate members from non-members. A blind classifier "
+            f"that never sees the model reaches AUC {blind['auc']:.3f} [{blind['auc_ci'][0]:.3f}, "
+            f"{blind['auc_ci'][1]:.3f}] against {strongest['auc']:.3f} for the strongest attack, so the attacks measure "
+            f"how the data was collected as much as the model (from the attacks alone this level would read "
+            f"{risk_from_attacks}); audit against non-members drawn like the members.")
+
+
 def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | None, epsilon: dict | None,
-               delta: float) -> str:
+               delta: float, opening: str | None = None) -> str:
     units = f"{level_name}s"
     auc = f"AUC {strongest['auc']:.3f} [{strongest['auc_ci'][0]:.3f}, {strongest['auc_ci'][1]:.3f}]"
     parts = []
@@ -85,7 +110,7 @@ def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | N
     evidence = "; ".join(parts)
     few_exposed = (at_low_fpr is not None and not at_low_fpr["resolution_limited"]
                    and (at_low_fpr["tpr_ci"][0] or 0.0) < HIGH_TPR_LOW)
-    opening = {
+    opening = opening or {
         "high": f"High risk at {level_name} level: an attacker can tell member {units} from non-members.",
         "moderate": f"Moderate risk at {level_name} level: the attacks do better than chance"
                     + (", but expose few members at a low false-positive rate." if few_exposed else "."),
@@ -96,10 +121,12 @@ def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | N
     return f"{opening} Strongest attack: {_named(strongest)}, {auc}; {evidence}."
 
 
-def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str], delta: float) -> dict:
+def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str], delta: float,
+            blind: dict[str, dict] | None = None) -> dict:
     """report.json's `summary`: per level (in LEVELS order) the strongest attack by AUC, the best TPR at 1% FPR with
     its counts, the largest epsilon lower bound, the risk and its statement; the overall risk; the rule; the delta of
-    the epsilon bounds."""
+    the epsilon bounds. `blind`: the blind baseline's result per level on the verdict's non-member set
+    (metrics/validity.py), which can make a level inconclusive; None where the audit had no texts."""
     levels = {}
     for level in LEVELS:
         ranked = ranking.get(level)
@@ -112,14 +139,22 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
         strongest = ranked[0]
         risk = _risk(strongest, at_low_fpr, epsilon)
         name = level_names.get(level, level)
+        shifted = (blind or {}).get(level)
+        opening = None
+        entry = {"name": name, "risk": risk}
+        if shift_decides(shifted, strongest):
+            opening = _shift_opening(name, shifted, strongest, risk)
+            entry = {"name": name, "risk": "inconclusive", "shift": True, "risk_from_attacks": risk}
+        if shifted:
+            entry["blind"] = {key: shifted[key] for key in ("auc", "auc_ci", "texts_separate")}
         levels[level] = {
-            "name": name, "risk": risk,
+            **entry,
             "strongest": {key: strongest[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members", "n_nonmembers")},
             "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon,
-            "statement": _statement(name, risk, strongest, at_low_fpr, epsilon, delta),
+            "statement": _statement(name, entry["risk"], strongest, at_low_fpr, epsilon, delta, opening),
         }
     overall = min((entry["risk"] for entry in levels.values()), key=RISKS.index, default="inconclusive")
-    return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta}
+    return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta, "blind_baseline_ran": blind is not None}
 
 
 def verdict_lines(report: dict) -> list[str]:
