@@ -5,6 +5,7 @@ import re
 from dataclasses import replace
 from html.parser import HTMLParser
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -210,3 +211,34 @@ def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path)
     second = pd.read_parquet(tmp_path / "again" / "scores.parquet")
     pd.testing.assert_series_equal(first["score_likelihood_ratio"], second["score_likelihood_ratio"])
     assert "text" in second.columns
+
+
+def test_dataset_inference_finds_the_members_and_not_a_random_half_of_the_non_members(demo_run):
+    """Maini et al.'s test in report.json: the members, as a set, against the same hospital's non-members, p < 0.1
+    (the paper's rule) per patient, said in the terminal; and on the demo's own scores, random halves of patients
+    who were never trained on (population and non-members, each halved) give p < 0.05 at most 7 times in 100. The
+    halves reuse 15 patients, so the 100 p-values are not independent and no uniformity test applies here; the
+    synthetic one is in tests/metrics/test_dataset_inference.py."""
+    from lmaudit.metrics.dataset_inference import dataset_inference
+
+    out, output = demo_run
+    report = json.loads((out / "report.json").read_text())
+    section = report["dataset_inference"]
+    assert section["unit"] == "patient" and section["decisions"]["p<0.1"] and section["p_value"] < 0.1
+    assert section["n_test"]["suspect"] + section["n_learn"]["suspect"] == report["data"]["groups"]["member"]
+    assert "logistic_split on gradient_norms" not in section["features"]  # fitted on the audited labels
+    assert "Dataset inference (Maini et al. 2024)" in output
+    scores = pd.read_parquet(out / "scores.parquet")
+    unseen = scores[(scores["role"] == "population") | (scores["nonmember_set"] == "same-hospital")]
+    columns = [name for name in section["features"]]
+    named = {f"score_{c.split(' on ')[0]}" for c in columns} | {f"score_{c.replace(' on ', '_')}" for c in columns}
+    features = unseen[[c for c in unseen.columns if c in named and unseen[c].notna().all()]]
+    assert features.shape[1] >= 5
+    p_values = []
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        halves = [rng.permutation(part["group_id"].unique()) for _, part in unseen.groupby("role")]
+        chosen = np.concatenate([half[: len(half) // 2] for half in halves])
+        p_values.append(dataset_inference(features, unseen["group_id"].isin(chosen).to_numpy(),
+                                          unseen["group_id"].to_numpy(), "patient", seed).p_value)
+    assert sum(p < 0.05 for p in p_values) <= 7

@@ -5,7 +5,7 @@ import pytest
 
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.tables import ranking
-from lmaudit.report.verdict import RISK_RULE, verdict
+from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, verdict
 
 
 def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
@@ -147,3 +147,26 @@ def test_a_warning_when_an_attack_gets_no_threshold_at_all_names_its_cause():
     assert warnings == ["sample level: no threshold could be calibrated for loss (no population data, and no calibration "
                         "members or shadow model for them): precision, recall, advantage and the epsilon bound are "
                         "missing; give population data (--population)"]
+
+
+def dataset_section(p_value, needed=20):
+    return {"suspect": "the audited members", "validation": "the verdict's non-members", "unit": "patient",
+            "p_value": p_value, "n_test": {"suspect": 30, "validation": 28},
+            "decisions": {"p<0.1": p_value < 0.1, "p<0.01": p_value < 0.01},
+            "minimum_needed": {"p<0.1": 10, "p<0.01": needed}}
+
+
+@pytest.mark.parametrize(("p_value", "shifted", "says"), [
+    (0.003, False, "below 0.01: evidence that the model was trained on them"),
+    (0.05, False, "below Maini et al.'s 0.1, not below 0.01"),
+    (0.4, False, "not below 0.1: no evidence"),
+    (0.003, True, "but the texts alone separate the two sets"),
+])
+def test_the_dataset_inference_sentence_reads_its_p_value_by_the_stated_levels(p_value, shifted, says):
+    sentence = dataset_inference_statement(dataset_section(p_value), shifted)
+    assert sentence.startswith("Dataset inference (Maini et al. 2024), the audited members as a set against the "
+                               f"verdict's non-members: p = {p_value:.2g} (one-sided t-test over 30 suspect and 28 "
+                               "validation patients held out)")
+    assert says in sentence and ("provided the two sets were drawn alike" in sentence) != shifted
+    assert dataset_inference_statement({"unavailable": "too few"}) == "Dataset inference: n/a: too few."
+    assert dataset_inference_statement(None) is None

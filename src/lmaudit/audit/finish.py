@@ -3,13 +3,14 @@ results and the audit's facts, and the output folder written (report.json, score
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.errors import InputError
+from lmaudit.metrics.dataset_inference import DATASET_INFERENCE_RULE, members_against_nonmembers
 from lmaudit.metrics.evaluate import (
     evaluate_attacks,
     extreme_score_warnings,
@@ -74,9 +75,22 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
     validity = {**(findings.validity or NO_TEXTS), "population": population}
     report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
                           classifier_per_class(findings.samples, findings.attacks), validity)
+    report["dataset_inference"] = dataset_inference_section(findings, facts.level_names.get("group", "group"),
+                                                            evaluation.seed)
     scores = scores_table(findings.samples, findings.attacks, findings.texts)
     write_report(out, report, scores, findings.attacks)
     return AuditOutcome(report, results, skipped, scores)
+
+
+def dataset_inference_section(findings: Findings, group_name: str, seed: int) -> dict:
+    """report.json's `dataset_inference`: Maini et al.'s test of the members, as a set, against the verdict's
+    non-members (metrics/dataset_inference.py), with its decision rules; or why it could not run."""
+    try:
+        result = members_against_nonmembers(findings.samples, findings.attacks, group_name, seed)
+    except InputError as error:
+        return {"unavailable": str(error)}
+    return {"suspect": "the audited members", "validation": "the verdict's non-members", **asdict(result),
+            "rule": DATASET_INFERENCE_RULE}
 
 
 def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:

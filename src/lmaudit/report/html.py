@@ -15,6 +15,7 @@ from markupsafe import Markup
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.report.plots import histogram_figure, roc_figure
+from lmaudit.report.verdict import dataset_inference_line
 from lmaudit.report.tables import (
     CLASSIFIER_ATTACKS,
     PAPER_COLUMNS,
@@ -236,4 +237,5 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         level_table=level_table(report["results"]), set_table=nonmember_set_table(report), pct=percent, num=number,
         config_json=json.dumps(report["config"], indent=2), environment=report["environment"],
         several_signals=len({r["signal"] for r in report["results"]}) > 1, results_shown=RESULTS_SHOWN,
+        dataset_inference=dataset_inference_line(report),
     )

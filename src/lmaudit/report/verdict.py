@@ -103,7 +103,9 @@ def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | N
             exposed += f"; with {at_low_fpr['n_nonmembers']} non-members, 1% false positives cannot be resolved"
         parts.append(exposed)
     if epsilon and epsilon["epsilon_lower_bound"] > 0:
-        parts.append(f"no training with epsilon below {epsilon['epsilon_lower_bound']:.2f} (at delta {delta:g}) "
+        bound = epsilon["epsilon_lower_bound"]
+        shown = f"{bound:.2f}" if bound >= 0.01 else f"{bound:.1g}"  # a small bound is not 0.00
+        parts.append(f"no training with epsilon below {shown} (at delta {delta:g}) "
                      f"could allow the counts of {_named(epsilon)}, with 95% confidence")
     else:
         parts.append("no attack's counts rule out any epsilon")
@@ -157,6 +159,38 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
     return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta, "blind_baseline_ran": blind is not None}
 
 
+def dataset_inference_statement(section: dict | None, shifted: bool = False) -> str | None:
+    """report.json's `dataset_inference` in one sentence: the p-value, the units behind it and what it decides;
+    `shifted`: the texts alone separate the two sets, which the sentence then says; None where there is no section."""
+    if not section:
+        return None
+    if "unavailable" in section:
+        return f"Dataset inference: n/a: {section['unavailable']}."
+    units = f"{section['unit']}s"
+    counts = f"{section['n_test']['suspect']} suspect and {section['n_test']['validation']} validation {units} held out"
+    opening = (f"Dataset inference (Maini et al. 2024), {section['suspect']} as a set against {section['validation']}: "
+               f"p = {section['p_value']:.2g} (one-sided t-test over {counts})")
+    if section["decisions"]["p<0.01"]:
+        reading = ("below 0.01: evidence that the model was trained on them (a set it was not trained on gives p < 0.01 "
+                   "at most 1% of the time)")
+    elif section["decisions"]["p<0.1"]:
+        reading = "below Maini et al.'s 0.1, not below 0.01: some evidence that the model was trained on them"
+    else:
+        reading = "not below 0.1: no evidence that the model was trained on them as a set"
+    needed = section["minimum_needed"]["p<0.01"]
+    more = f"; {needed} {units} a side suffice for p < 0.01 (median of draws)" if needed else ""
+    caveat = ("; but the texts alone separate the two sets, so the p-value measures how they were collected as much "
+              "as the training") if shifted else ", provided the two sets were drawn alike"
+    return f"{opening}: {reading}{caveat}{more}."
+
+
+def dataset_inference_line(report: dict) -> str | None:
+    """The report's dataset-inference sentence, with the shift caveat where the texts alone separate the verdict's
+    sets at some level."""
+    shifted = any(entry.get("blind", {}).get("texts_separate") for entry in report["summary"]["levels"].values())
+    return dataset_inference_statement(report.get("dataset_inference"), shifted)
+
+
 def verdict_lines(report: dict) -> list[str]:
     """The verdict as text for the terminal: any shift the blind baseline found, the overall risk, then one statement
     per level and the caveats."""
@@ -167,4 +201,6 @@ def verdict_lines(report: dict) -> list[str]:
     lines = [f"SHIFT: {shift}" for shift in summary.get("shift", [])]
     lines.append(f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)")
     lines += [f"  {entry['statement']}" for entry in summary["levels"].values()]
+    dataset = dataset_inference_line(report)
+    lines += [f"  {dataset}"] if dataset else []
     return lines + [f"  Caveat: {caveat}" for caveat in summary.get("caveats", [])]
