@@ -34,6 +34,10 @@ def test_demo_reports_every_feature_and_attack(demo_run):
     whitebox = {(r["attack"], r["signal"], r["level"]) for r in report["results"] if r["attack"].startswith("logistic")}
     assert whitebox == {(a, s, level) for a in ("logistic_split", "logistic_shadow")
                         for s in ("attention_concentration", "gradient_norms") for level in ("sample", "group")}
+    # dataset inference per user, from the classifier's own attack scores (none fitted on the audited labels)
+    dataset = report["dataset_inference"]
+    assert dataset["unit"] == "user" and 0.0 <= dataset["p_value"] <= 1.0
+    assert dataset["features"] and not any(name.startswith("logistic_split") for name in dataset["features"])
 
 
 def test_scores_hold_features_of_both_models_and_no_text(demo_run):

@@ -242,3 +242,37 @@ def test_dataset_inference_finds_the_members_and_not_a_random_half_of_the_non_me
         p_values.append(dataset_inference(features, unseen["group_id"].isin(chosen).to_numpy(),
                                           unseen["group_id"].to_numpy(), "patient", seed).p_value)
     assert sum(p < 0.05 for p in p_values) <= 7
+
+
+def test_the_dataset_inference_command_reads_the_stored_signals_and_refuses_a_suspect_patient_as_validation(demo_run,
+                                                                                                            tmp_path):
+    """`lmaudit dataset-inference` on the demo's target: its members as the suspect set, the same hospital's
+    non-members as the validation set; the signals come from the demo's store (the same settings); the answer is said
+    in one sentence and written without text; templated notes that recur in both sets are counted in a warning. A
+    validation file holding a suspect patient is refused in one line, exit 2, nothing written."""
+    out = demo_run[0]
+    data = out / "data"
+    common = ["dataset-inference", "--target", str(out / "models" / "target"),
+              "--reference", str(out / "models" / "reference"), "--reference", str(out / "models" / "reference-2"),
+              "--population", str(data / "population.parquet"), "--k", "4", "--cache-dir", str(out / "cache")]
+    stored = sorted(path.name for path in (out / "cache").rglob("*") if path.is_file())
+    result = CliRunner().invoke(main, [*common, "--suspect", str(data / "member.parquet"),
+                                       "--validation", str(data / "nonmember.parquet"), "--out", str(tmp_path / "di")])
+    assert result.exit_code == 0, result.output
+    assert sorted(path.name for path in (out / "cache").rglob("*") if path.is_file()) == stored  # no new model pass
+    document = json.loads((tmp_path / "di" / "dataset_inference.json").read_text())
+    assert document["p_value"] < 0.1 and document["unit"] == "patient" and document["decisions"]["p<0.1"]
+    assert document["statement"] in result.output and "the suspect set as a set against the validation set" in result.output
+    assert not document["texts_separate"]  # one hospital, one generator
+    members = pd.read_parquet(data / "member.parquet")
+    nonmembers = pd.read_parquet(data / "nonmember.parquet")
+    shared = nonmembers["text"].isin(set(members["text"])).sum()
+    assert document["warnings"] == [] if shared == 0 else document["warnings"][0].startswith(
+        f"{shared} of {len(nonmembers)} validation samples have the very text of a suspect sample")
+    assert not any(text in json.dumps(document) for text in members["text"])
+    mixed = pd.concat([nonmembers, members.iloc[[3]].assign(sample_id="new-0")])
+    mixed.to_parquet(tmp_path / "mixed.parquet")
+    refused = CliRunner().invoke(main, [*common, "--suspect", str(data / "member.parquet"),
+                                        "--validation", str(tmp_path / "mixed.parquet"), "--out", str(tmp_path / "no")])
+    assert refused.exit_code == 2 and members["group_id"].iloc[3] in refused.output, refused.output
+    assert len(refused.output.strip().splitlines()) == 1 and not (tmp_path / "no" / "dataset_inference.json").exists()

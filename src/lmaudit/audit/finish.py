@@ -22,7 +22,7 @@ from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
 from lmaudit.metrics.validity import NO_TEXTS
-from lmaudit.report.build import AuditFacts, build_report, data_summary, write_report
+from lmaudit.report.build import AuditFacts, build_report, data_summary, json_ready, write_report
 
 # The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
 # Algorithm 4 per user.
@@ -89,8 +89,8 @@ def dataset_inference_section(findings: Findings, group_name: str, seed: int) ->
         result = members_against_nonmembers(findings.samples, findings.attacks, group_name, seed)
     except InputError as error:
         return {"unavailable": str(error)}
-    return {"suspect": "the audited members", "validation": "the verdict's non-members", **asdict(result),
-            "rule": DATASET_INFERENCE_RULE}
+    return json_ready({"suspect": "the audited members", "validation": "the verdict's non-members", **asdict(result),
+                       "rule": DATASET_INFERENCE_RULE})
 
 
 def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:

@@ -179,4 +179,34 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
 
 
 
-COMMANDS = (score, audit, attack)
+@click.command("dataset-inference")
+@click.option("--target", required=True, type=click.Path(), help="The model's folder.")
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
+@click.option("--reference", multiple=True, type=click.Path(),
+              help="Reference model, never trained on the suspect or validation texts; repeat for several.")
+@click.option("--suspect", "members", required=True, type=click.Path(),
+              help="The texts suspected of having been trained on (.csv, .jsonl, .parquet; a 'text' column, "
+                   "optionally 'group_id').")
+@click.option("--validation", "nonmembers", required=True, type=click.Path(),
+              help="Texts drawn like the suspect ones and known unseen by the model.")
+@click.option("--population", default=None, type=click.Path(),
+              help="More unseen texts, for the attacks that calibrate on them (RMIA, DC-PDD); optional.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of dataset_inference.json.")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ in --out).")
+@signal_options(from_config=True)
+@placement_options(from_config=True)
+@audit_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
+               help="Also compute this per-token signal for the token-level attacks (e.g. mlm_tokens).")
+def dataset_inference(**options) -> None:
+    """Was this dataset used to train the model? Maini et al.'s test of a suspect set against a validation set."""
+    from lmaudit.audit.dataset_inference import RESULT_FILE, infer_dataset
+    from lmaudit.config import load_config
+
+    document = infer_dataset(load_config(None, options), progress=progress())
+    for warning in document["warnings"]:
+        click.echo(f"Warning: {warning}")
+    click.echo(document["statement"])
+    click.echo(f"result: {Path(options['out']) / RESULT_FILE}")
+
+
+COMMANDS = (score, audit, attack, dataset_inference)
