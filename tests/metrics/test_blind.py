@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import StratifiedGroupKFold
+from sklearn.model_selection import StratifiedKFold
 
 from lmaudit.errors import InputError
 from lmaudit.metrics.blind import blind_classifier, blind_scores, group_means, member_features, word_counts
@@ -26,8 +26,11 @@ def test_the_scores_are_a_plain_scikit_learn_loop_over_the_same_folds():
     labels = np.r_[np.ones(60, bool), np.zeros(60, bool)]
     groups = np.repeat(np.arange(40), 3)
     expected, counts = np.empty(len(texts)), word_counts(texts)
-    folds = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=3)
-    for fitted, scored in folds.split(texts, labels, groups):
+    # whole groups dealt out by a stratified K-fold over the groups (40 groups: the first 20 members)
+    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=3)
+    for fitted_groups, scored_groups in folds.split(np.zeros(40), np.arange(40) < 20):
+        fitted, scored = np.flatnonzero(np.isin(groups, fitted_groups)), np.flatnonzero(np.isin(groups, scored_groups))
+        assert not set(groups[fitted]) & set(groups[scored])
         model = blind_classifier(3).fit(counts[fitted], labels[fitted])
         expected[scored] = model.predict_proba(counts[scored])[:, 1]
     np.testing.assert_allclose(blind_scores(texts, labels, groups, seed=3), expected, rtol=1e-6)

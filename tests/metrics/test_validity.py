@@ -70,3 +70,18 @@ def test_too_few_groups_is_a_reason_not_an_error(audited):
     few = samples[samples["group_id"].isin(["None-0", "None-1", "same-0", "same-1", "same-2"])]
     validity = blind_validity(few.drop(columns="text"), texts, bootstrap=50)
     assert "at least 5 member groups" in validity["sets"]["same"]["unavailable"]
+
+
+def test_identical_texts_separate_nothing_and_a_single_group_is_a_reason(audited):
+    """All texts the same: every blind classifier ties, the AUC is 0.5 and nothing is flagged; one member patient: the
+    reason, not an error."""
+    samples, texts = audited
+    same_text = texts.copy()
+    same_text[:] = "patient admitted with chest pain"
+    validity = blind_validity(samples.drop(columns="text"), same_text, bootstrap=50)
+    for entry in validity["sets"].values():
+        for level in entry["levels"].values():
+            assert level["auc"] == 0.5 and not level["texts_separate"]
+    one = samples[(samples["role"] != "member") | (samples["group_id"] == "None-0")]
+    assert "at least 5 member groups" in blind_validity(one.drop(columns="text"), texts, bootstrap=50)["sets"]["same"][
+        "unavailable"]

@@ -12,41 +12,57 @@ import pandas as pd
 from lmaudit.attacks.base import LEVEL_COLUMNS
 from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
-from lmaudit.metrics.blind import BLIND_FOLDS, blind_scores, group_means, member_features
+from lmaudit.metrics.blind import BLIND_FOLDS, every_blind_score, group_means, member_features
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.uncertainty import auc_interval
 
 # validity's blind part where the audit has no texts (an audit from precomputed losses)
 NO_TEXTS = {"blind_baseline": None, "sets": {}, "unavailable": "no texts: the audit started from precomputed scores"}
-SHIFT_AUC = 0.5  # a blind AUC whose lower 95% bound is above this: the texts alone tell members from non-members
+SHIFT_AUC = 0.5  # a blind AUC whose lower bound (95%, Bonferroni-corrected) is above this: the texts alone separate
 
 
 def unit_summary(labels: np.ndarray, scores: np.ndarray, bootstrap: int, seed: int) -> dict:
-    """One level's blind result: AUC with its interval, TPR at 1% FPR with its counts, and the units on each side."""
+    """One blind classifier's result at one level: AUC with its interval, TPR at 1% FPR with its counts, the units on
+    each side."""
     area = auc(labels, scores)
     low, high = auc_interval(labels, scores, area, bootstrap, seed=seed)
     point = tpr_at_fpr(labels, scores, 0.01)
     return {"auc": area, "auc_ci": [low, high], "tpr_at_1pct_fpr": point.tpr, "tp": point.tp, "fp": point.fp,
-            "n_members": int(labels.sum()), "n_nonmembers": int((~labels).sum()),
-            "texts_separate": bool(low > SHIFT_AUC)}
+            "n_members": int(labels.sum()), "n_nonmembers": int((~labels).sum())}
+
+
+def level_summary(labels: np.ndarray, scores: dict[str, np.ndarray], bootstrap: int, seed: int) -> dict:
+    """One level's blind result: the strongest blind classifier's `unit_summary` (by AUC), named, with every
+    classifier's AUC and interval; `texts_separate` where the strongest one's AUC interval, Bonferroni-corrected for
+    having picked the best of the classifiers that score anything (not all tied), lies above SHIFT_AUC."""
+    results = {name: unit_summary(labels, values, bootstrap, seed) for name, values in scores.items()}
+    informative = [name for name, values in scores.items() if np.ptp(values) > 0]
+    strongest = max(informative or list(results), key=lambda name: results[name]["auc"])
+    level = 1 - 0.05 / max(1, len(informative))
+    separate = (strongest in informative and
+                auc_interval(labels, scores[strongest], results[strongest]["auc"], bootstrap, level, seed)[0] > SHIFT_AUC)
+    return {**results[strongest], "classifier": strongest, "texts_separate": bool(separate),
+            "classifiers": {name: {"auc": r["auc"], "auc_ci": r["auc_ci"]} for name, r in results.items()}}
 
 
 def set_validity(rows: pd.DataFrame, texts: pd.Series, bootstrap: int, seed: int) -> dict:
-    """The blind baseline on `rows` (members and one set's non-members: sample_id, role, group_id, subgroup_id): per
-    level, its `unit_summary`; the words that say 'member'; or why it could not run."""
+    """The blind baselines on `rows` (members and one set's non-members: sample_id, role, group_id, subgroup_id): per
+    level, its `level_summary`; the words that say 'member'; or why they could not run."""
     labels = (rows["role"] == MEMBER).to_numpy()
     groups = (rows["group_id"].fillna(rows["sample_id"]) if "group_id" in rows else rows["sample_id"]).to_numpy()
     documents = texts.loc[rows["sample_id"]].tolist()
     try:
-        scores = blind_scores(documents, labels, groups, BLIND_FOLDS, seed)
+        scores = every_blind_score(documents, labels, groups, BLIND_FOLDS, seed)
     except InputError as error:
         return {"unavailable": str(error)}
-    levels = {"sample": unit_summary(labels, scores, bootstrap, seed)}
+    levels = {"sample": level_summary(labels, scores, bootstrap, seed)}
     for level, column in LEVEL_COLUMNS.items():
         if column in rows and rows[column].notna().all():
-            means = group_means(scores, rows[column])
-            member_units = rows.groupby(column)["role"].first().loc[means.index] == MEMBER
-            levels[level] = unit_summary(member_units.to_numpy(), means.to_numpy(), bootstrap, seed)
+            means = {name: group_means(values, rows[column]) for name, values in scores.items()}
+            index = next(iter(means.values())).index
+            member_units = rows.groupby(column)["role"].first().loc[index] == MEMBER
+            levels[level] = level_summary(member_units.to_numpy(), {name: m.to_numpy() for name, m in means.items()},
+                                          bootstrap, seed)
     return {"levels": levels, "member_words": member_features(documents, labels)}
 
 
@@ -62,8 +78,9 @@ def blind_validity(samples: pd.DataFrame, texts: pd.Series, bootstrap: int = 100
         chosen = nonmembers if name is None else nonmembers[nonmembers[NONMEMBER_SET] == name]
         rows = pd.concat([audited[audited["role"] == MEMBER], chosen], ignore_index=True)
         sets[name or "nonmembers"] = set_validity(rows, texts, bootstrap, seed)
-    return {"blind_baseline": "word and word-pair TF-IDF, logistic regression, 5 folds keeping each group whole "
-                              "(Das, Zhang and Tramer 2024)", "sets": sets}
+    return {"blind_baseline": "the strongest of three classifiers of the texts alone (Das, Zhang and Tramer 2024): word "
+                              "and word-pair TF-IDF with a logistic regression, the largest year, greedy rare n-grams; "
+                              "each cross-fitted over 5 folds keeping each group whole", "sets": sets}
 
 
 def verdict_set_levels(validity: dict | None) -> dict[str, dict]:
@@ -106,7 +123,7 @@ def shift_caveats(validity: dict, level_names: dict[str, str]) -> list[str]:
         lift = (f"; the strongest attack ({result['strongest_attack']}) goes {result['lift']:+.3f} beyond it"
                 if "lift" in result else "")
         caveats.append(f"the texts alone, with no model, separate members from the {name} non-members: a blind "
-                       f"classifier reaches AUC {result['auc']:.3f} [{result['auc_ci'][0]:.3f}, {result['auc_ci'][1]:.3f}] "
+                       f"classifier ({result['classifier'].replace('_', ' ')}) reaches AUC {result['auc']:.3f} [{result['auc_ci'][0]:.3f}, {result['auc_ci'][1]:.3f}] "
                        f"per {level_names.get(level, level)}{lift}. Part of what the attacks find against these "
                        f"non-members is how the data was collected, not the model (README, Reading the verdict).")
     return caveats
