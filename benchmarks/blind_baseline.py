@@ -1,7 +1,9 @@
-"""How long the blind baseline takes (`metrics/blind.py`: word and character n-gram TF-IDF, a logistic regression,
-5 folds grouped by patient) on generated notes: members and non-members of one hospital, at several sizes up to
-100,000 texts, with its peak memory (the process's largest resident set) and its AUC, which should be near 0.5 here;
-and on the MLM demo's data, members against the same hospital's and the other hospital's non-members.
+"""How long the blind baselines take (`metrics/blind.py:every_blind_score`: word and word-pair TF-IDF with a logistic
+regression, the largest year, greedy rare n-grams; 5 folds grouped by patient) on generated notes: members and
+non-members of one hospital, at several sizes up to 100,000 texts, as notes (about 18 words) and as longer texts (five
+consecutive notes joined, about 90 words), with the bag-of-words alone beside them, the peak memory (the process's
+largest resident set) and each classifier's AUC, which should be near 0.5 here; and on the MLM demo's data, members
+against the same hospital's and the other hospital's non-members.
 
     python benchmarks/blind_baseline.py [--out docs/performance.md] [--sizes 10000,100000]
 """
@@ -18,22 +20,37 @@ from markdown_section import machine_line, markdown_table, publish
 from sklearn.metrics import roc_auc_score
 
 from lmaudit.data.synth import generate_notes
-from lmaudit.metrics.blind import BLIND_FOLDS, blind_scores
+from lmaudit.metrics.blind import BLIND_FOLDS, blind_scores, every_blind_score
 
 SEED = 0
 
 
-def run(notes, size: int) -> dict:
-    """The blind baseline on the first `size` notes, patients split into members and non-members by a coin: one row."""
+def timed(function, *args, **kwargs):
+    started = time.perf_counter()
+    return function(*args, **kwargs), time.perf_counter() - started
+
+
+def joined(notes, count: int = 5):
+    """Longer texts: each note with the `count` - 1 notes after it joined (the first note's patient is the group)."""
+    texts = notes["text"].to_numpy()
+    longer = [" ".join(texts[i:i + count]) for i in range(len(texts))]
+    return notes.assign(text=longer)
+
+
+def run(notes, size: int, kind: str) -> dict:
+    """The blind baselines on the first `size` texts, patients split into members and non-members by a coin: one row."""
     rows = notes.iloc[:size]
     patients = rows["group_id"].unique()
     members = set(np.random.default_rng(SEED).choice(patients, size=len(patients) // 2, replace=False))
     labels = rows["group_id"].isin(members).to_numpy()
-    started = time.perf_counter()
-    scores = blind_scores(rows["text"].tolist(), labels, rows["group_id"].to_numpy(), seed=SEED)
-    seconds = time.perf_counter() - started
-    return {"texts": f"{size:,}", "patients": f"{len(patients):,}", "folds": BLIND_FOLDS, "seconds": f"{seconds:.1f}",
-            "texts per second": f"{size / seconds:,.0f}", "AUC": f"{roc_auc_score(labels, scores):.3f}",
+    texts, groups = rows["text"].tolist(), rows["group_id"].to_numpy()
+    _, words_seconds = timed(blind_scores, texts, labels, groups, seed=SEED)
+    scores, seconds = timed(every_blind_score, texts, labels, groups, seed=SEED)
+    aucs = ", ".join(f"{roc_auc_score(labels, values):.3f}" for values in scores.values())
+    return {"texts": f"{size:,} {kind}", "words per text": f"{rows['text'].str.split().str.len().mean():.0f}",
+            "patients": f"{len(patients):,}", "folds": BLIND_FOLDS, "all three (s)": f"{seconds:.1f}",
+            "bag-of-words alone (s)": f"{words_seconds:.1f}", "texts per second": f"{size / seconds:,.0f}",
+            "AUC (words, dates, rare n-grams)": aucs,
             "peak memory (GiB)": f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20:.2f}"}
 
 
@@ -58,14 +75,17 @@ def demo_rows(size: str) -> list[dict]:
     for name, nonmembers in (("same hospital", notes[notes["role"] == NONMEMBER]), ("other hospital", other)):
         audited = pd.concat([members.assign(member=True), nonmembers.assign(member=False)], ignore_index=True)
         labels = audited["member"].to_numpy()
-        scores = blind_scores(audited["text"].tolist(), labels, audited["group_id"].to_numpy(), seed=SEED)
-        patients = group_means(scores, audited["group_id"])
-        patient_labels = audited.groupby("group_id")["member"].first().loc[patients.index].to_numpy()
-        cells = {}
-        for unit, (y, s) in (("note", (labels, scores)), ("patient", (patient_labels, patients.to_numpy()))):
-            area = roc_auc_score(y, s)
-            low, high = auc_interval(y, s, area, seed=SEED)
-            cells[f"AUC per {unit} [95%]"] = f"{area:.3f} [{low:.3f}, {high:.3f}] ({len(y)})"
+        every = every_blind_score(audited["text"].tolist(), labels, audited["group_id"].to_numpy(), seed=SEED)
+        cells = {"units (notes / patients)": f"{len(labels)} / {audited['group_id'].nunique()}"}
+        for classifier, scores in every.items():
+            patients = group_means(scores, audited["group_id"])
+            patient_labels = audited.groupby("group_id")["member"].first().loc[patients.index].to_numpy()
+            for unit, (y, s) in (("note", (labels, scores)), ("patient", (patient_labels, patients.to_numpy()))):
+                area = roc_auc_score(y, s)
+                low, high = auc_interval(y, s, area, seed=SEED)
+                cells.setdefault(f"AUC per {unit} [95%]", []).append(
+                    f"{classifier.replace('_', ' ')} {area:.3f} [{low:.3f}, {high:.3f}]")
+        cells = {column: value if isinstance(value, str) else "; ".join(value) for column, value in cells.items()}
         rows.append({"demo size": size, "non-members": name, **cells,
                      "words that say member": ", ".join(member_features(audited["text"].tolist(), labels, 3))})
     return rows
@@ -80,10 +100,10 @@ def main() -> None:
     notes = generate_notes(max(sizes) // 10, SEED)  # a patient writes about 17 notes: enough for the largest size
     while len(notes) < max(sizes):
         notes = generate_notes(2 * notes["group_id"].nunique(), SEED)
-    rows = [run(notes, size) for size in sizes]
-    text = (f"{machine_line()} Generated notes (mean {notes['text'].str.split().str.len().mean():.0f} words; the "
-            f"time grows with the words), patients split into members and non-members by a coin, seed {SEED}; peak "
-            f"memory is the process's, cumulative over the sizes.\n\n" + markdown_table(rows)
+    rows = [run(notes, size, "notes") for size in sizes] + [run(joined(notes), max(sizes), "longer texts")]
+    text = (f"{machine_line()} Generated notes, and longer texts of five consecutive notes joined; patients split "
+            f"into members and non-members by a coin, seed {SEED}; peak memory is the process's, cumulative over the "
+            f"rows.\n\n" + markdown_table(rows)
             + "\n\nOn the MLM demo's data, members against each non-member set (units in brackets):\n\n"
             + markdown_table([row for size in ("quick", "full") for row in demo_rows(size)]))
     publish(text, args.out, "blind-baseline")
