@@ -71,3 +71,23 @@ def test_rates_per_sample_and_per_group_with_exact_intervals():
     per_group = rates_by_side(exposed, member, groups)  # patient a exposed by one of two notes
     assert (per_group["member"].exposed, per_group["member"].units) == (1, 2)
     assert (per_group["nonmember"].exposed, per_group["nonmember"].units) == (1, 2)
+
+
+def test_the_summary_reads_each_side_and_level_and_each_schemes_curves():
+    from lmaudit.metrics.extraction import QUERY_COUNTS, SamplingScheme, extraction_summary
+
+    truth = [[1, 2, 3, 4]] * 4
+    matches = suffix_matches([[1, 2, 3, 4], [1, 2, 3, 9], [9, 9, 9, 9], [1, 2, 9, 9]], truth)
+    member = np.array([True, True, False, False])
+    log_p = np.log([[0.5, 0.9], [1e-3, 0.2], [1e-9, 1e-4], [0.0 + 1e-12, 1e-6]])
+    schemes = [SamplingScheme(), SamplingScheme(top_k=40)]
+    summary = extraction_summary(matches, log_p, schemes, member, np.array(["a", "a", "b", "c"]))
+    assert summary["greedy"]["sample"]["exact"]["member"]["exposed"] == 1
+    assert summary["greedy"]["sample"]["approximate"]["member"]["exposed"] == 2  # 3 of 4 tokens right: 0.75
+    assert summary["greedy"]["group"]["exact"]["member"] == {"exposed": 1, "units": 1, "rate": 1.0,
+                                                            "interval": clopper_pearson(1, 1)}
+    assert summary["greedy"]["mean_common_prefix"] == {"member": 3.5, "nonmember": 1.0}
+    first = summary["probabilistic"][0]
+    assert (first["scheme"], first["p"], first["queries"]) == ("T=1, top-k all, top-p 1", 0.5, list(QUERY_COUNTS))
+    np.testing.assert_allclose(first["member"], extractable_share(log_p[:2, 0], QUERY_COUNTS, 0.5))
+    assert len(summary["probabilistic"]) == 4  # two schemes, two probabilities

@@ -16,7 +16,7 @@ log-probabilities, no torch:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -134,3 +134,29 @@ def rates_by_side(exposed: np.ndarray, is_member: np.ndarray, groups: np.ndarray
         frame = pd.DataFrame({"exposed": exposed, "member": is_member}).groupby(np.asarray(groups, dtype=object))
         exposed, is_member = frame["exposed"].any().to_numpy(), frame["member"].first().to_numpy()
     return {"member": rate(exposed[is_member]), "nonmember": rate(exposed[~is_member])}
+
+
+QUERY_COUNTS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)  # n, for the (n, p) curves
+EXTRACTION_PROBABILITIES = (0.5, 0.9)  # p, as Hayes et al. report
+
+
+def _side_rates(exposed: np.ndarray, is_member: np.ndarray, groups: np.ndarray | None) -> dict:
+    return {side: asdict(value) for side, value in rates_by_side(exposed, is_member, groups).items()}
+
+
+def extraction_summary(matches: SuffixMatch, log_p: np.ndarray, schemes: Sequence[SamplingScheme],
+                       is_member: np.ndarray, groups: np.ndarray | None = None) -> dict:
+    """One prefix length's extraction results, members against non-members: greedy exact and approximate rates per
+    sample and (with `groups`) per group, the mean common prefix; per scheme and p in EXTRACTION_PROBABILITIES, the
+    share of each side's suffixes that are (n, p)-extractable at each n of QUERY_COUNTS. `log_p`: (samples, schemes)."""
+    is_member = np.asarray(is_member, bool)
+    levels = {"sample": None} | ({"group": groups} if groups is not None else {})
+    greedy = {level: {"exact": _side_rates(matches.exact, is_member, by),
+                      "approximate": _side_rates(matches.approximate, is_member, by)} for level, by in levels.items()}
+    greedy["mean_common_prefix"] = {"member": float(matches.common_prefix[is_member].mean()),
+                                    "nonmember": float(matches.common_prefix[~is_member].mean())}
+    curves = [{"scheme": scheme.name, "p": p, "queries": list(QUERY_COUNTS),
+               **{side: extractable_share(log_p[mask, column], QUERY_COUNTS, p).tolist()
+                  for side, mask in (("member", is_member), ("nonmember", ~is_member))}}
+              for column, scheme in enumerate(schemes) for p in EXTRACTION_PROBABILITIES]
+    return {"greedy": greedy, "probabilistic": curves}
