@@ -74,7 +74,8 @@ def test_rates_per_sample_and_per_group_with_exact_intervals():
 
 
 def test_the_summary_reads_each_side_and_level_and_each_schemes_curves():
-    from lmaudit.metrics.extraction import QUERY_COUNTS, SamplingScheme, extraction_summary
+    from lmaudit.metrics.extraction import QUERY_COUNTS, extraction_summary
+    from lmaudit.signals.sampling import SamplingScheme
 
     truth = [[1, 2, 3, 4]] * 4
     matches = suffix_matches([[1, 2, 3, 4], [1, 2, 3, 9], [9, 9, 9, 9], [1, 2, 9, 9]], truth)

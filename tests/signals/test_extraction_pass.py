@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmaudit.metrics.extraction import SamplingScheme
+from lmaudit.signals.sampling import SamplingScheme
 from lmaudit.metrics.uncertainty import clopper_pearson
 from lmaudit.signals.extraction import suffix_log_probabilities
 from tests.families import tiny_family_model

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from lmaudit.metrics.extraction import SamplingScheme
+from lmaudit.signals.sampling import SamplingScheme
 from lmaudit.models.inputs import pad_batch
 
 

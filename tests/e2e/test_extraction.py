@@ -1,0 +1,72 @@
+"""`lmaudit extract` end to end on a tiny GPT-2 trained to memorise its members: members' suffixes come back more
+often than non-members', every number in extraction.json agrees with the per-sample table, no text or token id is
+written without --include-text, and bad requests are one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lmaudit.cli import main
+from lmaudit.data.synth import generate_notes
+
+
+@pytest.fixture(scope="module")
+def memorised(tmp_path_factory):
+    """A 2-layer GPT-2 trained 30 epochs (180 steps) on 24 member notes of 12 patients; 24 non-member notes of 12 others."""
+    folder = tmp_path_factory.mktemp("extract")
+    notes = generate_notes(40, seed=5)
+    notes = notes[notes["text"].str.split().str.len() >= 24].drop_duplicates("text")
+    patients = notes["group_id"].unique()
+    members = notes[notes["group_id"].isin(patients[:12])].groupby("group_id").head(2)
+    nonmembers = notes[notes["group_id"].isin(patients[12:24])].groupby("group_id").head(2)
+    members.to_csv(folder / "members.csv", index=False)
+    nonmembers.to_csv(folder / "nonmembers.csv", index=False)
+    result = CliRunner().invoke(main, ["train", "clm", "--data", str(folder / "members.csv"), "--out",
+                                       str(folder / "model"), "--epochs", "30", "--batch-size", "4", "--size", "tiny"])
+    assert result.exit_code == 0, result.output
+    return folder, members, nonmembers
+
+
+def test_members_suffixes_come_back_and_nothing_of_the_text_is_written(memorised, tmp_path):
+    folder, members, nonmembers = memorised
+    result = CliRunner().invoke(main, ["extract", "--target", str(folder / "model"), "--members",
+                                       str(folder / "members.csv"), "--nonmembers", str(folder / "nonmembers.csv"),
+                                       "--prefix-tokens", "4,8", "--suffix-tokens", "6", "--scheme", "1,40,1",
+                                       "--scheme", "0.7,all,0.9", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "x" / "extraction.json").read_text())
+    table = pd.read_parquet(tmp_path / "x" / "extraction.parquet")
+    for prefix in ("4", "8"):
+        [entry] = document["prefix_lengths"][prefix]["sets"].values()
+        rows = table[table["prefix_tokens"] == int(prefix)]
+        exact = entry["greedy"]["sample"]["exact"]
+        assert exact["member"]["exposed"] == rows.loc[rows["role"] == "member", "exact"].sum()
+        assert exact["member"]["rate"] > exact["nonmember"]["rate"]
+        curve = entry["probabilistic"][0]
+        assert curve["member"][-1] >= curve["nonmember"][-1]
+    assert "greedy exact" in result.output
+    written = (tmp_path / "x" / "extraction.json").read_text() + table.to_csv()
+    assert not any(text in written for text in pd.concat([members, nonmembers])["text"])
+    assert not {"prefix", "suffix", "generated"} & set(table.columns)
+
+
+def test_include_text_writes_the_texts_and_bad_requests_are_one_line(memorised, tmp_path):
+    folder, members, _ = memorised
+    base = ["extract", "--target", str(folder / "model"), "--members", str(folder / "members.csv"),
+            "--nonmembers", str(folder / "nonmembers.csv"), "--out", str(tmp_path / "y")]
+    result = CliRunner().invoke(main, [*base, "--prefix-tokens", "4", "--suffix-tokens", "4", "--include-text"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_parquet(tmp_path / "y" / "extraction.parquet")
+    assert {"prefix_text", "suffix_text", "generated_text"} <= set(table.columns)
+    assert table["suffix_text"].str.len().gt(0).all() and table["generated_text"].notna().all()
+    for bad, says in ((["--scheme", "0,40,1"], "temperature"), (["--scheme", "1,0,1"], "top-k"),
+                      (["--scheme", "1,40"], "temperature,top-k,top-p"), (["--prefix-tokens", "4,x"], "comma")):
+        refused = CliRunner().invoke(main, [*base, *bad])
+        assert refused.exit_code == 2 and says in refused.output and len(refused.output.strip().splitlines()) == 1
+    too_long = CliRunner().invoke(main, [*base, "--prefix-tokens", "5000", "--out", str(tmp_path / "z")])
+    assert too_long.exit_code == 0 and "texts shorter than" in too_long.output
