@@ -122,7 +122,8 @@ def shift_caveats(validity: dict, level_names: dict[str, str]) -> list[str]:
         level, result = max(separated, key=lambda item: item[1]["auc_ci"][0])
         lift = (f"; the strongest attack ({result['strongest_attack']}) goes {result['lift']:+.3f} beyond it"
                 if "lift" in result else "")
-        caveats.append(f"the texts alone, with no model, separate members from the {name} non-members: a blind "
+        who = "the non-members" if name == "nonmembers" else f"the {name} non-members"  # an unnamed set
+        caveats.append(f"the texts alone, with no model, separate members from {who}: a blind "
                        f"classifier ({result['classifier'].replace('_', ' ')}) reaches AUC {result['auc']:.3f} [{result['auc_ci'][0]:.3f}, {result['auc_ci'][1]:.3f}] "
                        f"per {level_names.get(level, level)}{lift}. Part of what the attacks find against these "
                        f"non-members is how the data was collected, not the model (README, Reading the verdict).")
