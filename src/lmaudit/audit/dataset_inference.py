@@ -14,11 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from lmaudit.atomic import write_text
-from lmaudit.attacks.registry import run_attacks
-from lmaudit.audit.classifier import classifier_signals
 from lmaudit.audit.corpus import load_audit_corpus
-from lmaudit.audit.language_model import language_model_signals
 from lmaudit.audit.records import resolve
+from lmaudit.audit.run import signals_and_attacks
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import MEMBER, NONMEMBER
 from lmaudit.errors import row_location
@@ -51,8 +49,7 @@ def infer_dataset(config: AuditConfig, progress: bool = False) -> dict:
     corpus = load_audit_corpus(config.role_files())
     with output_lock(config.out):
         resolved = resolve(config, progress)
-        scored = (classifier_signals if resolved.classifier else language_model_signals)(resolved, corpus)
-        attacks, _ = run_attacks(scored.inputs)
+        scored, attacks, _ = signals_and_attacks(resolved, corpus)
         unit = resolved.level_names.get("group", "group")
         result = members_against_nonmembers(scored.samples, attacks, unit, resolved.evaluation.seed)
         blind = blind_validity(scored.samples, corpus.set_index("sample_id")["text"], resolved.evaluation.bootstrap,

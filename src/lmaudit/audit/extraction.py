@@ -12,7 +12,7 @@ length: ids, role, matches, log p_z; the prefix, generated and true suffix texts
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +24,13 @@ from lmaudit.config import AuditConfig
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
-from lmaudit.metrics.extraction import extraction_summary, suffix_matches
-from lmaudit.signals.sampling import SamplingScheme
+from lmaudit.metrics.extraction import SuffixMatch, extraction_summary, suffix_matches
+from lmaudit.metrics.slices import nonmember_set_names
 from lmaudit.report.build import environment_info, json_ready
+from lmaudit.signals.sampling import SamplingScheme
 
 RESULT_FILE, TABLE_FILE = "extraction.json", "extraction.parquet"
+MATCH_FIELDS = tuple(field.name for field in fields(SuffixMatch))  # columns of the per-sample table
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,13 @@ def split_tokens(ids: list[list[int]], prefix: int, suffix: int) -> tuple[np.nda
 
 
 def per_set_summaries(table: pd.DataFrame, log_p: np.ndarray, schemes) -> dict:
-    """extraction_summary of the members against each non-member set (the rows of one prefix length)."""
+    """extraction_summary of the members against each non-member set (the rows of one prefix length, with the
+    columns of their SuffixMatch)."""
     sets = {}
-    names = list(dict.fromkeys(table[NONMEMBER_SET].dropna())) or [None]
-    for name in names:
+    for name in nonmember_set_names(table) or [None]:
         rows = (table["role"] == MEMBER) | (table[NONMEMBER_SET] == name if name else table["role"] != MEMBER)
         part = table[rows]
-        matches = suffix_matches(part["generated"].tolist(), part["suffix"].tolist())
+        matches = SuffixMatch(*(part[field].to_numpy() for field in MATCH_FIELDS))
         groups = part["group_id"].to_numpy() if part["group_id"].notna().all() else None
         sets[name or "nonmembers"] = {
             "n_member": int((part["role"] == MEMBER).sum()), "n_nonmember": int((part["role"] != MEMBER).sum()),
@@ -116,8 +118,9 @@ def extract(config: AuditConfig, settings: ExtractionSettings) -> dict:
             generated = greedy_continuations(model, prefixes, settings.suffix_tokens, pad, tokenizer.eos_token_id,
                                              settings.batch_size)
             log_p = suffix_log_probabilities(model, prefixes, suffixes, settings.schemes, pad, settings.batch_size)
+            matches = asdict(suffix_matches(generated, suffixes))
             table = corpus.loc[long_enough, ["sample_id", "role", "group_id", NONMEMBER_SET]].assign(
-                prefix_tokens=prefix, prefix=prefixes, suffix=suffixes, generated=generated)
+                prefix_tokens=prefix, prefix=prefixes, suffix=suffixes, generated=generated, **matches)
             lengths[prefix]["sets"] = per_set_summaries(table, log_p, settings.schemes)
             tables.append(table.assign(**{f"log_p[{scheme.name}]": log_p[:, i]
                                           for i, scheme in enumerate(settings.schemes)}))
@@ -135,8 +138,6 @@ def write_outputs(out: Path, document: dict, tables: list[pd.DataFrame], tokeniz
     """extraction.json and extraction.parquet, both or neither; token ids and texts only with `include_text`."""
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if len(table):
-        matches = suffix_matches(table["generated"].tolist(), table["suffix"].tolist())
-        table = table.assign(exact=matches.exact, common_prefix=matches.common_prefix, similarity=matches.similarity)
         if include_text:
             for column in ("prefix", "suffix", "generated"):
                 table[f"{column}_text"] = tokenizer.batch_decode(table[column].tolist())

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput
+from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput, AttackScores, Skipped
 from lmaudit.attacks.registry import run_attacks
 from lmaudit.audit.classifier import classifier_signals
 from lmaudit.audit.corpus import checked_audit_corpus, load_audit_corpus
 from lmaudit.audit.finish import AuditOutcome, Findings, finish_audit
 from lmaudit.audit.language_model import language_model_signals
-from lmaudit.audit.records import GENERIC_LEVEL_NAMES, ResolvedAudit, resolve
+from lmaudit.audit.records import GENERIC_LEVEL_NAMES, ResolvedAudit, ScoredSamples, resolve
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import combine_corpora
 from lmaudit.data.scores import REFERENCE_MODEL, load_scores
@@ -45,8 +45,7 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
     with output_lock(config.out):
         resolved = resolve(config, progress)
         refuse_another_run(resolved.out, resolved.given, overwrite)
-        scored = (classifier_signals if resolved.classifier else language_model_signals)(resolved, corpus)
-        attacks, not_run = run_attacks(scored.inputs)
+        scored, attacks, not_run = signals_and_attacks(resolved, corpus)
         by_id = corpus.set_index("sample_id")
         texts = by_id.loc[scored.samples["sample_id"], "text"] if resolved.include_text else None
         validity = blind_validity(scored.samples, by_id["text"], resolved.evaluation.bootstrap, resolved.evaluation.seed)
@@ -55,6 +54,15 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
         facts = AuditFacts(resolved.given, environment_info(resolved.placement.device), resolved.level_names,
                            scored.models, model_files(resolved), scored.warnings)
         return finish_audit(resolved.out, facts, findings, resolved.evaluation)
+
+
+def signals_and_attacks(resolved: ResolvedAudit, corpus: pd.DataFrame) -> tuple[ScoredSamples, list[AttackScores],
+                                                                               list[Skipped]]:
+    """The signals of the resolved audit's models on `corpus` (computed or read from the store), and every registered
+    attack they allow, with what could not run."""
+    scored = (classifier_signals if resolved.classifier else language_model_signals)(resolved, corpus)
+    attacks, not_run = run_attacks(scored.inputs)
+    return scored, attacks, not_run
 
 
 def model_files(audit: ResolvedAudit) -> dict[str, dict]:

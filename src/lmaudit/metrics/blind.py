@@ -4,11 +4,12 @@ it separates them, the two sets differ in how they were collected, and an attack
 much as the model's leakage.
 
 The classifier: word and word-pair counts, hashed (no vocabulary to fit, so they are computed once for every fold),
-TF-IDF weighted and a logistic regression (scikit-learn; fitted by stochastic gradient descent), fitted once per fold on the other folds and scoring that fold
-(`cross_val_predict`). The folds keep every group (patient, user) whole, so no person's texts are both fitted and
-scored, and keep the members' share of groups in each fold. Das et al.'s bag-of-words is words; character n-grams cost more than
-the whole rest on 100,000 notes (benchmarks/blind_baseline.py), so they are left out. `every_blind_score` adds Das et
-al.'s two rules (dates, greedy rare n-grams; metrics/blind_rules.py) over the same folds. No torch.
+TF-IDF weighted and a logistic regression (scikit-learn; fitted by stochastic gradient descent), fitted once per fold on
+the other folds and scoring that fold (`cross_val_predict`). The folds keep every group (patient, user) whole, so no
+person's texts are both fitted and scored, and keep the members' share of groups in each fold. Das et al.'s bag-of-words
+is words; character n-grams cost more than the whole rest on 100,000 notes (benchmarks/blind_baseline.py), so they are
+left out. `every_blind_score` adds Das et al.'s two rules (dates, greedy rare n-grams; metrics/blind_rules.py) over the
+same folds. No torch.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from lmaudit.attacks.base import AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
+from lmaudit.metrics.slices import nonmember_set_names
 
 PAPER_LEVEL = 0.1  # Maini et al.'s decision rule: p < 0.1
 STRICT_LEVEL = 0.01  # ours, beside it: one false claim in a hundred
@@ -162,9 +163,9 @@ def members_against_nonmembers(samples: pd.DataFrame, attacks: list[AttackScores
     sample scores."""
     features = attack_features(attacks)
     audited = samples[samples["role"].isin(AUDITED_ROLES)]
-    if NONMEMBER_SET in audited and audited[NONMEMBER_SET].notna().any():
-        first = audited[NONMEMBER_SET].dropna().iloc[0]
-        audited = audited[(audited["role"] == MEMBER) | (audited[NONMEMBER_SET] == first)]
+    names = nonmember_set_names(audited)
+    if names:
+        audited = audited[(audited["role"] == MEMBER) | (audited[NONMEMBER_SET] == names[0])]
     audited = audited.set_index("sample_id")
     audited = audited.loc[audited.index.intersection(features.index)]
     groups = (audited["group_id"].to_numpy() if "group_id" in audited and audited["group_id"].notna().all() else None)

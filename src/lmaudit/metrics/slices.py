@@ -92,15 +92,21 @@ class NonmemberSets:
         return {name: sets.isna() | (sets == name) for name in self.names}
 
 
+def nonmember_set_names(samples: pd.DataFrame) -> list[str]:
+    """The names of the non-member sets among `samples`, in the order they come (the first is the verdict's); [] when
+    no non-member carries a set name."""
+    if NONMEMBER_SET not in samples:
+        return []
+    return list(dict.fromkeys(samples.loc[samples["role"] == NONMEMBER, NONMEMBER_SET].dropna()))
+
+
 def nonmember_sets(samples: pd.DataFrame) -> NonmemberSets | None:
     """The non-member sets of the samples (sample_id, role, group_id, subgroup_id and NONMEMBER_SET), or None when the
     samples have a single set (or none named)."""
-    if NONMEMBER_SET not in samples:
-        return None
-    nonmembers = samples[(samples["role"] == NONMEMBER) & samples[NONMEMBER_SET].notna()]
-    names = tuple(dict.fromkeys(nonmembers[NONMEMBER_SET]))
+    names = tuple(nonmember_set_names(samples))
     if len(names) < 2:
         return None
+    nonmembers = samples[(samples["role"] == NONMEMBER) & samples[NONMEMBER_SET].notna()]
     by_level = {"sample": nonmembers.set_index("sample_id")[NONMEMBER_SET]}
     for level, column in LEVEL_COLUMNS.items():
         units = nonmembers.dropna(subset=[column])

@@ -14,6 +14,7 @@ from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.metrics.blind import BLIND_FOLDS, every_blind_score, group_means, member_features
 from lmaudit.metrics.roc import auc, tpr_at_fpr
+from lmaudit.metrics.slices import nonmember_set_names
 from lmaudit.metrics.uncertainty import auc_interval
 
 # validity's blind part where the audit has no texts (an audit from precomputed losses)
@@ -72,7 +73,7 @@ def blind_validity(samples: pd.DataFrame, texts: pd.Series, bootstrap: int = 100
     by sample_id."""
     audited = samples[samples["role"].isin([MEMBER, NONMEMBER])]
     nonmembers = audited[audited["role"] == NONMEMBER]
-    names = (list(dict.fromkeys(nonmembers[NONMEMBER_SET].dropna())) if NONMEMBER_SET in nonmembers else []) or [None]
+    names = nonmember_set_names(nonmembers) or [None]
     sets = {}
     for name in names:
         chosen = nonmembers if name is None else nonmembers[nonmembers[NONMEMBER_SET] == name]
