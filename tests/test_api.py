@@ -61,7 +61,7 @@ def test_bad_dataframes_are_refused_naming_the_row():
     texts = pd.DataFrame({"text": ["a note", " "], "role": ["member", "nonmember"]})
     with pytest.raises(InputError, match=r"^DataFrame, row 2: empty text"):
         audit_texts(texts, target="unused", out="unused")
-    with pytest.raises(InputError, match="no column 'site' to slice by"):
+    with pytest.raises(InputError, match="no column 'site' .*--slice-by site"):
         audit_losses(losses_frame(), slice_by=("site",))
 
 

@@ -17,9 +17,10 @@ from lmaudit.data.synth import generate_notes
 
 @pytest.fixture(scope="module")
 def memorised(tmp_path_factory):
-    """A 2-layer GPT-2 trained 30 epochs (180 steps) on 24 member notes of 12 patients; 24 non-member notes of 12 others."""
+    """A 2-layer GPT-2 trained 30 epochs (180 steps) on 24 member notes of 12 patients, each note opening with its
+    patient's name; 24 non-member notes of 12 others."""
     folder = tmp_path_factory.mktemp("extract")
-    notes = generate_notes(40, seed=5)
+    notes = generate_notes(40, seed=5, insert_names=True)
     notes = notes[notes["text"].str.split().str.len() >= 24].drop_duplicates("text")
     patients = notes["group_id"].unique()
     members = notes[notes["group_id"].isin(patients[:12])].groupby("group_id").head(2)
@@ -80,3 +81,62 @@ def test_a_masked_lm_is_refused_in_one_line(memorised, tiny_model_dirs, tmp_path
                                        "--out", str(tmp_path / "m")])
     assert result.exit_code == 2 and "needs a causal LM" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "m" / "extraction.json").exists()
+
+
+def test_reconstruct_restores_members_names_and_writes_no_value(memorised, tmp_path):
+    """The memorised model puts the members' own names first more often than the non-members'; every count in
+    reconstruction.json agrees with the per-span table; no name or text is written without --include-text."""
+    folder, members, nonmembers = memorised
+    base = ["reconstruct", "--target", str(folder / "model"), "--members", str(folder / "members.csv"),
+            "--nonmembers", str(folder / "nonmembers.csv"), "--field", r"name=^(\w+ \w+) ", "--field", "year=(19\\d\\d)"]
+    result = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "r" / "reconstruction.json").read_text())
+    table = pd.read_parquet(tmp_path / "r" / "reconstruction.parquet")
+    name = document["fields"]["name"]
+    [result_of_set] = name["sets"].values()
+    top1 = result_of_set["top1"]
+    assert top1["member"]["units"] == (table["role"] == "member").sum() == len(members)
+    assert top1["member"]["exposed"] == ((table["role"] == "member") & (table["rank"] == 1)).sum()
+    assert top1["member"]["rate"] > top1["nonmember"]["rate"]
+    assert result_of_set["mean_rank"]["member"] < result_of_set["mean_rank"]["nonmember"]
+    assert name["candidates"] == len({text.split()[0] + " " + text.split()[1]
+                                      for text in pd.concat([members, nonmembers])["text"]})
+    assert document["fields"]["year"]["not_applicable"] == "fewer than two candidates"
+    written = (tmp_path / "r" / "reconstruction.json").read_text() + table.to_csv() + result.output
+    everyone = pd.concat([members, nonmembers])["text"]
+    assert not any(text in written for text in everyone)
+    assert not any(" ".join(text.split()[:2]) in written for text in everyone)
+    shown = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "s"), "--include-text"])
+    assert shown.exit_code == 0, shown.output
+    assert {"value", "first_choice"} <= set(pd.read_parquet(tmp_path / "s" / "reconstruction.parquet").columns)
+
+
+def test_reconstruct_bad_requests_are_one_line(memorised, tmp_path):
+    """A span column that does not match its text, a bad pattern, no field, a kind declared twice: exit 2, one line,
+    nothing written."""
+    folder, members, nonmembers = memorised
+    members.assign(name=["Nobody Atall"] * len(members)).to_csv(tmp_path / "members.csv", index=False)
+    nonmembers.assign(name=None).to_csv(tmp_path / "nonmembers.csv", index=False)
+    base = ["reconstruct", "--target", str(folder / "model"), "--nonmembers", str(tmp_path / "nonmembers.csv"),
+            "--out", str(tmp_path / "bad")]
+    for bad, says in ((["--members", str(tmp_path / "members.csv"), "--field-column", "name=name"],
+                       "members.csv, row 1: the 'name' column's value does not occur in the text"),
+                      (["--members", str(folder / "members.csv"), "--field", "name=(\\w+"], "not a regular expression"),
+                      (["--members", str(folder / "members.csv")], "at least one field"),
+                      (["--members", str(folder / "members.csv"), "--field", "a=x", "--field", "a=y"], "declared twice")):
+        refused = CliRunner().invoke(main, [*base, *bad])
+        assert refused.exit_code == 2 and says in refused.output, refused.output
+        assert len(refused.output.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+
+
+def test_reconstruct_runs_on_a_masked_lm(memorised, tiny_model_dirs, tmp_path):
+    """A masked LM fills the name in, its family stated in the result."""
+    folder = memorised[0]
+    base = ["--members", str(folder / "members.csv"), "--nonmembers", str(folder / "nonmembers.csv"),
+            "--field", r"name=^(\w+ \w+) "]
+    result = CliRunner().invoke(main, ["reconstruct", "--target", str(tiny_model_dirs[0]), *base, "--out",
+                                       str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "m" / "reconstruction.json").read_text())
+    assert document["model_family"] == "mlm" and document["fields"]["name"]["sets"]

@@ -11,21 +11,20 @@ length: ids, role, matches, log p_z; the prefix, generated and true suffix texts
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lmaudit.atomic import staged
+from lmaudit.atomic import write_json_and_table
 from lmaudit.audit.corpus import load_audit_corpus
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
 from lmaudit.metrics.extraction import SuffixMatch, extraction_summary, suffix_matches
-from lmaudit.metrics.slices import nonmember_set_names
+from lmaudit.metrics.slices import members_against_each_set
 from lmaudit.report.build import environment_info, json_ready
 from lmaudit.signals.sampling import SamplingScheme
 
@@ -56,8 +55,8 @@ def load_generator(target: str):
     try:
         return load_causal_lm(target)
     except InputError as error:
-        raise InputError(f"{error}; extraction continues texts, so it needs a causal LM (the reconstruction audit of "
-                         "masked LMs is not built yet)") from None
+        raise InputError(f"{error}; extraction continues texts, so it needs a causal LM (for a masked LM, "
+                         "`lmaudit reconstruct` ranks sensitive fields among candidates)") from None
 
 
 def text_ids(tokenizer, texts: list[str]) -> list[list[int]]:
@@ -85,14 +84,13 @@ def per_set_summaries(table: pd.DataFrame, log_p: np.ndarray, schemes) -> dict:
     """extraction_summary of the members against each non-member set (the rows of one prefix length, with the
     columns of their SuffixMatch)."""
     sets = {}
-    for name in nonmember_set_names(table) or [None]:
-        rows = (table["role"] == MEMBER) | (table[NONMEMBER_SET] == name if name else table["role"] != MEMBER)
+    for name, rows in members_against_each_set(table):
         part = table[rows]
         matches = SuffixMatch(*(part[field].to_numpy() for field in MATCH_FIELDS))
         groups = part["group_id"].to_numpy() if part["group_id"].notna().all() else None
-        sets[name or "nonmembers"] = {
+        sets[name] = {
             "n_member": int((part["role"] == MEMBER).sum()), "n_nonmember": int((part["role"] != MEMBER).sum()),
-            **extraction_summary(matches, log_p[rows.to_numpy()], schemes, (part["role"] == MEMBER).to_numpy(), groups)}
+            **extraction_summary(matches, log_p[rows], schemes, (part["role"] == MEMBER).to_numpy(), groups)}
     return sets
 
 
@@ -142,7 +140,4 @@ def write_outputs(out: Path, document: dict, tables: list[pd.DataFrame], tokeniz
             for column in ("prefix", "suffix", "generated"):
                 table[f"{column}_text"] = tokenizer.batch_decode(table[column].tolist())
         table = table.drop(columns=[] if include_text else ["prefix", "suffix", "generated"])
-    out.mkdir(parents=True, exist_ok=True)
-    with staged(out / RESULT_FILE, out / TABLE_FILE) as (json_path, table_path):
-        json_path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
-        table.to_parquet(table_path, index=False)
+    write_json_and_table(out, RESULT_FILE, document, TABLE_FILE, table)

@@ -1,5 +1,6 @@
-"""`lmaudit extract`: does the model give its training text back? Greedy and sampled extraction of each text's suffix
-from its prefix, members against non-members (audit/extraction.py)."""
+"""`lmaudit extract` and `lmaudit reconstruct`: does the model give its training text back? Greedy and sampled extraction
+of each text's suffix from its prefix (audit/extraction.py), and the reconstruction of sensitive fields among candidates
+(audit/reconstruction.py), members against non-members."""
 
 from __future__ import annotations
 
@@ -75,4 +76,68 @@ def extract(target: str, members: str, nonmembers: tuple[str, ...], out: str, pr
     click.echo(f"result: {Path(out) / RESULT_FILE}")
 
 
-COMMANDS = (extract,)
+def read_candidate_lists(values: tuple[str, ...]) -> dict[str, list[str]]:
+    """'KIND=FILE' (one candidate a line, UTF-8) as {kind: candidates}; InputError naming the file otherwise."""
+    lists = {}
+    for value in values:
+        kind, separator, path = value.partition("=")
+        if not separator or not kind:
+            raise InputError(f"--candidates {value!r}: write KIND=FILE (one candidate a line)")
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"{path}: cannot read the candidates of '{kind}' ({type(error).__name__}); give a UTF-8 "
+                             "text file, one candidate a line") from None
+        lists[kind] = [line.strip() for line in lines if line.strip()]
+    return lists
+
+
+@click.command()
+@click.option("--target", required=True, type=click.Path(), help="The masked or causal LM's folder.")
+@click.option("--members", required=True, type=click.Path(), help="Texts the model trained on.")
+@click.option("--nonmembers", required=True, multiple=True, metavar="[NAME=]FILE",
+              help="Texts it did not train on; repeat as NAME=FILE for several sets.")
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Folder of reconstruction.json and .parquet.")
+@click.option("--field", "patterns", multiple=True, metavar="KIND=REGEX",
+              help="A sensitive field found by a regular expression (its first group, else the whole match); repeat.")
+@click.option("--field-column", "columns", multiple=True, metavar="KIND=COLUMN",
+              help="A sensitive field given by a column of the data files (its value must occur in the text); repeat.")
+@click.option("--candidates", "candidate_files", multiple=True, metavar="KIND=FILE",
+              help="A kind's candidates, one a line (default: its values in the audited texts).")
+@click.option("--max-candidates", default=100, show_default=True, type=int,
+              help="Without --candidates: rank among the kind's most frequent values, this many.")
+@click.option("--batch-tokens", default=4096, show_default=True, type=click.IntRange(min=64), help="Tokens per batch.")
+@click.option("--include-text", is_flag=True,
+              help="Write each span's true value and the model's first choice into reconstruction.parquet.")
+def reconstruct(target: str, members: str, nonmembers: tuple[str, ...], out: str, patterns: tuple[str, ...],
+                columns: tuple[str, ...], candidate_files: tuple[str, ...], max_candidates: int, batch_tokens: int,
+                include_text: bool) -> None:
+    """Can the model restore a sensitive field (a name, a diagnosis)? Its rank among candidates, members against
+    non-members."""
+    from lmaudit.audit.reconstruction import RESULT_FILE, ReconstructionSettings
+    from lmaudit.audit.reconstruction import reconstruct as run_reconstruction
+    from lmaudit.cli.app import progress
+    from lmaudit.config import validated
+    from lmaudit.data.fields import parse_field_rule
+
+    config = validated({"target": target, "members": members, "nonmembers": nonmember_files(nonmembers), "out": out},
+                       "command line")
+    rules = tuple(parse_field_rule(value, "--field") for value in patterns) + tuple(
+        parse_field_rule(value, "--field-column") for value in columns)
+    settings = ReconstructionSettings(rules, max_candidates, read_candidate_lists(candidate_files), batch_tokens,
+                                      include_text)
+    document = run_reconstruction(config, settings, progress())
+    for kind, entry in document["fields"].items():
+        if "not_applicable" in entry:
+            click.echo(f"{kind}: n/a ({entry['not_applicable']}; {entry['spans_found']} spans found)")
+        for name, result in entry.get("sets", {}).items():
+            top1 = result["top1"]
+            click.echo(f"{kind} among {entry['candidates']} candidates, against {name}: restored first for "
+                       f"{top1['member']['exposed']} of {top1['member']['units']} members, "
+                       f"{top1['nonmember']['exposed']} of {top1['nonmember']['units']} non-members "
+                       f"(chance {result['chance_top1']:.3f})")
+    click.echo(f"result: {Path(out) / RESULT_FILE}")
+
+
+COMMANDS = (extract, reconstruct)

@@ -205,8 +205,8 @@ def _validated_chunks(tables: Iterable[pd.DataFrame], path: Path, role: str | No
         for column in columns:
             if column not in table.columns:
                 found = ", ".join(map(str, table.columns))
-                raise InputError(f"{path}: no column '{column}' to slice by (columns found: {found}); add it to every "
-                                 "corpus file or drop --slice-by " + column)
+                raise InputError(f"{path}: no column '{column}' (columns found: {found}); add it to every corpus file "
+                                 f"or drop the option that names it (--slice-by {column}, --field-column ...={column})")
             corpus[column] = [_as_text(v).strip() or None for v in table[column]]
         generated = corpus["sample_id"].isna().all() if generated is None else generated
         if generated:

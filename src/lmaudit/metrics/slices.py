@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.attacks.base import LEVEL_COLUMNS
-from lmaudit.data.roles import AUDITED_ROLES, NONMEMBER, NONMEMBER_SET
+from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER, NONMEMBER_SET
 from lmaudit.metrics.settings import EvaluationSettings
 
 NONMEMBER_SLICE = "nonmembers:"  # the prefix of a non-member set's slice name
@@ -98,6 +98,16 @@ def nonmember_set_names(samples: pd.DataFrame) -> list[str]:
     if NONMEMBER_SET not in samples:
         return []
     return list(dict.fromkeys(samples.loc[samples["role"] == NONMEMBER, NONMEMBER_SET].dropna()))
+
+
+def members_against_each_set(samples: pd.DataFrame) -> list[tuple[str, np.ndarray]]:
+    """(set name, row mask) for the members with each non-member set in turn ('nonmembers' with every non-member when
+    no set is named): the comparisons a per-set result reads."""
+    is_member = (samples["role"] == MEMBER).to_numpy()
+    names = nonmember_set_names(samples)
+    if not names:
+        return [("nonmembers", np.ones(len(samples), bool))]
+    return [(name, is_member | (samples[NONMEMBER_SET] == name).to_numpy()) for name in names]
 
 
 def nonmember_sets(samples: pd.DataFrame) -> NonmemberSets | None:
