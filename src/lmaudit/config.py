@@ -30,6 +30,7 @@ from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource
 from lmaudit.signals.registry import signal_names
 from lmaudit.signals.settings import DEVICES, SignalSettings
+from lmaudit.signals.sampling import ExtractionSettings
 
 # The field (and command-line option, with - for _) that names each role's file.
 ROLE_FILE_FIELDS = {
@@ -111,6 +112,8 @@ class AuditConfig(BaseModel):
                                                          "uses, besides the population's")
     attacks: AttackSettings = AttackSettings()
     include_text: bool = False
+    extraction: ExtractionSettings | None = Field(None, description="also run the extraction audit (causal LMs): greedy "
+                                                  "and probabilistic extraction of each text's suffix from its prefix")
     allow_tokenizer_mismatch: bool = Field(False, description="audit with references whose tokenizer differs from the "
                                            "target's (masks are then drawn over each model's own tokens, not paired); "
                                            "the report and its verdict say so")

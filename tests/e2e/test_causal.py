@@ -1,6 +1,7 @@
 """The causal demo end to end (every language-model attack, ranked), and a masked LM refused for the causal signal."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -39,6 +40,18 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
         assert mu["advantage"] == pytest.approx(mu["recall"] - mu["fpr"])
     assert np.isfinite([r["auc"] for r in report["results"]]).all()
     assert "Sample, admission and patient level" in (tmp_path / "report.html").read_text()
+    # the demo's audit runs extraction: report.json's section agrees with scores.parquet's per-sample matches, and the
+    # verdict and the page say what it found
+    extraction = report["extraction"]
+    assert set(extraction["prefix_lengths"]) == {"4", "8"} and extraction["suffix_tokens"] == 8
+    scores = pd.read_parquet(tmp_path / "scores.parquet")
+    for prefix, entry in extraction["prefix_lengths"].items():
+        assert set(entry["sets"]) == {"same-hospital", "other-hospital"}
+        exact = entry["sets"]["same-hospital"]["greedy"]["sample"]["exact"]["member"]
+        column = scores.loc[scores["role"] == "member", f"extraction_exact_prefix{prefix}"]
+        assert (exact["exposed"], exact["units"]) == (column.eq(True).sum(), column.notna().sum())
+    assert "Extraction: greedy decoding from a" in result.output
+    assert "Does it give the text back? Extraction" in (tmp_path / "report.html").read_text()
 
 
 def test_masked_lm_refused_for_the_causal_signal(tiny_model_dirs, notes, tmp_path):

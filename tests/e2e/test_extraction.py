@@ -35,10 +35,10 @@ def memorised(tmp_path_factory):
 
 def test_members_suffixes_come_back_and_nothing_of_the_text_is_written(memorised, tmp_path):
     folder, members, nonmembers = memorised
-    result = CliRunner().invoke(main, ["extract", "--target", str(folder / "model"), "--members",
-                                       str(folder / "members.csv"), "--nonmembers", str(folder / "nonmembers.csv"),
-                                       "--prefix-tokens", "4,8", "--suffix-tokens", "6", "--scheme", "1,40,1",
-                                       "--scheme", "0.7,all,0.9", "--out", str(tmp_path / "x")])
+    arguments = ["extract", "--target", str(folder / "model"), "--members", str(folder / "members.csv"), "--nonmembers",
+                 str(folder / "nonmembers.csv"), "--prefix-tokens", "4,8", "--suffix-tokens", "6", "--scheme", "1,40,1",
+                 "--scheme", "0.7,all,0.9", "--out", str(tmp_path / "x")]
+    result = CliRunner().invoke(main, arguments)
     assert result.exit_code == 0, result.output
     document = json.loads((tmp_path / "x" / "extraction.json").read_text())
     table = pd.read_parquet(tmp_path / "x" / "extraction.parquet")
@@ -54,6 +54,14 @@ def test_members_suffixes_come_back_and_nothing_of_the_text_is_written(memorised
     written = (tmp_path / "x" / "extraction.json").read_text() + table.to_csv()
     assert not any(text in written for text in pd.concat([members, nonmembers])["text"])
     assert not {"prefix", "suffix", "generated"} & set(table.columns)
+    # a rerun reads every pass from the signal store (nothing new is computed) and gives the same document
+    parts = sorted((tmp_path / "x" / "cache").rglob("part-*.parquet"))
+    assert parts and not any(text in part.read_bytes().decode("latin-1") for part in parts
+                             for text in members["text"])
+    again = CliRunner().invoke(main, arguments)
+    assert again.exit_code == 0, again.output
+    assert sorted((tmp_path / "x" / "cache").rglob("part-*.parquet")) == parts
+    assert json.loads((tmp_path / "x" / "extraction.json").read_text())["prefix_lengths"] == document["prefix_lengths"]
 
 
 def test_include_text_writes_the_texts_and_bad_requests_are_one_line(memorised, tmp_path):

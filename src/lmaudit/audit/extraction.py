@@ -11,7 +11,7 @@ length: ids, role, matches, log p_z; the prefix, generated and true suffix texts
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import numpy as np
@@ -19,57 +19,32 @@ import pandas as pd
 
 from lmaudit.atomic import write_json_and_table
 from lmaudit.audit.corpus import load_audit_corpus
+from lmaudit.audit.records import ResolvedAudit
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
 from lmaudit.metrics.extraction import SuffixMatch, extraction_summary, suffix_matches
 from lmaudit.metrics.slices import members_against_each_set
+from lmaudit.models.source import ModelSource
 from lmaudit.report.build import environment_info, json_ready
-from lmaudit.signals.sampling import SamplingScheme
+from lmaudit.signals.sampling import ExtractionSettings
 
 RESULT_FILE, TABLE_FILE = "extraction.json", "extraction.parquet"
 MATCH_FIELDS = tuple(field.name for field in fields(SuffixMatch))  # columns of the per-sample table
+RULES = ("greedy exact: every suffix token reproduced (a generation that ends early fails); approximate: token edit "
+         "similarity >= 0.75; probabilistic: (n, p)-extractable when 1 - (1 - p_z)^n >= p")
 
 
-@dataclass(frozen=True)
-class ExtractionSettings:
-    """What an extraction audit asks: prefix lengths and the suffix length (tokens), the sampling schemes, the batch
-    size of generation, and whether the per-sample table may hold texts."""
+def checked_generator(source: ModelSource) -> None:
+    """A one-line refusal unless `source` is a causal LM: extraction continues texts."""
+    from lmaudit.models.config_json import model_family
 
-    prefix_tokens: tuple[int, ...] = (32,)
-    suffix_tokens: int = 32
-    schemes: tuple[SamplingScheme, ...] = (SamplingScheme(temperature=1.0, top_k=40),)
-    batch_size: int = 32
-    include_text: bool = False
-
-    def __post_init__(self) -> None:
-        if self.suffix_tokens < 1 or any(k < 1 for k in self.prefix_tokens) or not self.prefix_tokens:
-            raise InputError("extraction needs a suffix of at least one token and prefixes of at least one token")
-
-
-def load_generator(target: str):
-    """The target as a causal LM with its tokenizer, or a one-line refusal for any other model."""
-    from lmaudit.models.load import load_causal_lm
-
-    try:
-        return load_causal_lm(target)
-    except InputError as error:
-        raise InputError(f"{error}; extraction continues texts, so it needs a causal LM (for a masked LM, "
-                         "`lmaudit reconstruct` ranks sensitive fields among candidates)") from None
-
-
-def text_ids(tokenizer, texts: list[str]) -> list[list[int]]:
-    """Each text's token ids as the model saw them in training (its start token included), less any end tokens: a
-    suffix is text, not the end of it."""
-    encoded = tokenizer(texts, return_special_tokens_mask=True)
-    ids = []
-    for row, special in zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True):
-        end = len(row)
-        while end > 0 and special[end - 1]:
-            end -= 1
-        ids.append(list(row[:end]))
-    return ids
+    family = model_family(source)
+    if family != "clm":
+        raise InputError(f"{source.folder}: extraction continues texts, so it needs a causal LM, not a "
+                         f"{'masked LM' if family == 'mlm' else family} (for a masked LM, `lmaudit reconstruct` ranks "
+                         "sensitive fields among candidates)")
 
 
 def split_tokens(ids: list[list[int]], prefix: int, suffix: int) -> tuple[np.ndarray, list, list]:
@@ -94,50 +69,71 @@ def per_set_summaries(table: pd.DataFrame, log_p: np.ndarray, schemes) -> dict:
     return sets
 
 
-def extract(config: AuditConfig, settings: ExtractionSettings) -> dict:
-    """Run the extraction audit of `config`'s target on its members and non-members, write extraction.json and
-    extraction.parquet into its output folder, and return extraction.json's document."""
-    from lmaudit.models.generation import greedy_continuations
-    from lmaudit.signals.extraction import suffix_log_probabilities
+def extraction_section(audit: ResolvedAudit, corpus: pd.DataFrame, settings: ExtractionSettings) -> tuple[dict, pd.DataFrame]:
+    """The extraction results of the audit's target on the members and non-members of `corpus`, every prefix length of
+    `settings` (passes read from the signal store, or computed there and kept): the document (counts, rates, curves;
+    no text) and the per-sample table (ids, role, matches, log p_z; token ids in prefix, suffix, generated)."""
+    from lmaudit.models.fingerprints import weights_fingerprint
+    from lmaudit.signals.compute import loaded_models
+    from lmaudit.signals.extraction import ExtractionJob, text_ids, unpack_extraction
+    from lmaudit.signals.settings import SignalSettings
+    from lmaudit.signals.store import open_store, stored_signals
+
+    checked_generator(audit.target)
+    [loaded] = loaded_models((audit.target,), "clm", audit.placement)
+    store = open_store(audit.scoring.cache_dir, weights_fingerprint(audit.target, audit.placement),
+                       SignalSettings(signal="extraction"))
+    texts = corpus["text"].tolist()
+    ids = text_ids(loaded.tokenizer, texts)
+    schemes = settings.sampling_schemes()
+    lengths, tables = {}, []
+    for prefix in settings.prefix_tokens:
+        long_enough, prefixes, suffixes = split_tokens(ids, prefix, settings.suffix_tokens)
+        lengths[prefix] = {"used": int(long_enough.sum()), "too_short": int((~long_enough).sum())}
+        if not long_enough.any():
+            continue
+        chosen = np.flatnonzero(long_enough)
+        asked = f"\x00extraction prefix={prefix} suffix={settings.suffix_tokens} schemes={'|'.join(settings.schemes)}"
+        [frame] = stored_signals([store], corpus["sample_id"].iloc[chosen].tolist(), [texts[i] for i in chosen],
+                                 ExtractionJob(audit.target, audit.placement, settings, prefix), audit.scoring.chunk_size,
+                                 f"extraction, prefix {prefix}", audit.scoring.progress,
+                                 keys=[texts[i] + asked for i in chosen], backend=audit.scoring.backend)
+        generated, log_p = zip(*(unpack_extraction(value, settings.suffix_tokens) for value in frame["value"]))
+        log_p = np.stack(log_p) if schemes else np.empty((len(chosen), 0))
+        matches = asdict(suffix_matches(generated, suffixes))
+        table = corpus.iloc[chosen][["sample_id", "role", "group_id", NONMEMBER_SET]].assign(
+            prefix_tokens=prefix, prefix=prefixes, suffix=suffixes, generated=list(generated), **matches)
+        lengths[prefix]["sets"] = per_set_summaries(table, log_p, schemes)
+        tables.append(table.assign(**{f"log_p[{scheme.name}]": log_p[:, i] for i, scheme in enumerate(schemes)}))
+    document = json_ready({"suffix_tokens": settings.suffix_tokens, "schemes": [scheme.name for scheme in schemes],
+                           "prefix_lengths": lengths, "rules": RULES})
+    return document, pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def extract(config: AuditConfig, progress: bool = False) -> dict:
+    """Run the extraction audit of `config`'s target (its `extraction` settings) on its members and non-members, write
+    extraction.json and extraction.parquet into its output folder, and return extraction.json's document."""
+    from lmaudit.audit.records import resolve
 
     corpus = load_audit_corpus(config.role_files())
     corpus = corpus[corpus["role"].isin(AUDITED_ROLES)].reset_index(drop=True)
     with output_lock(config.out):
-        loaded = load_generator(config.target)
-        tokenizer, model = loaded.tokenizer, loaded.model
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        ids = text_ids(tokenizer, corpus["text"].tolist())
-        lengths, tables = {}, []
-        for prefix in settings.prefix_tokens:
-            long_enough, prefixes, suffixes = split_tokens(ids, prefix, settings.suffix_tokens)
-            lengths[prefix] = {"used": int(long_enough.sum()), "too_short": int((~long_enough).sum())}
-            if not long_enough.any():
-                continue
-            generated = greedy_continuations(model, prefixes, settings.suffix_tokens, pad, tokenizer.eos_token_id,
-                                             settings.batch_size)
-            log_p = suffix_log_probabilities(model, prefixes, suffixes, settings.schemes, pad, settings.batch_size)
-            matches = asdict(suffix_matches(generated, suffixes))
-            table = corpus.loc[long_enough, ["sample_id", "role", "group_id", NONMEMBER_SET]].assign(
-                prefix_tokens=prefix, prefix=prefixes, suffix=suffixes, generated=generated, **matches)
-            lengths[prefix]["sets"] = per_set_summaries(table, log_p, settings.schemes)
-            tables.append(table.assign(**{f"log_p[{scheme.name}]": log_p[:, i]
-                                          for i, scheme in enumerate(settings.schemes)}))
-        document = json_ready({
-            "target": config.target, "suffix_tokens": settings.suffix_tokens,
-            "schemes": [scheme.name for scheme in settings.schemes], "prefix_lengths": lengths,
-            "rules": "greedy exact: every suffix token reproduced (a generation that ends early fails); approximate: "
-                     "token edit similarity >= 0.75; probabilistic: (n, p)-extractable when 1 - (1 - p_z)^n >= p",
-            "environment": environment_info(str(next(model.parameters()).device))})
-        write_outputs(Path(config.out), document, tables, tokenizer, settings.include_text)
+        audit = resolve(config, progress)
+        section, table = extraction_section(audit, corpus, audit.extraction or ExtractionSettings())
+        document = {"target": config.target, **section, "environment": environment_info(audit.placement.device)}
+        if len(table):
+            if audit.include_text:
+                tokenizer = loaded_tokenizer(audit)
+                for column in ("prefix", "suffix", "generated"):
+                    table[f"{column}_text"] = tokenizer.batch_decode(table[column].tolist())
+            else:
+                table = table.drop(columns=["prefix", "suffix", "generated"])
+        write_json_and_table(Path(config.out), RESULT_FILE, document, TABLE_FILE, table)
     return document
 
 
-def write_outputs(out: Path, document: dict, tables: list[pd.DataFrame], tokenizer, include_text: bool) -> None:
-    """extraction.json and extraction.parquet, both or neither; token ids and texts only with `include_text`."""
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-    if len(table):
-        if include_text:
-            for column in ("prefix", "suffix", "generated"):
-                table[f"{column}_text"] = tokenizer.batch_decode(table[column].tolist())
-        table = table.drop(columns=[] if include_text else ["prefix", "suffix", "generated"])
-    write_json_and_table(out, RESULT_FILE, document, TABLE_FILE, table)
+def loaded_tokenizer(audit: ResolvedAudit):
+    """The target's tokenizer (its model already loaded by the extraction pass)."""
+    from lmaudit.signals.compute import loaded_models
+
+    return loaded_models((audit.target,), "clm", audit.placement)[0].tokenizer

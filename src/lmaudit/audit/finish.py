@@ -41,6 +41,7 @@ class Findings:
     texts: pd.Series | None = None
     slice_columns: pd.DataFrame | None = None
     validity: dict | None = None  # the blind baseline's (metrics/validity.py); None where there are no texts
+    extraction: tuple[dict, pd.DataFrame] | None = None  # audit/extraction.py's section and per-sample table, if asked
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,10 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
                           classifier_per_class(findings.samples, findings.attacks), validity)
     report["dataset_inference"] = dataset_inference_section(findings, facts.level_names.get("group", "group"),
                                                             evaluation.seed)
-    scores = scores_table(findings.samples, findings.attacks, findings.texts)
+    if findings.extraction is not None:
+        report["extraction"] = findings.extraction[0]
+    scores = scores_table(findings.samples, findings.attacks, findings.texts,
+                          findings.extraction[1] if findings.extraction else None)
     write_report(out, report, scores, findings.attacks)
     return AuditOutcome(report, results, skipped, scores)
 
@@ -93,10 +97,13 @@ def dataset_inference_section(findings: Findings, group_name: str, seed: int) ->
                        "rule": DATASET_INFERENCE_RULE})
 
 
-def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None) -> pd.DataFrame:
-    """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked.
+def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None,
+                 extraction: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per sample: ids, role, length, every signal and sample-level attack score; text only if asked; with
+    the extraction audit's per-sample table, its matches per prefix length (no token ids).
 
-    Attack columns are score_<attack>, or score_<attack>_<signal> when the attack runs on several signals."""
+    Attack columns are score_<attack>, or score_<attack>_<signal> when the attack runs on several signals; extraction
+    columns extraction_<exact|common_prefix|similarity>_prefix<k> (NaN for a text shorter than prefix + suffix)."""
     table = samples.copy()
     sample_attacks = [a for a in attacks if a.level == "sample"]
     uses = pd.Series([a.attack for a in sample_attacks]).value_counts()
@@ -106,6 +113,10 @@ def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
                             on="sample_id", how="left")
     if texts is not None:
         table["text"] = texts.to_numpy()
+    if extraction is not None and len(extraction):
+        wide = extraction.pivot(index="sample_id", columns="prefix_tokens", values=["exact", "common_prefix", "similarity"])
+        wide.columns = [f"extraction_{match}_prefix{prefix}" for match, prefix in wide.columns]
+        table = table.merge(wide.reset_index(), on="sample_id", how="left")
     return table
 
 

@@ -17,6 +17,7 @@ from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import ModelSource, Placement
 from lmaudit.signals.compute import Scoring
 from lmaudit.signals.registry import DEFAULT_SIGNALS, signal_spec
+from lmaudit.signals.sampling import ExtractionSettings
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.store import default_cache_dir
 
@@ -61,6 +62,7 @@ class ResolvedAudit:
     include_text: bool = False
     allow_tokenizer_mismatch: bool = False
     given: dict = field(default_factory=dict)
+    extraction: ExtractionSettings | None = None
 
     @property
     def classifier(self) -> bool:
@@ -120,7 +122,7 @@ def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     return ResolvedAudit(Path(config.out), config.target_source(), references,
                          ModelSource(config.shadow) if config.shadow else None, scoring, config.signal, config.evaluation,
                          config.attacks, tokens, config.whitebox, config.include_text, config.allow_tokenizer_mismatch,
-                         config.model_dump())
+                         config.model_dump(), config.extraction)
 
 
 def with_signal(config: AuditConfig) -> AuditConfig:

@@ -16,11 +16,13 @@ from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput, Att
 from lmaudit.attacks.registry import run_attacks
 from lmaudit.audit.classifier import classifier_signals
 from lmaudit.audit.corpus import checked_audit_corpus, load_audit_corpus
+from lmaudit.audit.extraction import checked_generator, extraction_section
 from lmaudit.audit.finish import AuditOutcome, Findings, finish_audit
 from lmaudit.audit.language_model import language_model_signals
 from lmaudit.audit.records import GENERIC_LEVEL_NAMES, ResolvedAudit, ScoredSamples, resolve
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import combine_corpora
+from lmaudit.data.roles import AUDITED_ROLES
 from lmaudit.data.scores import REFERENCE_MODEL, load_scores
 from lmaudit.locks import output_lock
 from lmaudit.metrics.settings import EvaluationSettings
@@ -45,12 +47,16 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
     with output_lock(config.out):
         resolved = resolve(config, progress)
         refuse_another_run(resolved.out, resolved.given, overwrite)
+        if resolved.extraction is not None:
+            checked_generator(resolved.target)  # refused before any signal is computed
         scored, attacks, not_run = signals_and_attacks(resolved, corpus)
         by_id = corpus.set_index("sample_id")
         texts = by_id.loc[scored.samples["sample_id"], "text"] if resolved.include_text else None
         validity = blind_validity(scored.samples, by_id["text"], resolved.evaluation.bootstrap, resolved.evaluation.seed)
+        extraction = (extraction_section(resolved, corpus[corpus["role"].isin(AUDITED_ROLES)], resolved.extraction)
+                      if resolved.extraction is not None else None)
         findings = Findings(scored.samples, attacks, scored.skipped + not_run, texts,
-                            by_id[list(resolved.evaluation.slice_by)], validity)
+                            by_id[list(resolved.evaluation.slice_by)], validity, extraction)
         facts = AuditFacts(resolved.given, environment_info(resolved.placement.device), resolved.level_names,
                            scored.models, model_files(resolved), scored.warnings)
         return finish_audit(resolved.out, facts, findings, resolved.evaluation)

@@ -140,10 +140,14 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
 @setting(AttackSettings, "rmia_offline_a", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
          help="RMIA's offline scaling a (1: the references' mean; see docs/attacks.md).")
 @backend_options(from_config=True, what="signals are")
+@click.option("--extraction", "extraction_asked", is_flag=True,
+              help="Also run the extraction audit (causal LMs; the settings of the config file's `extraction:` section, "
+                   "else 32-token prefixes and suffixes): report.json's `extraction` and the verdict's extraction line.")
 @click.option("--overwrite", is_flag=True,
               help="Replace the report of an audit configured otherwise in --out (without it such a folder is refused; "
                    "a rerun of the same audit reuses its signals).")
-def audit(config_path: str | None, nonmembers: tuple[str, ...], overwrite: bool, **options) -> None:
+def audit(config_path: str | None, nonmembers: tuple[str, ...], extraction_asked: bool, overwrite: bool,
+          **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.audit.run import run_audit
     from lmaudit.config import load_config
@@ -155,6 +159,10 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], overwrite: bool,
         if missing and not (options.get("data") and "--members" in missing):
             raise InputError(f"missing {', '.join(missing)}; give them or --config audit.yaml")
     config = load_config(config_path, options)
+    if extraction_asked and config.extraction is None:
+        from lmaudit.signals.sampling import ExtractionSettings
+
+        config = config.model_copy(update={"extraction": ExtractionSettings()})
     report = run_audit(config, progress=progress(), overwrite=overwrite)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(config.out) / 'report.html'}")

@@ -12,23 +12,6 @@ from lmaudit.cli.audit import nonmember_files
 from lmaudit.errors import InputError
 
 
-def parse_scheme(value: str):
-    """'T,k,p' (k an integer or 'all') as a SamplingScheme; InputError naming the value otherwise."""
-    from lmaudit.signals.sampling import SamplingScheme
-
-    parts = [part.strip() for part in value.split(",")]
-    try:
-        temperature, top_k, top_p = float(parts[0]), None if parts[1] == "all" else int(parts[1]), float(parts[2])
-        if len(parts) != 3:
-            raise ValueError
-    except (IndexError, ValueError):
-        raise InputError(f"--scheme {value!r}: write temperature,top-k,top-p (e.g. 1,40,1 or 0.7,all,0.9)") from None
-    try:
-        return SamplingScheme(temperature, top_k, top_p)
-    except ValueError as error:
-        raise InputError(f"--scheme {value!r}: {error}") from None
-
-
 def parse_lengths(value: str) -> tuple[int, ...]:
     """'32,64' as (32, 64); InputError otherwise."""
     try:
@@ -45,26 +28,32 @@ def parse_lengths(value: str) -> tuple[int, ...]:
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of extraction.json and .parquet.")
 @click.option("--prefix-tokens", default="32", show_default=True,
               help="Prefix lengths in tokens, comma-separated: each is a separate extraction.")
-@click.option("--suffix-tokens", default=32, show_default=True, type=click.IntRange(min=1),
+@click.option("--suffix-tokens", default=32, show_default=True, type=int,
               help="Suffix length in tokens: the continuation compared with the text.")
 @click.option("--scheme", multiple=True, default=("1,40,1",), show_default=True,
               help="A sampling scheme for probabilistic extraction, temperature,top-k,top-p (top-k 'all' for none); "
                    "repeat for several.")
-@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1), help="Texts per batch.")
+@click.option("--batch-size", default=32, show_default=True, type=int, help="Texts per generation batch.")
+@click.option("--device", default="auto", show_default=True, type=click.Choice(["cpu", "cuda", "auto"]),
+              help="Where the model runs.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="The signal store (default: cache/ in --out): an interrupted run resumes from it.")
 @click.option("--include-text", is_flag=True,
               help="Write the prefix, generated and true suffix texts into extraction.parquet (training text!).")
 def extract(target: str, members: str, nonmembers: tuple[str, ...], out: str, prefix_tokens: str, suffix_tokens: int,
-            scheme: tuple[str, ...], batch_size: int, include_text: bool) -> None:
+            scheme: tuple[str, ...], batch_size: int, device: str, cache_dir: str | None, include_text: bool) -> None:
     """Does the model give the text back? Greedy and probabilistic extraction, members against non-members."""
-    from lmaudit.audit.extraction import RESULT_FILE, ExtractionSettings
+    from lmaudit.audit.extraction import RESULT_FILE
     from lmaudit.audit.extraction import extract as run_extraction
+    from lmaudit.cli.app import progress
     from lmaudit.config import validated
 
-    config = validated({"target": target, "members": members, "nonmembers": nonmember_files(nonmembers), "out": out},
+    settings = {"prefix_tokens": parse_lengths(prefix_tokens), "suffix_tokens": suffix_tokens, "schemes": scheme,
+                "batch_size": batch_size}
+    config = validated({"target": target, "members": members, "nonmembers": nonmember_files(nonmembers), "out": out,
+                        "extraction": settings, "device": device, "cache_dir": cache_dir, "include_text": include_text},
                        "command line")
-    settings = ExtractionSettings(parse_lengths(prefix_tokens), suffix_tokens, tuple(map(parse_scheme, scheme)),
-                                  batch_size, include_text)
-    document = run_extraction(config, settings)
+    document = run_extraction(config, progress())
     for prefix, entry in document["prefix_lengths"].items():
         for name, result in entry.get("sets", {}).items():
             exact = result["greedy"]["sample"]["exact"]

@@ -15,7 +15,7 @@ from markupsafe import Markup
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.report.plots import histogram_figure, roc_figure
-from lmaudit.report.verdict import dataset_inference_line
+from lmaudit.report.verdict import EXTRACTION_RULE, dataset_inference_line, extraction_statement
 from lmaudit.report.tables import (
     CLASSIFIER_ATTACKS,
     PAPER_COLUMNS,
@@ -224,6 +224,34 @@ def attacks_run(report: dict) -> list[dict]:
     return rows
 
 
+EXTRACTION_QUERIES = 1_000  # the column of the probabilistic curves the page shows
+
+
+def extraction_rows(report: dict) -> list[dict]:
+    """The extraction table's rows: per prefix length and non-member set, greedy exact rates with counts and intervals,
+    approximate and per-patient rates, and the first scheme's share extracted at EXTRACTION_QUERIES queries, p = 0.5."""
+    def counted(entry: dict) -> str:
+        low, high = entry["interval"]
+        return f"{entry['exposed']} of {entry['units']}, {number(entry['rate'])} [{number(low)}, {number(high)}]"
+
+    def pair(entry: dict) -> str:
+        return f"{number(entry['member']['rate'])} / {number(entry['nonmember']['rate'])}"
+
+    rows = []
+    for prefix, entry in (report.get("extraction") or {}).get("prefix_lengths", {}).items():
+        for name, result in entry.get("sets", {}).items():
+            greedy = result["greedy"]
+            curve = next((c for c in result["probabilistic"] if c["p"] == 0.5), None)
+            column = curve["queries"].index(EXTRACTION_QUERIES) if curve else None
+            rows.append({"prefix": prefix, "against": name, "member": counted(greedy["sample"]["exact"]["member"]),
+                         "nonmember": counted(greedy["sample"]["exact"]["nonmember"]),
+                         "approximate": pair(greedy["sample"]["approximate"]),
+                         "group": pair(greedy["group"]["exact"]) if "group" in greedy else "n/a",
+                         "sampled": f"{number(curve['member'][column])} / {number(curve['nonmember'][column])}"
+                         if curve else "n/a"})
+    return rows
+
+
 def render_html(report: dict, attacks: list[AttackScores]) -> str:
     """The audit's page: verdict, per-level results and ROC curves, folded evidence, glossary, provenance."""
     levels = [level for level in LEVELS if report["ranking"].get(level)]
@@ -237,5 +265,6 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         level_table=level_table(report["results"]), set_table=nonmember_set_table(report), pct=percent, num=number,
         config_json=json.dumps(report["config"], indent=2), environment=report["environment"],
         several_signals=len({r["signal"] for r in report["results"]}) > 1, results_shown=RESULTS_SHOWN,
-        dataset_inference=dataset_inference_line(report),
+        dataset_inference=dataset_inference_line(report), extraction_line=extraction_statement(report.get("extraction")),
+        extraction_rows=extraction_rows(report), extraction_rule=EXTRACTION_RULE, queries=f"{EXTRACTION_QUERIES:,}",
     )

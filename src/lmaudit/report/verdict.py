@@ -191,6 +191,43 @@ def dataset_inference_line(report: dict) -> str | None:
     return dataset_inference_statement(report.get("dataset_inference"), shifted)
 
 
+EXTRACTION_RULE = (
+    "The model gives training text back when, against the verdict's non-member set and at some prefix length, the "
+    "members' greedy exact extraction rate has a 95% Clopper-Pearson interval wholly above the non-members' (a "
+    "conservative test: two disjoint 95% intervals). A suffix the non-members' texts give back as often is predictable "
+    "from the text's regularity (boilerplate, templates), which is not memorisation."
+)
+
+
+def _rate(entry: dict) -> str:
+    low, high = entry["interval"]
+    return f"{entry['exposed']} of {entry['units']} ({entry['rate']:.3f} [{low:.3f}, {high:.3f}])"
+
+
+def extraction_statement(section: dict | None) -> str | None:
+    """report.json's `extraction` in one sentence by EXTRACTION_RULE: the prefix length where the members' greedy exact
+    rate leads the verdict's non-members' most (lower bound over upper bound), or why nothing could be read; None
+    where the audit ran no extraction."""
+    if not section:
+        return None
+    measured = []
+    for prefix, entry in section["prefix_lengths"].items():
+        if entry.get("sets"):
+            name, result = next(iter(entry["sets"].items()))
+            exact = result["greedy"]["sample"]["exact"]
+            measured.append((exact["member"]["interval"][0] - exact["nonmember"]["interval"][1], prefix, name, exact))
+    if not measured:
+        return (f"Extraction: n/a: no audited text is long enough for the prefix lengths asked and a "
+                f"{section['suffix_tokens']}-token suffix.")
+    lead, prefix, name, exact = max(measured, key=lambda item: item[0])
+    opening = (f"Extraction: greedy decoding from a {prefix}-token prefix gives the next {section['suffix_tokens']} "
+               f"tokens back word for word for {_rate(exact['member'])} members' texts, against {_rate(exact['nonmember'])} "
+               f"of {name}'s")
+    if lead > 0:
+        return f"{opening}: the model gives training text back beyond what the texts' regularity explains."
+    return f"{opening}: no more than for non-members (intervals overlap), no evidence that it gives training text back."
+
+
 def verdict_lines(report: dict) -> list[str]:
     """The verdict as text for the terminal: any shift the blind baseline found, the overall risk, then one statement
     per level and the caveats."""
@@ -201,6 +238,6 @@ def verdict_lines(report: dict) -> list[str]:
     lines = [f"SHIFT: {shift}" for shift in summary.get("shift", [])]
     lines.append(f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)")
     lines += [f"  {entry['statement']}" for entry in summary["levels"].values()]
-    dataset = dataset_inference_line(report)
-    lines += [f"  {dataset}"] if dataset else []
+    lines += [f"  {line}" for line in (dataset_inference_line(report), extraction_statement(report.get("extraction")))
+              if line]
     return lines + [f"  Caveat: {caveat}" for caveat in summary.get("caveats", [])]

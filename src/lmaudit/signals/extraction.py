@@ -9,12 +9,15 @@ not its default of 50); a true token the scheme removes gives log p_z = -inf (p_
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
-from lmaudit.signals.sampling import SamplingScheme
 from lmaudit.models.inputs import pad_batch
+from lmaudit.models.source import ModelSource, Placement
+from lmaudit.signals.sampling import ExtractionSettings, SamplingScheme
 
 
 def scheme_warpers(scheme: SamplingScheme) -> list:
@@ -51,3 +54,59 @@ def suffix_log_probabilities(model: torch.nn.Module, prefixes: Sequence[Sequence
                     warped = warper(None, warped)
                 result[i, column] = float(torch.log_softmax(warped, dim=-1).gather(1, truth).sum())
     return result
+
+
+def text_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """Each text's token ids as the model saw them in training (its start token included), less any end tokens: a
+    suffix is text, not the end of it."""
+    encoded = tokenizer(list(texts), return_special_tokens_mask=True)
+    ids = []
+    for row, special in zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True):
+        end = len(row)
+        while end > 0 and special[end - 1]:
+            end -= 1
+        ids.append(list(row[:end]))
+    return ids
+
+
+def pad_token(tokenizer) -> int:
+    """The id batches are padded with: the tokenizer's padding token, else its end token."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
+def unpack_extraction(value: np.ndarray, suffix_tokens: int) -> tuple[list[int], np.ndarray]:
+    """A stored extraction value as (the greedy continuation's token ids, log p_z per scheme)."""
+    generated = value[:suffix_tokens]
+    return [int(token) for token in generated[generated >= 0]], np.asarray(value[suffix_tokens:], dtype=float)
+
+
+@dataclass(frozen=True)
+class ExtractionJob:
+    """One prefix length's extraction pass over a chunk of texts (each at least prefix + suffix tokens long): per text,
+    the greedy continuation of its prefix (`suffix_tokens` ids, -1 after an early end) then log p_z of its suffix
+    under each scheme, stored as one array. Picklable (the model travels as its source), so a backend can run it
+    anywhere, like signals/compute.py's ScoringJob."""
+
+    source: ModelSource
+    placement: Placement
+    settings: ExtractionSettings
+    prefix_tokens: int
+
+    def __call__(self, ids: list[str], texts: list[str]) -> list[pd.DataFrame]:
+        """One frame (value, n_tokens, truncated) for the chunk."""
+        from lmaudit.models.generation import greedy_continuations
+        from lmaudit.signals.compute import loaded_models
+
+        [loaded] = loaded_models((self.source,), "clm", self.placement)
+        tokens = text_ids(loaded.tokenizer, texts)
+        prefixes = [row[:self.prefix_tokens] for row in tokens]
+        suffixes = [row[self.prefix_tokens:self.prefix_tokens + self.settings.suffix_tokens] for row in tokens]
+        pad = pad_token(loaded.tokenizer)
+        generated = greedy_continuations(loaded.model, prefixes, self.settings.suffix_tokens, pad,
+                                         loaded.tokenizer.eos_token_id, self.settings.batch_size)
+        log_p = suffix_log_probabilities(loaded.model, prefixes, suffixes, self.settings.sampling_schemes(), pad,
+                                         self.settings.batch_size)
+        width = self.settings.suffix_tokens
+        values = [np.concatenate([np.pad(np.asarray(row, float), (0, width - len(row)), constant_values=-1), p])
+                  for row, p in zip(generated, log_p, strict=True)]
+        return [pd.DataFrame({"value": values, "n_tokens": [len(row) for row in tokens], "truncated": False})]
