@@ -50,8 +50,14 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
         exact = entry["sets"]["same-hospital"]["greedy"]["sample"]["exact"]["member"]
         column = scores.loc[scores["role"] == "member", f"extraction_exact_prefix{prefix}"]
         assert (exact["exposed"], exact["units"]) == (column.eq(True).sum(), column.notna().sum())
-    assert "Extraction: greedy decoding from a" in result.output
+    assert "Extraction: from each text's first" in result.output
     assert "Does it give the text back? Extraction" in (tmp_path / "report.html").read_text()
+    # extraction output is training text: none of it in any output, the signal store or the terminal
+    written = ((tmp_path / "report.json").read_text() + (tmp_path / "report.html").read_text() + scores.to_csv()
+               + result.output + "".join(part.read_bytes().decode("latin-1")
+                                         for part in (tmp_path / "cache").rglob("part-*.parquet")))
+    audited = pd.concat([pd.read_parquet(path) for path in (tmp_path / "data").glob("*member*.parquet")])["text"]
+    assert len(audited) and not any(text in written for text in audited)
 
 
 def test_masked_lm_refused_for_the_causal_signal(tiny_model_dirs, notes, tmp_path):

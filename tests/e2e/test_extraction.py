@@ -81,14 +81,17 @@ def test_include_text_writes_the_texts_and_bad_requests_are_one_line(memorised, 
     assert too_long.exit_code == 0 and "texts shorter than" in too_long.output
 
 
-def test_a_masked_lm_is_refused_in_one_line(memorised, tiny_model_dirs, tmp_path):
-    """Greedy continuation needs a causal LM: a masked LM is named and refused, exit 2, nothing written."""
+@pytest.mark.parametrize("command", [["extract"], ["audit", "--extraction"]])
+def test_a_masked_lm_is_refused_in_one_line(memorised, tiny_model_dirs, tmp_path, command):
+    """Greedy continuation needs a causal LM: a masked LM is named and refused, exit 2, nothing written (an audit
+    refuses before computing any signal)."""
     folder = memorised[0]
-    result = CliRunner().invoke(main, ["extract", "--target", str(tiny_model_dirs[0]), "--members",
+    result = CliRunner().invoke(main, [*command, "--target", str(tiny_model_dirs[0]), "--members",
                                        str(folder / "members.csv"), "--nonmembers", str(folder / "nonmembers.csv"),
                                        "--out", str(tmp_path / "m")])
     assert result.exit_code == 2 and "needs a causal LM" in result.output, result.output
-    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "m" / "extraction.json").exists()
+    assert len(result.output.strip().splitlines()) == 1
+    assert not [path for path in (tmp_path / "m").rglob("*") if path.is_file()]
 
 
 def test_reconstruct_restores_members_names_and_writes_no_value(memorised, tmp_path):

@@ -1,11 +1,15 @@
 """The verdict applies its stated rule to hand-built results, names the evidence with its counts, and the checks warn
-about inverted signals, a shadow unlike the target, a population too small to calibrate, and truncation."""
+about inverted signals, a shadow unlike the target, a population too small to calibrate, and truncation; the
+extraction line applies its own rule."""
 
+from dataclasses import asdict
+
+import numpy as np
 import pytest
 
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.tables import ranking
-from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, verdict
+from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, verdict
 
 
 def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
@@ -170,3 +174,25 @@ def test_the_dataset_inference_sentence_reads_its_p_value_by_the_stated_levels(p
     assert says in sentence and ("provided the two sets were drawn alike" in sentence) != shifted
     assert dataset_inference_statement({"unavailable": "too few"}) == "Dataset inference: n/a: too few."
     assert dataset_inference_statement(None) is None
+
+
+def _extraction_entry(member: tuple[int, int], nonmember: tuple[int, int]) -> dict:
+    """A prefix length's section against one set, greedy exact counts as given, intervals computed."""
+    from lmaudit.metrics.extraction import rate
+
+    exact = {side: asdict(rate(np.arange(units) < exposed)) for side, (exposed, units) in
+             (("member", member), ("nonmember", nonmember))}
+    return {"used": member[1] + nonmember[1], "too_short": 0, "sets": {"same-hospital": {"greedy": {"sample": {"exact": exact}}}}}
+
+
+def test_the_extraction_line_follows_its_rule():
+    """Disjoint intervals say the model gives text back, overlapping ones do not; the prefix with the members' largest
+    lead is the one stated; nothing long enough is n/a; no extraction, no line."""
+    leads = {"suffix_tokens": 8, "prefix_lengths": {"4": _extraction_entry((30, 100), (20, 100)),
+                                                     "8": _extraction_entry((70, 100), (20, 100))}}
+    line = extraction_statement(leads)
+    assert "first 8 tokens" in line and "70 of 100 members" in line and "gives training text back beyond" in line
+    overlap = {"suffix_tokens": 8, "prefix_lengths": {"4": _extraction_entry((30, 100), (20, 100))}}
+    assert "no evidence that it gives training text back" in extraction_statement(overlap)
+    assert "n/a" in extraction_statement({"suffix_tokens": 8, "prefix_lengths": {"64": {"used": 0, "too_short": 9}}})
+    assert extraction_statement(None) is None

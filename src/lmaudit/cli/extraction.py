@@ -40,8 +40,8 @@ def parse_lengths(value: str) -> tuple[int, ...]:
               help="The signal store (default: cache/ in --out): an interrupted run resumes from it.")
 @click.option("--include-text", is_flag=True,
               help="Write the prefix, generated and true suffix texts into extraction.parquet (training text!).")
-def extract(target: str, members: str, nonmembers: tuple[str, ...], out: str, prefix_tokens: str, suffix_tokens: int,
-            scheme: tuple[str, ...], batch_size: int, device: str, cache_dir: str | None, include_text: bool) -> None:
+def extract(nonmembers: tuple[str, ...], prefix_tokens: str, suffix_tokens: int, scheme: tuple[str, ...], batch_size: int,
+            **options) -> None:
     """Does the model give the text back? Greedy and probabilistic extraction, members against non-members."""
     from lmaudit.audit.extraction import RESULT_FILE
     from lmaudit.audit.extraction import extract as run_extraction
@@ -50,9 +50,7 @@ def extract(target: str, members: str, nonmembers: tuple[str, ...], out: str, pr
 
     settings = {"prefix_tokens": parse_lengths(prefix_tokens), "suffix_tokens": suffix_tokens, "schemes": scheme,
                 "batch_size": batch_size}
-    config = validated({"target": target, "members": members, "nonmembers": nonmember_files(nonmembers), "out": out,
-                        "extraction": settings, "device": device, "cache_dir": cache_dir, "include_text": include_text},
-                       "command line")
+    config = validated({**options, "nonmembers": nonmember_files(nonmembers), "extraction": settings}, "command line")
     document = run_extraction(config, progress())
     for prefix, entry in document["prefix_lengths"].items():
         for name, result in entry.get("sets", {}).items():
@@ -62,7 +60,7 @@ def extract(target: str, members: str, nonmembers: tuple[str, ...], out: str, pr
                        f"{exact['nonmember']['exposed']} of {exact['nonmember']['units']} non-members")
         if entry["too_short"]:
             click.echo(f"prefix {prefix}: {entry['too_short']} texts shorter than {prefix + suffix_tokens} tokens left out")
-    click.echo(f"result: {Path(out) / RESULT_FILE}")
+    click.echo(f"result: {Path(config.out) / RESULT_FILE}")
 
 
 def read_candidate_lists(values: tuple[str, ...]) -> dict[str, list[str]]:

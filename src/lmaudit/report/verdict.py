@@ -199,9 +199,9 @@ EXTRACTION_RULE = (
 )
 
 
-def _rate(entry: dict) -> str:
+def _counted(entry: dict, whose: str) -> str:
     low, high = entry["interval"]
-    return f"{entry['exposed']} of {entry['units']} ({entry['rate']:.3f} [{low:.3f}, {high:.3f}])"
+    return f"{entry['exposed']} of {entry['units']} {whose} ({entry['rate']:.3f} [{low:.3f}, {high:.3f}])"
 
 
 def extraction_statement(section: dict | None) -> str | None:
@@ -220,9 +220,9 @@ def extraction_statement(section: dict | None) -> str | None:
         return (f"Extraction: n/a: no audited text is long enough for the prefix lengths asked and a "
                 f"{section['suffix_tokens']}-token suffix.")
     lead, prefix, name, exact = max(measured, key=lambda item: item[0])
-    opening = (f"Extraction: greedy decoding from a {prefix}-token prefix gives the next {section['suffix_tokens']} "
-               f"tokens back word for word for {_rate(exact['member'])} members' texts, against {_rate(exact['nonmember'])} "
-               f"of {name}'s")
+    opening = (f"Extraction: from each text's first {prefix} tokens, greedy decoding gives the next "
+               f"{section['suffix_tokens']} back word for word for {_counted(exact['member'], 'members')}, against "
+               f"{_counted(exact['nonmember'], name)}")
     if lead > 0:
         return f"{opening}: the model gives training text back beyond what the texts' regularity explains."
     return f"{opening}: no more than for non-members (intervals overlap), no evidence that it gives training text back."
