@@ -74,6 +74,7 @@ def test_include_text_writes_the_texts_and_bad_requests_are_one_line(memorised, 
     assert {"prefix_text", "suffix_text", "generated_text"} <= set(table.columns)
     assert table["suffix_text"].str.len().gt(0).all() and table["generated_text"].notna().all()
     for bad, says in ((["--scheme", "0,40,1"], "temperature"), (["--scheme", "1,0,1"], "top-k"),
+                      (["--suffix-tokens", "0"], "suffix_tokens"), (["--prefix-tokens", "0"], "at least one token"),
                       (["--scheme", "1,40"], "temperature,top-k,top-p"), (["--prefix-tokens", "4,x"], "comma")):
         refused = CliRunner().invoke(main, [*base, *bad])
         assert refused.exit_code == 2 and says in refused.output and len(refused.output.strip().splitlines()) == 1
@@ -151,3 +152,24 @@ def test_reconstruct_runs_on_a_masked_lm(memorised, tiny_model_dirs, tmp_path):
     assert result.exit_code == 0, result.output
     document = json.loads((tmp_path / "m" / "reconstruction.json").read_text())
     assert document["model_family"] == "mlm" and document["fields"]["name"]["sets"]
+
+
+def test_the_extraction_job_travels_to_another_process_and_gives_the_same_values(memorised):
+    """A backend (Ray) runs the job it receives pickled: the copy's stored values equal the original's, and each value
+    unpacks into the greedy continuation and one log p_z per scheme."""
+    import pickle
+
+    from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource
+    from lmaudit.signals.extraction import ExtractionJob, unpack_extraction
+    from lmaudit.signals.sampling import ExtractionSettings
+
+    folder, members, _ = memorised
+    job = ExtractionJob(ModelSource(str(folder / "model")), DEFAULT_PLACEMENT,
+                        ExtractionSettings(prefix_tokens=(4,), suffix_tokens=5, schemes=("1,40,1", "0.7,all,0.9")), 4)
+    ids, texts = members["sample_id"].tolist()[:6], members["text"].tolist()[:6]
+    [here] = job(ids, texts)
+    [there] = pickle.loads(pickle.dumps(job))(ids, texts)
+    for first, second in zip(here["value"], there["value"], strict=True):
+        np.testing.assert_array_equal(first, second)
+        generated, log_p = unpack_extraction(first, 5)
+        assert len(generated) <= 5 and log_p.shape == (2,) and (log_p <= 0).all()
