@@ -21,9 +21,11 @@ from lmaudit.attacks.base import (
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
     REFERENCE_LOSSES,
+    REFERENCE_TOKEN_LOG_PROBS,
     TARGET_LOSS,
     TOKEN_FREQUENCIES,
     TOKEN_IDS,
+    TOKEN_IS_TOP1,
     TOKEN_LOG_PROBS,
     TOKEN_MEANS,
     TOKEN_STDS,
@@ -86,6 +88,9 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
         COMPRESSED_BYTES: rng.uniform(80, 120, n),
         LOWERCASE_LOSS: difficulty + rng.normal(0, 0.2, n),
         PREFIXED_LOG_PROBS: prefixed,
+        # the reference finds each token as hard as the target would without training on it
+        REFERENCE_TOKEN_LOG_PROBS: log_probs - 1.5 * member[:, None] + rng.normal(0, 0.3, log_probs.shape),
+        TOKEN_IS_TOP1: padded((rng.random((n, 20)) < 0.3).astype(float), lengths),
         NEIGHBOUR_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 5)),
     }
 

@@ -222,3 +222,58 @@ def test_gradnorm_against_one_backward_pass_per_sample(tiny_gpt2, tiny_tokenizer
         norms = [p.grad.double().norm().item() for p in tiny_gpt2.parameters() if p.requires_grad]
         tiny_gpt2.zero_grad()
         assert scores[row] == pytest.approx(-sum(norms) / len(norms), rel=1e-5)
+
+
+def slow_ez_mia(target_rows, reference_rows, target_first_choice, paper_parity):
+    """EZ-MIA as the paper's code reads, one sample at a time: drop the first scored position, keep where the target's
+    first choice is wrong, P / (N + 1e-12); the code's zeros with `paper_parity`, else lmaudit's fix (every position
+    when the zone is too small, the ratio kept when N = 0)."""
+    def ratio(deltas):
+        positive, negative = sum(max(d, 0.0) for d in deltas), sum(max(-d, 0.0) for d in deltas)
+        return 0.0 if paper_parity and negative == 0 else positive / (negative + 1e-12)
+
+    scores = []
+    for target, reference, first_choice in zip(target_rows, reference_rows, target_first_choice, strict=True):
+        deltas = [t[0] - r[0] for t, r in zip(target, reference, strict=True)][1:]
+        zone = [d for d, top in zip(deltas, first_choice[1:], strict=True) if not top]
+        if len(zone) < 2:
+            scores.append(0.0 if paper_parity else ratio(deltas))
+        else:
+            scores.append(ratio(zone))
+    return scores
+
+
+@pytest.mark.parametrize("paper_parity", [False, True])
+def test_ez_mia(tiny_gpt2, tiny_tokenizer, texts, fast, model_values, paper_parity):
+    from lmaudit.attacks.ez_mia import ez_mia_score
+
+    torch.manual_seed(2)
+    reference = type(tiny_gpt2)(tiny_gpt2.config).eval()
+    reference_fast = unpack_token_values([causal_token_values(reference, tiny_tokenizer, [text], [sample_id], SETTINGS,
+                                                              position_chunk=5)[0][0] for text, sample_id in zip(*texts)])
+    reference_rows = [slow_token_values(reference, tiny_tokenizer, text) for text in texts[0]]
+    first_choice = []
+    for text in texts[0]:
+        ids = tiny_tokenizer(text, truncation=True, max_length=SETTINGS.max_length)["input_ids"]
+        with torch.no_grad():
+            logits = tiny_gpt2(input_ids=torch.tensor([ids])).logits[0, :-1]
+        first_choice.append([int(logits[t].argmax()) == ids[t + 1] for t in range(len(ids) - 1)])
+    np.testing.assert_array_equal(fast["is_top1"][~np.isnan(fast["log_prob"])], np.concatenate(first_choice))
+    expected = slow_ez_mia(model_values, reference_rows, first_choice, paper_parity)
+    got = ez_mia_score(fast["log_prob"], reference_fast["log_prob"], fast["is_top1"], paper_parity)
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
+
+
+def test_ez_mia_fixes_the_codes_zeros_by_hand():
+    """Every delta positive (N = 0): the code gives 0, lmaudit the largest score; a zone of one position: the code gives
+    0, lmaudit the ratio over every position."""
+    from lmaudit.attacks.ez_mia import ez_mia_score
+
+    target = np.array([[-9.0, -1.0, -1.0, -1.0], [-9.0, -1.0, -3.0, -1.0], [-9.0, -1.0, -1.0, -3.0]])
+    reference = np.array([[-1.0, -2.0, -2.0, -2.0], [-1.0, -2.0, -2.0, -2.0], [-1.0, -2.0, -2.0, -2.0]])
+    wrong_first = np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0]])
+    paper = ez_mia_score(target, reference, wrong_first, paper_parity=True)
+    fixed = ez_mia_score(target, reference, wrong_first)
+    assert paper.tolist() == [0.0, pytest.approx(2.0), 0.0]
+    assert fixed[0] == pytest.approx(3.0 / 1e-12) and fixed[1] == pytest.approx(2.0)
+    assert fixed[2] == pytest.approx(2.0 / 1.0)  # over positions 2-4: +1, +1, -1

@@ -36,7 +36,8 @@ def test_causal_loss_equals_the_models_own_loss(tiny_gpt2, tiny_tokenizer, notes
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
 def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(tiny_tokenizer, notes, family):
     """The chunked head (base model, then output embedding on chunks of positions) of every causal family gives what
-    the model's own forward pass gives: its loss, and each token's log-probability."""
+    the model's own forward pass gives: its loss, each token's log-probability, and whether the token is its first
+    choice."""
     model = tiny_family_model(family, "clm", tiny_tokenizer)
     texts, ids = notes["text"].tolist()[:6], notes["sample_id"].tolist()[:6]
     settings = SignalSettings(signal="clm_tokens", max_length=64, batch_tokens=128)
@@ -46,6 +47,9 @@ def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(t
         with torch.no_grad():
             output = model(input_ids=input_ids, labels=input_ids)
         expected = torch.log_softmax(output.logits[0, :-1].double(), -1).gather(1, input_ids[0, 1:, None])[:, 0]
-        log_probs = unpack_token_values([values])["log_prob"][0]
+        table = unpack_token_values([values])
+        log_probs = table["log_prob"][0]
         np.testing.assert_allclose(log_probs, expected.numpy(), rtol=1e-5, atol=1e-5)
+        first_choice = (output.logits[0, :-1].argmax(-1) == input_ids[0, 1:]).double().numpy()
+        np.testing.assert_array_equal(table["is_top1"][0], first_choice)
         assert -log_probs.mean() == pytest.approx(output.loss.item(), rel=1e-5)

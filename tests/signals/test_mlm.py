@@ -138,8 +138,8 @@ def test_k1_mean_energy_is_jagannathas_mlm_loss(tiny_bert, tiny_tokenizer, texts
 
 
 def test_mlm_tokens_are_the_pseudo_likelihoods_terms_one_mask_at_a_time(tiny_bert, tiny_tokenizer, texts):
-    """Per content token, masked alone: its log p, and the mean and sd of log p(z) under the predictive distribution;
-    their mean NLL is mlm_pll's value."""
+    """Per content token, masked alone: its log p, the mean and sd of log p(z) under the predictive distribution, and
+    whether it is the distribution's first choice; their mean NLL is mlm_pll's value."""
     batch_texts, ids = texts[0][:4], texts[1][:4]
     stored, _ = mlm_token_values(tiny_bert, tiny_tokenizer, batch_texts, ids, SignalSettings(signal="mlm_tokens"))
     table = unpack_token_values(stored)
@@ -154,6 +154,7 @@ def test_mlm_tokens_are_the_pseudo_likelihoods_terms_one_mask_at_a_time(tiny_ber
                 log_p = torch.log_softmax(tiny_bert(input_ids=masked[None]).logits[0, position], dim=-1).double()
             mean = float((log_p.exp() * log_p).sum())
             std = float((log_p.exp() * (log_p - mean) ** 2).sum()) ** 0.5
-            expected = (float(log_p[input_ids[position]]), mean, std, int(input_ids[position]))
-            got = tuple(table[field][row, t] for field in ("log_prob", "mean", "std", "token_id"))
+            is_top1 = float(int(log_p.argmax()) == int(input_ids[position]))
+            expected = (float(log_p[input_ids[position]]), mean, std, is_top1, int(input_ids[position]))
+            got = tuple(table[field][row, t] for field in ("log_prob", "mean", "std", "is_top1", "token_id"))
             assert got == pytest.approx(expected, abs=1e-5)

@@ -33,6 +33,9 @@ TOKEN_LOG_PROBS = "token_log_probs"  # (n, T) log p(x_t | context) under the tar
 TOKEN_MEANS = "token_means"  # (n, T) E_z log p(z | context) under the target's predictive distribution at t (nats)
 TOKEN_STDS = "token_stds"  # (n, T) standard deviation of log p(z | context) under that distribution (nats)
 TOKEN_IDS = "token_ids"  # (n, T) the id of each scored token (floats; NaN padding)
+TOKEN_IS_TOP1 = "token_is_top1"  # (n, T) 1.0 where the token is the target's most likely token at its position, else 0
+REFERENCE_TOKEN_LOG_PROBS = "reference_token_log_probs"  # (n, T) log p(x_t | context) under the first reference, at
+# the target's tokens (the same tokenizer; nats)
 TOKEN_FREQUENCIES = "token_frequencies"  # (n, T) each token's Laplace-smoothed frequency in non-audited text
 COMPRESSED_BYTES = "compressed_bytes"  # (n,) length in bytes of zlib.compress(text.encode("utf-8"))
 LOWERCASE_LOSS = "lowercase_loss"  # (n,) the target's mean NLL of the lowercased text (nats per token)
@@ -52,6 +55,9 @@ VALUES = {
     TOKEN_MEANS: "per-token predictive means (" + TOKEN_SIGNAL_ADVICE + ")",
     TOKEN_STDS: "per-token predictive standard deviations (" + TOKEN_SIGNAL_ADVICE + ")",
     TOKEN_IDS: "per-token ids (" + TOKEN_SIGNAL_ADVICE + ")",
+    TOKEN_IS_TOP1: "the target's first choice per token (" + TOKEN_SIGNAL_ADVICE + ")",
+    REFERENCE_TOKEN_LOG_PROBS: "a reference's per-token log-probabilities (give --reference, with the target's "
+                               "tokenizer, and audit with a per-token signal: --signal clm_tokens)",
     TOKEN_FREQUENCIES: "token frequencies of non-audited text (" + TOKEN_SIGNAL_ADVICE + ", and a population)",
     COMPRESSED_BYTES: "compressed text lengths (" + TOKEN_SIGNAL_ADVICE + ")",
     LOWERCASE_LOSS: "loss of the lowercased texts (" + TOKEN_SIGNAL_ADVICE + ", and --lowercase)",

@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput
+from lmaudit.attacks.base import REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, TARGET_LOSS, TOKEN_IDS, AttackInput
 from lmaudit.audit.corpus import audited_set_column
 from lmaudit.audit.records import ResolvedAudit, ScoredSamples
 from lmaudit.audit.tokens import losses_of, token_level_values
 from lmaudit.audit.whitebox import Scorer, ScoringPlan, whitebox_inputs
 from lmaudit.data.roles import TARGET_ROLES
 from lmaudit.errors import InputError
+from lmaudit.signals.base import unpack_token_values
 from lmaudit.signals.registry import signal_spec
 
 
@@ -40,6 +41,7 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
     if spec.output == "tokens":
         token_values, missing = token_level_values(audit, audit.signal, rows, per_model["target"]["value"])
         values |= token_values
+        values |= reference_token_log_probs(audit, per_model, token_values[TOKEN_IDS], missing)
     inputs = [AttackInput(signal, samples, values, audit.evaluation.seed, settings=audit.attacks, missing=missing)]
     if audit.tokens.token_signal and spec.output != "tokens":
         inputs.append(token_signal_input(audit, rows, samples))
@@ -48,6 +50,21 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
     plan = ScoringPlan(rows, [Scorer("target", audit.target, np.ones(len(rows), bool))], TARGET_ROLES)
     whitebox, skipped = whitebox_inputs(audit, plan, samples)
     return ScoredSamples(samples, inputs + whitebox, skipped, warnings=caveats)
+
+
+def reference_token_log_probs(audit: ResolvedAudit, per_model: dict[str, pd.DataFrame], target_ids: np.ndarray,
+                              missing: dict[str, str]) -> dict[str, np.ndarray]:
+    """The first reference's per-token log-probabilities, where it scored the target's very tokens (same tokenizer and
+    truncation), for the attacks that compare the two token by token; else nothing, and the reason in `missing`."""
+    if not audit.references:
+        missing[REFERENCE_TOKEN_LOG_PROBS] = "no reference model: give --reference (the fine-tune's base model)"
+        return {}
+    table = unpack_token_values(per_model[next(iter(audit.references))]["value"].to_numpy())
+    if table["token_id"].shape != target_ids.shape or not np.array_equal(table["token_id"], target_ids, equal_nan=True):
+        missing[REFERENCE_TOKEN_LOG_PROBS] = ("the first reference scored other tokens than the target (another "
+                                              "tokenizer or length limit), so the two cannot be compared token by token")
+        return {}
+    return {REFERENCE_TOKEN_LOG_PROBS: table["log_prob"]}
 
 
 def tokenizer_caveats(audit: ResolvedAudit) -> list[str]:

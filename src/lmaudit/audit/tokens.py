@@ -13,6 +13,7 @@ from lmaudit.attacks.base import (
     PREFIXED_LOG_PROBS,
     TOKEN_FREQUENCIES,
     TOKEN_IDS,
+    TOKEN_IS_TOP1,
     TOKEN_LOG_PROBS,
     TOKEN_MEANS,
     TOKEN_STDS,
@@ -25,7 +26,8 @@ from lmaudit.signals.registry import signal_spec
 from lmaudit.signals.settings import SignalSettings
 
 # The attack input a per-token signal's fields become (signals.base.TOKEN_FIELDS).
-TOKEN_VALUES = {"log_prob": TOKEN_LOG_PROBS, "mean": TOKEN_MEANS, "std": TOKEN_STDS, "token_id": TOKEN_IDS}
+TOKEN_VALUES = {"log_prob": TOKEN_LOG_PROBS, "mean": TOKEN_MEANS, "std": TOKEN_STDS, "is_top1": TOKEN_IS_TOP1,
+                "token_id": TOKEN_IDS}
 
 
 def losses_of(values: pd.Series, output: str) -> np.ndarray:

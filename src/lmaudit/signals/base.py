@@ -18,7 +18,8 @@ from lmaudit.models.text import model_max_length, text_heads
 from lmaudit.signals.settings import SignalSettings
 
 # A per-token signal's stored value, per sample: these rows, one column per scored token, flattened.
-TOKEN_FIELDS = ("log_prob", "mean", "std", "token_id")
+STATISTICS = ("log_prob", "mean", "std", "is_top1")  # signals/tokens.py:token_statistics' columns, in order
+TOKEN_FIELDS = (*STATISTICS, "token_id")
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ def refuse_single_token(samples: Sequence[EncodedSample]) -> None:
 
 
 def pack_token_values(statistics: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
-    """One sample's per-token values as stored: (3, T) log p, mean, std and the T token ids -> (4 * T,) float64."""
+    """One sample's per-token values as stored: (len(STATISTICS), T) statistics and the T token ids -> a flat float64
+    array, TOKEN_FIELDS by TOKEN_FIELDS."""
     return np.concatenate([np.asarray(statistics, dtype=np.float64), np.asarray(token_ids, dtype=np.float64)[None]]).ravel()
 
 

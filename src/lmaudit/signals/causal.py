@@ -17,6 +17,7 @@ from lmaudit.models.heads import checked_encoder_and_head, input_device
 from lmaudit.models.inputs import pad_batch
 from lmaudit.models.text import model_max_length
 from lmaudit.signals.base import (
+    STATISTICS,
     EncodedSample,
     encode,
     encode_for,
@@ -61,7 +62,7 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
         scored[:, : len(prefix)] = 0
         rows, cols = torch.nonzero(scored, as_tuple=True)
         targets = ids[rows, cols + 1].to(hidden.device)
-        values = torch.empty((len(rows), 3 if statistics else 1), device=hidden.device, dtype=torch.float64)
+        values = torch.empty((len(rows), len(STATISTICS) if statistics else 1), device=hidden.device, dtype=torch.float64)
         for start in range(0, len(rows), position_chunk):
             stop = start + position_chunk
             with autocast:

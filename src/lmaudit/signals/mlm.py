@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from lmaudit.models.heads import checked_encoder_and_head, input_device
 from lmaudit.models.text import model_max_length
-from lmaudit.signals.base import EncodedSample, encode, pack_token_values
+from lmaudit.signals.base import STATISTICS, EncodedSample, encode, pack_token_values
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.registry import resolved
@@ -84,9 +84,9 @@ def score_masked_copies_with_models(
 ) -> list[list[np.ndarray]]:
     """score_masked_copies for several models sharing a tokenizer: each batch is built once and run
     through every model (target and reference on the same batches). Result [model][sample]. With
-    `statistics`, each masked token gets (log p, predictive mean, predictive sd) in place of its NLL:
-    arrays (copies, l, 3)."""
-    shape = (3,) if statistics else ()
+    `statistics`, each masked token gets its token_statistics (log p, predictive mean and sd, is-top-1) in place of its
+    NLL: arrays (copies, l, len(STATISTICS))."""
+    shape = (len(STATISTICS),) if statistics else ()
     results = [[np.zeros(p.shape + shape, dtype=np.float64) for p in patterns] for _ in models]
     if not samples:
         return results
@@ -185,7 +185,7 @@ def mlm_token_values(
     patterns = [mask_patterns(s, settings) for s in samples]
     per_copy = score_masked_copies_with_models([model], tokenizer.mask_token_id, samples, patterns, settings.batch_tokens,
                                                progress, settings.precision, statistics=True)[0]
-    # One position per copy, copies in content order: (T, 1, 3) -> (3, T).
+    # One position per copy, copies in content order: (T, 1, statistics) -> (statistics, T).
     packed = [pack_token_values(values[:, 0, :].T, sample.input_ids[sample.content_positions])
               for values, sample in zip(per_copy, samples, strict=True)]
     return packed, samples

@@ -33,9 +33,10 @@ STORE_COLUMNS = ["sample_id", "text_key", "value", "n_tokens", "truncated"]
 ROW_KEY = ["sample_id", "text_key"]
 CACHE_FOLDER = "cache"
 SECRET_FILE = "store.key"
-# Part of every store's folder name: stores written before texts were keyed (format 1, unsalted SHA-256) are never
-# read again, and nothing is mixed with them.
-STORE_FORMAT = 2
+# Part of every store's folder name: stores written before texts were keyed (format 1, unsalted SHA-256), or before
+# per-token values held whether each token is the model's first choice (format 2), are never read again, and nothing
+# is mixed with them.
+STORE_FORMAT = 3
 
 
 def default_cache_dir(out_folder: str | Path) -> Path:
