@@ -32,9 +32,10 @@ def size_option(sizes: tuple[str, ...], default: str):
                                                                             "runs/demo-<suite> for the other suites).")
 @size_option(DEMO_SIZES, "quick")
 @click.option("--seed", default=0, help="Seed of the generated data, the models and the audit.")
-@click.option("--suite", default="mlm", type=click.Choice(["mlm", "causal", "classifier"]),
+@click.option("--suite", default="mlm", type=click.Choice(["mlm", "causal", "classifier", "finetune"]),
               help="mlm: BERT models, MLM energy, likelihood ratio; causal: GPT-2 models, next-token loss; "
-                   "classifier: topic classifiers of user posts, shadow-calibrated sample- and user-level attacks.")
+                   "classifier: topic classifiers of user posts, shadow-calibrated sample- and user-level attacks; "
+                   "finetune: a GPT-2 base fine-tuned on the members in full and with LoRA, audited against the base.")
 @click.option("--architecture", default="bert", type=click.Choice(ARCHITECTURES),
               help="Classifier architecture (--suite classifier).")
 def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -> None:

@@ -1,0 +1,108 @@
+"""The fine-tuning suite (`lmaudit demo --suite finetune`): what users audit most, a public base model fine-tuned on
+their private notes. A causal base LM is trained on the notes of the patients the other demos train references on
+(the "public" text, in no audited role); it is fine-tuned on the members' notes in full and with LoRA adapters; each
+fine-tune is audited with the base as its one reference (an attacker has the public base too), so every
+reference-based attack (the likelihood ratio, RMIA, EZ-MIA) reads it. The full fine-tune's report is the demo's
+(`<out>/report.html`), the LoRA fine-tune's is in `<out>/lora/`, and `<out>/finetune.json` sets the two side by side:
+utility (the population's mean NLL under each model and under the base) and the strongest attacks at low FPR.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from lmaudit.atomic import write_text
+from lmaudit.audit.run import audit
+from lmaudit.config import AuditConfig
+from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
+from lmaudit.demos import (
+    DEMO_SIZES,
+    DEMO_SPLIT,
+    NONMEMBER_SET_NAMES,
+    REFERENCE_TRAIN,
+    demo_recipe,
+    split_and_write_roles,
+    train_language_model_unless_done,
+    write_other_hospital_nonmembers,
+)
+from lmaudit.models.recipe import LoraSettings, TrainingRecipe
+
+log = logging.getLogger(__name__)
+
+# How each fine-tune trains from the base, for a fraction of the base's epochs: tiny models need far larger learning
+# rates than the 5e-5 (full) and 2e-4 (LoRA) that suit pretrained checkpoints, and LoRA's low-rank update a larger one
+# than full fine-tuning.
+FINETUNE_EPOCH_SHARE = 0.5
+FINETUNE_LEARNING_RATE = {"full": 1e-3, "lora": 5e-3}
+LORA = LoraSettings(rank=8)
+RESULT_FILE = "finetune.json"
+
+
+def finetune_recipes(epochs: int, base: Path, seed: int) -> dict[str, TrainingRecipe]:
+    """The full and the LoRA fine-tune's recipes from `base`, each FINETUNE_EPOCH_SHARE of `epochs`."""
+    start = replace(demo_recipe(max(1, round(epochs * FINETUNE_EPOCH_SHARE))), seed=seed, init_from=base)
+    return {"full": replace(start, learning_rate=FINETUNE_LEARNING_RATE["full"]),
+            "lora": replace(start, learning_rate=FINETUNE_LEARNING_RATE["lora"], lora=LORA)}
+
+
+def finetune_audit_config(name: str, base: Path, model: Path, files: dict, out: Path, seed: int, bootstrap: int) -> AuditConfig:
+    """The audit of one fine-tune against its base: a full fine-tune is the target; a LoRA one is the base with its
+    adapter."""
+    target = {"target": str(model)} if name == "full" else {"target": str(base), "adapter": str(model)}
+    return AuditConfig(
+        **target, reference=[str(base)], members=str(files[MEMBER]),
+        nonmembers=dict(zip(NONMEMBER_SET_NAMES, map(str, (files[NONMEMBER], files["other-hospital"])), strict=True)),
+        population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]), out=str(out),
+        signal={"signal": "clm_tokens", "seed": seed}, evaluation={"bootstrap": bootstrap, "seed": seed},
+        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8})
+
+
+def strongest_at_low_fpr(report: dict, level: str = "sample") -> list[dict]:
+    """Each attack's TPR at 1% FPR at `level` (all data) with its counts and interval, strongest first."""
+    rows = []
+    for result in report["results"]:
+        if result["level"] == level and result["slice"] == "all" and "0.01" in result.get("tpr_at_fpr", {}):
+            point = result["tpr_at_fpr"]["0.01"]
+            rows.append({"attack": result["attack"], "auc": result["auc"], "tpr": point["tpr"],
+                         "tpr_ci": point["tpr_ci"], "tp": point["tp"], "fp": point["fp"]})
+    return sorted(rows, key=lambda row: -row["tpr"])
+
+
+def population_nll(scores, column: str) -> float:
+    """The population's mean NLL (nats per token) in a scores table's `column`."""
+    return float(scores.loc[scores["role"] == POPULATION, column].mean())
+
+
+def finetune_demo(out: Path, size: str, seed: int, progress: bool) -> dict:
+    """Train the base and its two fine-tunes unless done, audit both, write finetune.json; return the full
+    fine-tune's report."""
+    from lmaudit.data.synth import generate_notes
+
+    demo = DEMO_SIZES[size]
+    notes = generate_notes(demo.patients, seed)
+    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
+    files["other-hospital"] = write_other_hospital_nonmembers(notes, seed, out / "data")
+    models = out / "models"
+    base = models / "base"
+    log.info("fine-tuning suite (%s size): the base on %d public notes, then a full and a LoRA fine-tune on the members",
+             size, int((notes["role"] == REFERENCE_TRAIN).sum()))
+    train_language_model_unless_done("clm", notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist(), base,
+                                     replace(demo_recipe(demo.epochs), seed=seed + 1), "base", progress)
+    member_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
+    comparison, reports = {}, {}
+    for name, recipe in finetune_recipes(demo.epochs, base, seed).items():
+        train_language_model_unless_done("clm", member_texts, models / name, recipe, f"{name} fine-tune", progress)
+        folder = out if name == "full" else out / name
+        outcome = audit(finetune_audit_config(name, base, models / name, files, folder, seed, demo.bootstrap), progress,
+                        overwrite=True)
+        reports[name] = outcome.report
+        comparison[name] = {"epochs": recipe.epochs, "learning_rate": recipe.learning_rate,
+                            "lora": None if recipe.lora is None else {"rank": recipe.lora.rank},
+                            "population_nll": population_nll(outcome.scores, "target_clm_tokens"),
+                            "base_population_nll": population_nll(outcome.scores, "reference_clm_tokens"),
+                            "sample_level": strongest_at_low_fpr(outcome.report)}
+    write_text(out / RESULT_FILE, json.dumps(comparison, indent=2, allow_nan=False) + "\n")
+    return reports["full"]
