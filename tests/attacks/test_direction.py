@@ -18,6 +18,7 @@ from lmaudit.attacks.base import (
     GRADIENT_NORMS,
     LABEL_RANKS,
     LOWERCASE_LOSS,
+    MEMBER_PREFIXED_LOG_PROBS,
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
     REFERENCE_LOSSES,
@@ -68,6 +69,8 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
     log_probs = padded(rng.normal(-9.0, 1.0, (n, 20)) + 1.5 * member[:, None], lengths)
     prefixed = log_probs - 0.2 - 1.0 * member[:, None]  # a non-member prefix costs members more likelihood
     prefixed[np.flatnonzero(samples["role"].to_numpy() == "population")[:3]] = np.nan  # the prefix's own samples
+    member_prefixed = log_probs - 0.6 + 0.3 * member[:, None]  # a member prefix costs members less
+    member_prefixed[np.flatnonzero(samples["role"].to_numpy() == CALIBRATION_MEMBER)[:3]] = np.nan
     # Higher and steadier for members, so every user statistic (including the variance) separates them.
     classifier_feature = np.where(member, rng.normal(3.0, 0.3, n), rng.normal(0.0, 1.0, n))
     return {
@@ -88,6 +91,7 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
         COMPRESSED_BYTES: rng.uniform(80, 120, n),
         LOWERCASE_LOSS: difficulty + rng.normal(0, 0.2, n),
         PREFIXED_LOG_PROBS: prefixed,
+        MEMBER_PREFIXED_LOG_PROBS: member_prefixed,
         # the reference finds each token as hard as the target would without training on it
         REFERENCE_TOKEN_LOG_PROBS: log_probs - 1.5 * member[:, None] + rng.normal(0, 0.3, log_probs.shape),
         TOKEN_IS_TOP1: padded((rng.random((n, 20)) < 0.3).astype(float), lengths),

@@ -277,3 +277,35 @@ def test_ez_mia_fixes_the_codes_zeros_by_hand():
     assert paper.tolist() == [0.0, pytest.approx(2.0), 0.0]
     assert fixed[0] == pytest.approx(3.0 / 1e-12) and fixed[1] == pytest.approx(2.0)
     assert fixed[2] == pytest.approx(2.0 / 1.0)  # over positions 2-4: +1, +1, -1
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5, 1.0])
+def test_con_recall(tiny_gpt2, tiny_tokenizer, fast, model_values, texts, notes, gamma):
+    """(LL(x | P_nm) - gamma LL(x | P_m)) / LL(x) from a plain forward pass per text and prefix, the three means over
+    the tokens both prefixed passes scored (the shorter prefix leaves room for more); gamma 0 is ReCaLL."""
+    from lmaudit.attacks.con_recall import con_recall_score
+
+    prefixes = {"nonmember": "\n\n".join(notes["text"].tolist()[20:22]) + "\n\n",
+                "member": "\n\n".join(notes["text"].tolist()[30:31]) + "\n\n"}
+    limit = SETTINGS.max_length // 2
+    stored, conditioned = {}, {}
+    for name, prefix in prefixes.items():
+        stored[name] = unpack_token_values([causal_token_values(tiny_gpt2, tiny_tokenizer, [text], [sample_id], SETTINGS,
+                                                                prefix=prefix)[0][0]
+                                            for text, sample_id in zip(*texts, strict=True)])["log_prob"]
+        prefix_ids = tiny_tokenizer(prefix, add_special_tokens=False)["input_ids"][-limit:]
+        conditioned[name] = []
+        for text in texts[0]:
+            ids = tiny_tokenizer(text, truncation=True, max_length=SETTINGS.max_length - len(prefix_ids))["input_ids"]
+            with torch.no_grad():
+                logits = tiny_gpt2(input_ids=torch.tensor([prefix_ids + ids])).logits[0]
+            conditioned[name].append([float(torch.log_softmax(logits[len(prefix_ids) + t], -1)[ids[t + 1]])
+                                      for t in range(len(ids) - 1)])
+    scores = con_recall_score(stored["nonmember"], stored["member"], fast["log_prob"], gamma)
+    for row, values in enumerate(model_values):
+        shared = min(len(conditioned["nonmember"][row]), len(conditioned["member"][row]))
+        mean = [sum(part[:shared]) / shared for part in (conditioned["nonmember"][row], conditioned["member"][row],
+                                                         [v[0] for v in values])]
+        assert scores[row] == pytest.approx((mean[0] - gamma * mean[1]) / mean[2], abs=FORWARD_TOLERANCE)
+    np.testing.assert_allclose(con_recall_score(stored["nonmember"], stored["nonmember"], fast["log_prob"], 0.0),
+                               recall_score(stored["nonmember"], fast["log_prob"]), rtol=1e-12)

@@ -40,6 +40,7 @@ TOKEN_FREQUENCIES = "token_frequencies"  # (n, T) each token's Laplace-smoothed 
 COMPRESSED_BYTES = "compressed_bytes"  # (n,) length in bytes of zlib.compress(text.encode("utf-8"))
 LOWERCASE_LOSS = "lowercase_loss"  # (n,) the target's mean NLL of the lowercased text (nats per token)
 PREFIXED_LOG_PROBS = "prefixed_log_probs"  # (n, T) log p(x_t | non-member prefix, context); NaN rows: not scored
+MEMBER_PREFIXED_LOG_PROBS = "member_prefixed_log_probs"  # (n, T) log p(x_t | prefix of calibration members, context)
 NEIGHBOUR_LOSSES = "neighbour_losses"  # (n, m) the target's mean NLL of m neighbours of each text (nats per token)
 # ... and how a reason for not running an attack names each one.
 TOKEN_SIGNAL_ADVICE = "audit with a per-token signal: --signal clm_tokens, or --token-signal mlm_tokens"
@@ -63,6 +64,8 @@ VALUES = {
     LOWERCASE_LOSS: "loss of the lowercased texts (" + TOKEN_SIGNAL_ADVICE + ", and --lowercase)",
     PREFIXED_LOG_PROBS: "log-probabilities after a non-member prefix (audit with --signal clm_tokens, a population "
                         "and --recall-prefix N)",
+    MEMBER_PREFIXED_LOG_PROBS: "log-probabilities after a prefix of calibration members (audit with --signal "
+                               "clm_tokens, a population, --calibration-members and --recall-prefix N)",
     NEIGHBOUR_LOSSES: "losses of neighbour texts (audit with --signal clm_tokens and --neighbours N)",
 }
 

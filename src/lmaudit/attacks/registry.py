@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lmaudit.attacks import (
+    con_recall,
     dc_pdd,
     ez_mia,
     gradnorm,
@@ -41,8 +42,8 @@ from lmaudit.data.roles import AUDITED_ROLES
 
 ATTACKS: tuple[AttackSpec, ...] = (
     loss.SPEC, likelihood_ratio.SPEC, rmia.SPEC, lira.SPEC,
-    zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, neighbourhood.SPEC, ez_mia.SPEC,
-    gradnorm.SPEC, *learned.SPECS, *shadow.SPECS, rank_histogram.SPEC,
+    zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, con_recall.SPEC,
+    neighbourhood.SPEC, ez_mia.SPEC, gradnorm.SPEC, *learned.SPECS, *shadow.SPECS, rank_histogram.SPEC,
 )
 _BY_NAME = {spec.name: spec for spec in ATTACKS}
 

@@ -15,6 +15,8 @@ class AttackSettings(BaseModel):
     rmia_offline_a: float = Field(1.0, gt=0, le=1, description="RMIA's offline scaling a: P(x) = ((1 + a) mean_ref + 1 - a)"
                                                                " / 2; 1 takes the references' mean as is (see docs)")
     rmia_gamma: float = Field(1.0, gt=0, description="RMIA's gamma: x beats z when its likelihood ratio over z is >= gamma")
+    con_recall_gamma: float = Field(0.5, ge=0, description="Con-ReCall's weight of the member prefix's log-likelihood "
+                                                           "(the paper sweeps 0.1-1 on labelled data; not tuned here)")
     ez_mia_paper_parity: bool = Field(False, description="EZ-MIA: score 0 where the authors' code does (no negative "
                                                          "part, or fewer than 2 error-zone tokens), not lmaudit's fix")
     lira_per_sample_variance_from: int = Field(64, ge=2, description="LiRA fits each sample's own variance from this "

@@ -9,6 +9,7 @@ import pandas as pd
 from lmaudit.attacks.base import (
     COMPRESSED_BYTES,
     LOWERCASE_LOSS,
+    MEMBER_PREFIXED_LOG_PROBS,
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
     TOKEN_FREQUENCIES,
@@ -20,7 +21,7 @@ from lmaudit.attacks.base import (
 )
 from lmaudit.audit.records import ResolvedAudit
 from lmaudit.data.corpus import load_corpus
-from lmaudit.data.roles import POPULATION
+from lmaudit.data.roles import CALIBRATION_MEMBER, POPULATION
 from lmaudit.signals.base import unpack_token_values
 from lmaudit.signals.registry import signal_spec
 from lmaudit.signals.settings import SignalSettings
@@ -46,6 +47,11 @@ def why_missing(audit: ResolvedAudit, model_kind: str) -> dict[str, str]:
         PREFIXED_LOG_PROBS: ("conditions a causal LM on a prefix; a masked LM has no such form" if model_kind != "clm"
                              else f"needs more than --recall-prefix {passes.recall_prefix} population samples"
                              if passes.recall_prefix else "not asked for (--recall-prefix 0)"),
+        MEMBER_PREFIXED_LOG_PROBS: ("conditions a causal LM on a prefix; a masked LM has no such form"
+                                    if model_kind != "clm" else
+                                    f"needs more than --recall-prefix {passes.recall_prefix} calibration members (known "
+                                    "members, never audited) for its member prefix, and a population"
+                                    if passes.recall_prefix else "not asked for (--recall-prefix 0)"),
         NEIGHBOUR_LOSSES: "not asked for: give --neighbours N (N more passes of the target)",
     }
 
@@ -89,7 +95,11 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
         else:
             values[LOWERCASE_LOSS] = target_losses(ids, lowered, "target, lowercased")
     if spec.model_kind == "clm" and passes.recall_prefix and len(population) > passes.recall_prefix:
-        values[PREFIXED_LOG_PROBS] = prefixed_log_probs(audit, settings, rows, population)
+        values[PREFIXED_LOG_PROBS] = prefixed_log_probs(audit, settings, rows, population, "a non-member prefix")
+        known_members = np.flatnonzero(rows["role"].to_numpy() == CALIBRATION_MEMBER)
+        if len(known_members) > passes.recall_prefix:
+            values[MEMBER_PREFIXED_LOG_PROBS] = prefixed_log_probs(audit, settings, rows, known_members,
+                                                                   "a member prefix")
     if passes.neighbour_model:
         neighbours = neighbour_texts_of(audit, ids, texts)
         flat = [text for per_sample in neighbours for text in per_sample]
@@ -98,18 +108,19 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
     return values, {value: reason for value, reason in missing.items() if value not in values}
 
 
-def prefixed_log_probs(audit: ResolvedAudit, settings: SignalSettings, rows: pd.DataFrame,
-                       population: np.ndarray) -> np.ndarray:
-    """ReCaLL's pass: the target's per-token log-probabilities of every row after a prefix of population samples (NaN
-    for the prefix's own samples: a sample scored after itself says nothing)."""
+def prefixed_log_probs(audit: ResolvedAudit, settings: SignalSettings, rows: pd.DataFrame, pool: np.ndarray,
+                       label: str) -> np.ndarray:
+    """ReCaLL's pass: the target's per-token log-probabilities of every row after a prefix of --recall-prefix samples
+    drawn (seeded) from the rows at `pool` (population samples: a non-member prefix; calibration members: Con-ReCall's
+    member prefix), NaN for the prefix's own samples (a sample scored after itself says nothing)."""
     from lmaudit.signals.compute import model_signal
     from lmaudit.signals.variants import prefix_samples, prefix_text
 
     texts = rows["text"].tolist()
-    in_prefix = population[prefix_samples(population.tolist(), audit.tokens.recall_prefix, audit.evaluation.seed)]
+    in_prefix = pool[prefix_samples(pool.tolist(), audit.tokens.recall_prefix, audit.evaluation.seed)]
     prefix = prefix_text([texts[i] for i in in_prefix])
     prefixed = model_signal(audit.target, rows["sample_id"].tolist(), texts, settings, audit.scoring,
-                            "target, after a non-member prefix", prefix=prefix)
+                            f"target, after {label}", prefix=prefix)
     log_probs = unpack_token_values(prefixed["value"].to_numpy())["log_prob"]
     log_probs[in_prefix] = np.nan
     return log_probs
