@@ -309,3 +309,26 @@ def test_con_recall(tiny_gpt2, tiny_tokenizer, fast, model_values, texts, notes,
         assert scores[row] == pytest.approx((mean[0] - gamma * mean[1]) / mean[2], abs=FORWARD_TOLERANCE)
     np.testing.assert_allclose(con_recall_score(stored["nonmember"], stored["nonmember"], fast["log_prob"], 0.0),
                                recall_score(stored["nonmember"], fast["log_prob"]), rtol=1e-12)
+
+
+def test_user_inference_against_a_loop_over_users():
+    """T(U): per user, the mean over their texts of the summed per-token log-likelihood ratio (NaN padding ignored),
+    through the attack's own build, population users included."""
+    import pandas as pd
+
+    from lmaudit.attacks.base import REFERENCE_TOKEN_LOG_PROBS, TARGET_LOSS, TOKEN_LOG_PROBS, AttackInput
+    from lmaudit.attacks.user_inference import build
+
+    rng = np.random.default_rng(3)
+    samples = pd.DataFrame({"sample_id": [f"s{i}" for i in range(9)], "group_id": list("aabbbccdd"),
+                            "role": ["member"] * 2 + ["nonmember"] * 3 + ["population"] * 2 + ["member"] * 2})
+    lengths = rng.integers(2, 7, 9)
+    target = np.where(np.arange(6)[None, :] < lengths[:, None], rng.normal(-3, 1, (9, 6)), np.nan)
+    reference = np.where(np.isnan(target), np.nan, rng.normal(-3, 1, (9, 6)))
+    data = AttackInput("clm_tokens", samples, {TARGET_LOSS: np.zeros(9), TOKEN_LOG_PROBS: target,
+                                               REFERENCE_TOKEN_LOG_PROBS: reference})
+    frame = build(data).frame.set_index("id")
+    for user, rows in samples.groupby("group_id").groups.items():
+        ratios = [sum(target[r, t] - reference[r, t] for t in range(lengths[r])) for r in rows]
+        assert frame.loc[user, "score"] == pytest.approx(sum(ratios) / len(ratios), abs=1e-12)
+        assert frame.loc[user, "role"] == samples.loc[rows[0], "role"]

@@ -206,6 +206,13 @@ def aggregate_by_group(scores: np.ndarray, group_ids: np.ndarray) -> pd.Series:
     return frame.groupby("group", sort=True)["score"].mean()
 
 
+def user_frame(samples: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
+    """User-level scores: `values` (indexed by group id) with each group's role from `samples`, as an attack's frame
+    (id, role, score)."""
+    roles = samples.groupby("group_id", sort=True)["role"].first()
+    return pd.DataFrame({"id": values.index, "role": roles.loc[values.index].to_numpy(), "score": values.to_numpy()})
+
+
 def aggregated_attack(sample_attack: AttackScores, level: str) -> AttackScores:
     """Mean score per group or subgroup, with the same threshold rules (Jagannatha: the mu threshold applied to the
     group's mean loss)."""

@@ -8,8 +8,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lmaudit.attacks.base import LABEL_RANKS, AttackInput, AttackSpec, NotRun, Scored, Threshold, logistic_regression
-from lmaudit.attacks.shadow import user_frame
+from lmaudit.attacks.base import (
+    LABEL_RANKS,
+    AttackInput,
+    AttackSpec,
+    NotRun,
+    Scored,
+    Threshold,
+    logistic_regression,
+    user_frame,
+)
 from lmaudit.data.roles import AUDITED_ROLES, SHADOW_MEMBER, SHADOW_ROLES
 
 

@@ -24,6 +24,7 @@ from lmaudit.attacks.base import (
     Threshold,
     logistic_regression,
     score_frame,
+    user_frame,
 )
 from lmaudit.data.roles import AUDITED_ROLES, SHADOW_MEMBER, SHADOW_ROLES
 
@@ -84,12 +85,6 @@ def user_statistics(scores: np.ndarray, users: np.ndarray) -> pd.DataFrame:
 
 def _class_threshold_of(labels: np.ndarray, thresholds: dict[str, float]) -> np.ndarray:
     return np.array([thresholds.get(label, thresholds["*"]) for label in np.asarray(labels).astype(str)])
-
-
-def user_frame(audited: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
-    """User-level scores: `values` (indexed by user) with each user's role, as an attack's frame (id, role, score)."""
-    roles = audited.groupby("group_id", sort=True)["role"].first()
-    return pd.DataFrame({"id": values.index, "role": roles.loc[values.index].to_numpy(), "score": values.to_numpy()})
 
 
 @dataclass(frozen=True)
