@@ -196,3 +196,20 @@ def test_the_extraction_line_follows_its_rule():
     assert "no evidence that it gives training text back" in extraction_statement(overlap)
     assert "n/a" in extraction_statement({"suffix_tokens": 8, "prefix_lengths": {"64": {"used": 0, "too_short": 9}}})
     assert extraction_statement(None) is None
+
+
+def test_the_verdict_names_the_threat_models_tried_and_not_tried():
+    """Each attack's access follows from what it reads (a reference, a shadow model, white-box features); the verdict
+    lists each access level tried with its attacks and the levels no attack tried."""
+    from lmaudit.attacks.base import ACCESS_LEVELS
+    from lmaudit.attacks.registry import attack_spec
+    from lmaudit.report.verdict import threat_models
+
+    assert [attack_spec(name).access for name in ("loss", "ez_mia", "user_threshold_avg", "gradnorm")] == list(ACCESS_LEVELS)
+    rows = {"sample": [{"attack": "loss", "access": ACCESS_LEVELS[0]}, {"attack": "ez_mia", "access": ACCESS_LEVELS[1]}],
+            "group": [{"attack": "loss", "access": ACCESS_LEVELS[0]}, {"attack": "user_inference", "access": ACCESS_LEVELS[1]}]}
+    section = threat_models(rows)
+    assert section["tried"] == {ACCESS_LEVELS[0]: ["loss"], ACCESS_LEVELS[1]: ["ez_mia", "user_inference"]}
+    assert section["not_tried"] == list(ACCESS_LEVELS[2:])
+    assert section["statement"] == (f"Threat models tried: {ACCESS_LEVELS[0]} (1 attack); {ACCESS_LEVELS[1]} (2 attacks); "
+                                    f"not tried: {ACCESS_LEVELS[2]}, {ACCESS_LEVELS[3]}.")

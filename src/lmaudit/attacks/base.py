@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from lmaudit.attacks.settings import AttackSettings
-from lmaudit.data.roles import EVALUATED_ROLES, TARGET_ROLES
+from lmaudit.data.roles import EVALUATED_ROLES, SHADOW_ROLES, TARGET_ROLES
 
 LEVELS = ("sample", "subgroup", "group")
 # The id column that defines each level above the sample.
@@ -134,6 +134,13 @@ class Skipped:
     slice: str = "all"
 
 
+# The threat models, weakest attacker first: the target's output probabilities (log-probabilities of a language model,
+# label probabilities of a classifier); those and a reference model of the same kind (a fine-tune's public base);
+# those and a shadow model trained like the target; the target's weights and gradients.
+ACCESS_LEVELS = ("output probabilities", "output probabilities + a reference model",
+                 "output probabilities + a shadow model", "white-box (weights and gradients)")
+
+
 @dataclass(frozen=True)
 class AttackSpec:
     """A registered attack. `name` is the `attack` field of report.json and the score_<name> column of scores.parquet.
@@ -159,6 +166,17 @@ class AttackSpec:
     def levels(self) -> tuple[str, ...]:
         """Every level the attack reports."""
         return (self.level, *self.aggregated_to)
+
+    @property
+    def access(self) -> str:
+        """The threat model: what an attacker needs besides the texts (one of ACCESS_LEVELS), from what it reads."""
+        if {FEATURE_VECTORS, GRADIENT_NORMS} & set(self.reads):
+            return ACCESS_LEVELS[3]
+        if {REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS} & set(self.reads):
+            return ACCESS_LEVELS[1]
+        if set(SHADOW_ROLES) & set(self.fitted_on):
+            return ACCESS_LEVELS[2]
+        return ACCESS_LEVELS[0]
 
 
 def logistic_regression(seed: int, max_iter: int = 100):

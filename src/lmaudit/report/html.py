@@ -123,7 +123,7 @@ def results_tables(report: dict) -> list[dict]:
             rows.append({
                 "attack": result["attack"], "signal": result["signal"], "auc": result["auc"], "auc_ci": result["auc_ci"],
                 "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
-                "lift": rank.get("lift_over_blind"),
+                "lift": rank.get("lift_over_blind"), "access": rank.get("access"),
                 "tpr1": _tpr_cell(result, "0.01"), "tpr01": _tpr_cell(result, "0.001"),
                 "population": _threshold_cells(result, notes), "epsilon": _epsilon_cell(result, notes),
                 "balanced": result["balanced"],

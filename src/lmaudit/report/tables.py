@@ -61,7 +61,7 @@ def ranking(results: list[dict]) -> dict[str, list[dict]]:
             "attack": result["attack"], "signal": result["signal"], "auc": result["auc"], "auc_ci": result["auc_ci"],
             "tpr_at_fpr": {alpha: result["tpr_at_fpr"][alpha] for alpha in RANKED_ALPHAS if alpha in result["tpr_at_fpr"]},
             "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
-            "description": spec.description, "paper": spec.paper,
+            "description": spec.description, "paper": spec.paper, "access": spec.access,
         })
 
     def strength(row: dict) -> tuple[float, float]:

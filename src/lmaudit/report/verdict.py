@@ -3,7 +3,7 @@ statement from a stated rule (guidance for a release decision, not a guarantee).
 
 from __future__ import annotations
 
-from lmaudit.attacks.base import LEVELS
+from lmaudit.attacks.base import ACCESS_LEVELS, LEVELS
 
 VERDICT_ALPHA = "0.01"  # the false-positive rate the verdict reads TPR at
 # The rule, in the order it is applied; its numbers are the constants below.
@@ -156,7 +156,25 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
             "statement": _statement(name, entry["risk"], strongest, at_low_fpr, epsilon, delta, opening),
         }
     overall = min((entry["risk"] for entry in levels.values()), key=RISKS.index, default="inconclusive")
-    return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta, "blind_baseline_ran": blind is not None}
+    return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta, "blind_baseline_ran": blind is not None,
+            "threat_models": threat_models(ranking)}
+
+
+def threat_models(ranking: dict[str, list[dict]]) -> dict:
+    """Which attacker access levels (attacks/base.py:ACCESS_LEVELS) the audit tried, each with its attacks, which it did
+    not, and the sentence the verdict ends with: a verdict says only what attackers of the tried kinds can do."""
+    tried: dict[str, list[str]] = {}
+    for rows in ranking.values():
+        for row in rows:
+            names = tried.setdefault(row["access"], [])
+            if row["attack"] not in names:
+                names.append(row["attack"])
+    ordered = {access: tried[access] for access in ACCESS_LEVELS if access in tried}
+    not_tried = [access for access in ACCESS_LEVELS if access not in tried]
+    statement = "Threat models tried: " + "; ".join(f"{access} ({len(names)} attack{'s' * (len(names) != 1)})"
+                                                    for access, names in ordered.items())
+    statement += f"; not tried: {', '.join(not_tried)}." if not_tried else "."
+    return {"tried": ordered, "not_tried": not_tried, "statement": statement}
 
 
 def dataset_inference_statement(section: dict | None, shifted: bool = False) -> str | None:
@@ -238,6 +256,7 @@ def verdict_lines(report: dict) -> list[str]:
     lines = [f"SHIFT: {shift}" for shift in summary.get("shift", [])]
     lines.append(f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)")
     lines += [f"  {entry['statement']}" for entry in summary["levels"].values()]
-    lines += [f"  {line}" for line in (dataset_inference_line(report), extraction_statement(report.get("extraction")))
-              if line]
+    threats = summary.get("threat_models", {}).get("statement")
+    lines += [f"  {line}" for line in (dataset_inference_line(report), extraction_statement(report.get("extraction")),
+                                       threats) if line]
     return lines + [f"  Caveat: {caveat}" for caveat in summary.get("caveats", [])]
