@@ -105,6 +105,8 @@ class AuditConfig(BaseModel):
                                                     "prefix (one more target pass, longer inputs); 0 = no ReCaLL")
     neighbours: int = Field(0, ge=0, description="token signals: neighbour texts per sample (that many more target "
                                                  "passes); 0 = no neighbourhood attack")
+    samia: int = Field(0, ge=0, description="causal LMs: SaMIA's sampled continuations of each text's first half (that "
+                                            "many generations per text; the paper: 10; 0 = off)")
     neighbour_words: int = Field(1, ge=1, description="words a masked LM replaces to make each neighbour")
     neighbour_model: str | None = Field(None, description="masked LM that proposes the neighbours' words (default: the "
                                                           "first reference, if it is a masked LM)")

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 FINETUNE_EPOCH_SHARE = 0.5
 FINETUNE_LEARNING_RATE = {"full": 1e-3, "lora": 5e-3}
 LORA = LoraSettings(rank=8)
+SAMIA_DRAWS = 10  # SaMIA's generations per text, as the paper: the suite tries the generated-text-only threat model too
 RESULT_FILE = "finetune.json"
 
 
@@ -57,7 +58,7 @@ def finetune_audit_config(name: str, base: Path, model: Path, files: dict, out: 
         nonmembers=dict(zip(NONMEMBER_SET_NAMES, map(str, (files[NONMEMBER], files["other-hospital"])), strict=True)),
         population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]), out=str(out),
         signal={"signal": "clm_tokens", "seed": seed}, evaluation={"bootstrap": bootstrap, "seed": seed},
-        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8})
+        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8}, samia=SAMIA_DRAWS)
 
 
 def strongest_at_low_fpr(report: dict, level: str = "sample") -> list[dict]:

@@ -173,3 +173,26 @@ def test_the_extraction_job_travels_to_another_process_and_gives_the_same_values
         np.testing.assert_array_equal(first, second)
         generated, log_p = unpack_extraction(first, 5)
         assert len(generated) <= 5 and log_p.shape == (2,) and (log_p <= 0).all()
+
+
+def test_samia_continuations_of_members_come_back_more_and_are_stable(memorised):
+    """SaMIA's pass on the memorised model: members' second halves come back more than non-members'; a rerun with the
+    same seed gives the same values; every value is a share; a one-word text is not scored."""
+    from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource
+    from lmaudit.signals.samia import SamiaJob, halves, rouge1_recall, words
+
+    folder, members, nonmembers = memorised
+    job = SamiaJob(ModelSource(str(folder / "model")), DEFAULT_PLACEMENT, draws=4, seed=0)
+    [on_members] = job(members["sample_id"].tolist(), members["text"].tolist())
+    [on_nonmembers] = job(nonmembers["sample_id"].tolist(), nonmembers["text"].tolist())
+    member_values, nonmember_values = np.stack(on_members["value"]), np.stack(on_nonmembers["value"])
+    assert ((member_values >= 0) & (member_values <= 1)).all()
+    assert member_values.mean() > nonmember_values.mean()
+    [again] = job(members["sample_id"].tolist(), members["text"].tolist())
+    np.testing.assert_array_equal(np.stack(again["value"]), member_values)
+    [short] = job(["one"], ["Word"])
+    assert np.isnan(short["value"][0]).all()
+    assert halves("Mary Smith, aged 54.") == ("Mary Smith,", ["aged", "54", "."])
+    assert words("Na 137, K 4.1") == ["na", "137", ",", "k", "4", ".", "1"]
+    assert rouge1_recall(["a", "b", "b", "c", "d"], ["b", "a", "b"]) == 1.0  # cut to 3: a b b
+    assert rouge1_recall(["b", "x", "x"], ["b", "b", "a"]) == pytest.approx(1 / 3)

@@ -41,6 +41,7 @@ COMPRESSED_BYTES = "compressed_bytes"  # (n,) length in bytes of zlib.compress(t
 LOWERCASE_LOSS = "lowercase_loss"  # (n,) the target's mean NLL of the lowercased text (nats per token)
 PREFIXED_LOG_PROBS = "prefixed_log_probs"  # (n, T) log p(x_t | non-member prefix, context); NaN rows: not scored
 MEMBER_PREFIXED_LOG_PROBS = "member_prefixed_log_probs"  # (n, T) log p(x_t | prefix of calibration members, context)
+SAMPLED_OVERLAPS = "sampled_overlaps"  # (n, d) ROUGE-1 recall of d sampled continuations of each text's first half
 NEIGHBOUR_LOSSES = "neighbour_losses"  # (n, m) the target's mean NLL of m neighbours of each text (nats per token)
 # ... and how a reason for not running an attack names each one.
 TOKEN_SIGNAL_ADVICE = "audit with a per-token signal: --signal clm_tokens, or --token-signal mlm_tokens"
@@ -66,6 +67,7 @@ VALUES = {
                         "and --recall-prefix N)",
     MEMBER_PREFIXED_LOG_PROBS: "log-probabilities after a prefix of calibration members (audit with --signal "
                                "clm_tokens, a population, --calibration-members and --recall-prefix N)",
+    SAMPLED_OVERLAPS: "sampled continuations of each text's first half (audit a causal LM with --samia N)",
     NEIGHBOUR_LOSSES: "losses of neighbour texts (audit with --signal clm_tokens and --neighbours N)",
 }
 
@@ -134,10 +136,11 @@ class Skipped:
     slice: str = "all"
 
 
-# The threat models, weakest attacker first: the target's output probabilities (log-probabilities of a language model,
+GENERATED_ONLY = (SAMPLED_OVERLAPS,)  # the values made from generated text alone
+# The threat models, weakest attacker first: text the target generates (a model behind an API); its output probabilities (log-probabilities of a language model,
 # label probabilities of a classifier); those and a reference model of the same kind (a fine-tune's public base);
 # those and a shadow model trained like the target; the target's weights and gradients.
-ACCESS_LEVELS = ("output probabilities", "output probabilities + a reference model",
+ACCESS_LEVELS = ("generated text only", "output probabilities", "output probabilities + a reference model",
                  "output probabilities + a shadow model", "white-box (weights and gradients)")
 
 
@@ -171,12 +174,12 @@ class AttackSpec:
     def access(self) -> str:
         """The threat model: what an attacker needs besides the texts (one of ACCESS_LEVELS), from what it reads."""
         if {FEATURE_VECTORS, GRADIENT_NORMS} & set(self.reads):
-            return ACCESS_LEVELS[3]
+            return ACCESS_LEVELS[4]
         if {REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS} & set(self.reads):
-            return ACCESS_LEVELS[1]
-        if set(SHADOW_ROLES) & set(self.fitted_on):
             return ACCESS_LEVELS[2]
-        return ACCESS_LEVELS[0]
+        if set(SHADOW_ROLES) & set(self.fitted_on):
+            return ACCESS_LEVELS[3]
+        return ACCESS_LEVELS[0] if set(self.reads) <= set(GENERATED_ONLY) else ACCESS_LEVELS[1]
 
 
 def logistic_regression(seed: int, max_iter: int = 100):

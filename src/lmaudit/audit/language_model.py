@@ -6,10 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lmaudit.attacks.base import REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, TARGET_LOSS, TOKEN_IDS, AttackInput
+from lmaudit.attacks.base import (
+    REFERENCE_LOSSES,
+    REFERENCE_TOKEN_LOG_PROBS,
+    SAMPLED_OVERLAPS,
+    TARGET_LOSS,
+    TOKEN_IDS,
+    AttackInput,
+)
 from lmaudit.audit.corpus import audited_set_column
 from lmaudit.audit.records import ResolvedAudit, ScoredSamples
-from lmaudit.audit.tokens import losses_of, token_level_values
+from lmaudit.audit.tokens import losses_of, sampled_overlaps, token_level_values
 from lmaudit.audit.whitebox import Scorer, ScoringPlan, whitebox_inputs
 from lmaudit.data.roles import TARGET_ROLES
 from lmaudit.errors import InputError
@@ -42,6 +49,11 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
         token_values, missing = token_level_values(audit, audit.signal, rows, per_model["target"]["value"])
         values |= token_values
         values |= reference_token_log_probs(audit, per_model, token_values[TOKEN_IDS], missing)
+    if spec.model_kind == "clm" and audit.tokens.samia:
+        values[SAMPLED_OVERLAPS] = sampled_overlaps(audit, rows)
+    else:
+        missing[SAMPLED_OVERLAPS] = ("not asked for: give --samia N (N generations per text)" if spec.model_kind == "clm"
+                                     else "continues texts, so it needs a causal LM")
     inputs = [AttackInput(signal, samples, values, audit.evaluation.seed, settings=audit.attacks, missing=missing)]
     if audit.tokens.token_signal and spec.output != "tokens":
         inputs.append(token_signal_input(audit, rows, samples))

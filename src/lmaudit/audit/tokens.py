@@ -134,3 +134,21 @@ def neighbour_texts_of(audit: ResolvedAudit, ids: list[str], texts: list[str]) -
     masked_lm = load_masked_lm(audit.tokens.neighbour_model, audit.placement)
     return neighbour_texts(masked_lm.model, masked_lm.tokenizer, texts, ids, audit.tokens.neighbours,
                            audit.tokens.neighbour_words, audit.signal.seed, progress=audit.scoring.progress)
+
+
+def sampled_overlaps(audit: ResolvedAudit, rows: pd.DataFrame) -> np.ndarray:
+    """SaMIA's pass (signals/samia.py) through the signal store: per row, the ROUGE-1 recall of each of --samia sampled
+    continuations of its first half; (n, draws), NaN rows for texts too short to halve."""
+    from lmaudit.models.fingerprints import weights_fingerprint
+    from lmaudit.signals.samia import SAMPLING, SamiaJob
+    from lmaudit.signals.store import open_store, stored_signals
+
+    texts = rows["text"].tolist()
+    store = open_store(audit.scoring.cache_dir, weights_fingerprint(audit.target, audit.placement),
+                       SignalSettings(signal="samia", seed=audit.signal.seed))
+    asked = f"\x00samia draws={audit.tokens.samia} {sorted(SAMPLING.items())}"
+    [frame] = stored_signals([store], rows["sample_id"].tolist(), texts,
+                             SamiaJob(audit.target, audit.placement, audit.tokens.samia, audit.signal.seed),
+                             audit.scoring.chunk_size, "SaMIA generations", audit.scoring.progress,
+                             keys=[text + asked for text in texts], backend=audit.scoring.backend)
+    return np.stack(frame["value"].to_numpy())

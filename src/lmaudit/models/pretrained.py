@@ -72,7 +72,10 @@ def with_lora(checkpoint: Checkpoint, kind: str, settings: LoraSettings) -> torc
 
     task = {"clm": TaskType.CAUSAL_LM, "classifier": TaskType.SEQ_CLS}.get(kind)
     new = checkpoint.new_modules or None
+    # GPT-2 keeps its linear layers as Conv1D, weights stored transposed: peft must be told, or it warns and corrects
+    transposed = any(type(module).__name__ == "Conv1D" for module in checkpoint.model.modules())
     config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha or 2 * settings.rank, lora_dropout=settings.dropout,
-                        target_modules="all-linear", task_type=task, modules_to_save=new, exclude_modules=new)
+                        target_modules="all-linear", task_type=task, modules_to_save=new, exclude_modules=new,
+                        fan_in_fan_out=transposed)
     with quiet_peft():
         return get_peft_model(checkpoint.model, config)

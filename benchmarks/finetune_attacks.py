@@ -1,0 +1,116 @@
+"""The attacks on fine-tuned models, on the fine-tuning suite (`lmaudit demo --suite finetune`, its models reused):
+
+1. the passes each attack needs, each timed on its own with a fresh signal store (the target's per-token pass, which
+   every token attack reads; the base's, for the reference attacks; ReCaLL's prefixed pass and Con-ReCall's second);
+2. both fine-tunes audited (full and LoRA), EZ-MIA as lmaudit fixes it and as the authors' code scores: per attack,
+   AUC and TPR at 1% FPR (counts, interval) at sample level, and at patient level for user inference; the strongest
+   new attack (EZ-MIA, Con-ReCall) against the strongest of the others at 1% FPR.
+
+    python benchmarks/finetune_attacks.py --demo runs/demo-finetune [--out docs/performance.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+from markdown_section import machine_line, markdown_table, publish
+
+from lmaudit.attacks.settings import AttackSettings
+from lmaudit.audit.run import audit
+from lmaudit.data.corpus import load_corpus
+from lmaudit.data.roles import CALIBRATION_MEMBER, POPULATION, TARGET_ROLES
+from lmaudit.finetune_demo import finetune_audit_config
+from lmaudit.signals.compute import Scoring, model_signal
+from lmaudit.signals.settings import SignalSettings
+from lmaudit.signals.variants import prefix_samples, prefix_text
+
+NEW_ATTACKS = ("ez_mia", "con_recall")
+PREFIX_SAMPLES = 4  # --recall-prefix's default
+
+
+def timed_passes(demo: Path) -> list[dict]:
+    """Seconds of each pass on the full fine-tune's target-role samples, each into a fresh store."""
+    rows = pd.concat([load_corpus(path, path.stem) for path in sorted((demo / "data").glob("*.parquet"))
+                      if path.stem in TARGET_ROLES], ignore_index=True)
+    ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
+    settings = SignalSettings(signal="clm_tokens")
+
+    def prefix_of(role: str) -> str:
+        pool = rows.index[rows["role"] == role].tolist()
+        return prefix_text([texts[pool[i]] for i in prefix_samples(pool, PREFIX_SAMPLES, 0)])
+
+    passes = {"target, per token (every token attack)": (demo / "models" / "full", None),
+              "base, per token (likelihood ratio, RMIA, EZ-MIA, user inference)": (demo / "models" / "base", None),
+              "target after a population prefix (ReCaLL, Con-ReCall)": (demo / "models" / "full", prefix_of(POPULATION)),
+              "target after a member prefix (Con-ReCall)": (demo / "models" / "full", prefix_of(CALIBRATION_MEMBER))}
+    timings = []
+    for name, (model, prefix) in passes.items():
+        with tempfile.TemporaryDirectory() as store:
+            started = time.perf_counter()
+            model_signal(model, ids, texts, settings, Scoring(Path(store)), prefix=prefix)
+            timings.append({"pass": name, "samples": len(ids), "seconds": f"{time.perf_counter() - started:.1f}"})
+    return timings
+
+
+def attack_rows(report: dict, level: str) -> dict[str, dict]:
+    """Per attack at `level` (all data): AUC, and TPR at 1% FPR with its counts and interval."""
+    rows = {}
+    for result in report["results"]:
+        if result["level"] == level and result["slice"] == "all" and "0.01" in result["tpr_at_fpr"]:
+            point = result["tpr_at_fpr"]["0.01"]
+            rows[result["attack"]] = {"auc": result["auc"], "tpr": point["tpr"], "tp": point["tp"], "fp": point["fp"],
+                                      "ci": point["tpr_ci"], "members": result["n_members"]}
+    return rows
+
+
+def cell(row: dict) -> str:
+    """'AUC 0.872; TPR 0.057 [0.035, 0.087] (20 TP / 0 FP)'."""
+    return f"AUC {row['auc']:.3f}; TPR {row['tpr']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] ({row['tp']}/{row['fp']})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--demo", type=Path, required=True, help="A finished `lmaudit demo --suite finetune` folder.")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    timings = timed_passes(args.demo)
+    files = {path.stem: path for path in (args.demo / "data").glob("*.parquet")}
+    files["other-hospital"] = files.pop("nonmember-other-hospital")
+    table, comparison = [], []
+    for name in ("full", "lora"):
+        for parity in (False, True):
+            out = Path(tempfile.mkdtemp()) / f"{name}-{parity}"
+            cache = args.demo / ("cache" if name == "full" else "lora/cache")  # the demo's own stores: nothing recomputed
+            config = finetune_audit_config(name, args.demo / "models" / "base", args.demo / "models" / name, files, out,
+                                           0, 500).model_copy(update={"cache_dir": str(cache),
+                                                                      "attacks": AttackSettings(ez_mia_paper_parity=parity)})
+            report = audit(config).report
+            sample = attack_rows(report, "sample")
+            if parity:
+                table.append({"fine-tune": name, "attack": "ez_mia (the authors' zeros)", "sample level": cell(sample["ez_mia"])})
+                continue
+            table += [{"fine-tune": name, "attack": attack, "sample level": cell(row)}
+                      for attack, row in sorted(sample.items(), key=lambda item: -item[1]["tpr"])]
+            patient = attack_rows(report, "group")
+            table.append({"fine-tune": name, "attack": "user_inference (patient level)",
+                          "sample level": cell(patient["user_inference"])})
+            new = max((a for a in NEW_ATTACKS if a in sample), key=lambda a: sample[a]["tpr"])
+            old = max((a for a in sample if a not in NEW_ATTACKS), key=lambda a: sample[a]["tpr"])
+            comparison.append({"fine-tune": name, "strongest new at 1% FPR": f"{new} {sample[new]['tpr']:.3f}",
+                               "strongest other": f"{old} {sample[old]['tpr']:.3f}",
+                               "ratio": f"{sample[new]['tpr'] / max(sample[old]['tpr'], 1e-12):.2f}"})
+    utility = json.loads((args.demo / "finetune.json").read_text())
+    text = (f"{machine_line()}\n\nPasses (seconds, one at a time, fresh store):\n\n{markdown_table(timings)}\n"
+            f"Utility, the population's mean NLL (nats per token): base {utility['full']['base_population_nll']:.3f}, "
+            f"full fine-tune {utility['full']['population_nll']:.3f}, LoRA {utility['lora']['population_nll']:.3f}.\n\n"
+            f"{markdown_table(table)}\n{markdown_table(comparison)}")
+    publish(text, args.out, "Attacks on fine-tuned models (benchmarks/finetune_attacks.py)")
+
+
+if __name__ == "__main__":
+    main()
