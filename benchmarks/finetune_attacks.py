@@ -1,10 +1,12 @@
 """The attacks on fine-tuned models, on the fine-tuning suite (`lmaudit demo --suite finetune`, its models reused):
 
 1. the passes each attack needs, each timed on its own with a fresh signal store (the target's per-token pass, which
-   every token attack reads; the base's, for the reference attacks; ReCaLL's prefixed pass and Con-ReCall's second);
+   every token attack reads; the base's, for the reference attacks; ReCaLL's prefixed pass and Con-ReCall's second;
+   CAMIA's repeated texts; SaMIA's sampled continuations);
 2. both fine-tunes audited (full and LoRA), EZ-MIA as lmaudit fixes it and as the authors' code scores: per attack,
-   AUC and TPR at 1% FPR (counts, interval) at sample level, and at patient level for user inference; the strongest
-   new attack (EZ-MIA, Con-ReCall) against the strongest of the others at 1% FPR.
+   AUC and TPR at 1% FPR (counts, interval; * where the population is too small to resolve 1% FPR) at sample level,
+   and at patient level for user inference; the strongest new attack (EZ-MIA, Con-ReCall, CAMIA, SaMIA) against the
+   strongest of the others at 1% FPR.
 
     python benchmarks/finetune_attacks.py --demo runs/demo-finetune [--out docs/performance.md]
 """
@@ -20,16 +22,19 @@ from pathlib import Path
 import pandas as pd
 from markdown_section import machine_line, markdown_table, publish
 
+from lmaudit.attacks.camia import REPEATS
 from lmaudit.attacks.settings import AttackSettings
 from lmaudit.audit.run import audit
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, POPULATION, TARGET_ROLES
-from lmaudit.finetune_demo import finetune_audit_config
+from lmaudit.finetune_demo import SAMIA_DRAWS, finetune_audit_config
+from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource
 from lmaudit.signals.compute import Scoring, model_signal
+from lmaudit.signals.samia import SamiaJob
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.variants import prefix_samples, prefix_text
 
-NEW_ATTACKS = ("ez_mia", "con_recall")
+NEW_ATTACKS = ("ez_mia", "con_recall", "camia", "samia")
 PREFIX_SAMPLES = 4  # --recall-prefix's default
 
 
@@ -47,13 +52,21 @@ def timed_passes(demo: Path) -> list[dict]:
     passes = {"target, per token (every token attack)": (demo / "models" / "full", None),
               "base, per token (likelihood ratio, RMIA, EZ-MIA, user inference)": (demo / "models" / "base", None),
               "target after a population prefix (ReCaLL, Con-ReCall)": (demo / "models" / "full", prefix_of(POPULATION)),
-              "target after a member prefix (Con-ReCall)": (demo / "models" / "full", prefix_of(CALIBRATION_MEMBER))}
+              "target after a member prefix (Con-ReCall)": (demo / "models" / "full", prefix_of(CALIBRATION_MEMBER)),
+              f"target on each text repeated {REPEATS} times (CAMIA)": (demo / "models" / "full", None)}
+    with tempfile.TemporaryDirectory() as store:  # torch's first pass in a process pays for its start-up: not timed
+        model_signal(demo / "models" / "full", ids[:16], texts[:16], settings, Scoring(Path(store)))
     timings = []
     for name, (model, prefix) in passes.items():
+        scored = [" ".join([text] * REPEATS) for text in texts] if "repeated" in name else texts
         with tempfile.TemporaryDirectory() as store:
             started = time.perf_counter()
-            model_signal(model, ids, texts, settings, Scoring(Path(store)), prefix=prefix)
+            model_signal(model, ids, scored, settings, Scoring(Path(store)), prefix=prefix)
             timings.append({"pass": name, "samples": len(ids), "seconds": f"{time.perf_counter() - started:.1f}"})
+    started = time.perf_counter()
+    SamiaJob(ModelSource(str(demo / "models" / "full")), DEFAULT_PLACEMENT, SAMIA_DRAWS, 0)(ids, texts)
+    timings.append({"pass": f"target, {SAMIA_DRAWS} sampled continuations per text (SaMIA)", "samples": len(ids),
+                    "seconds": f"{time.perf_counter() - started:.1f}"})
     return timings
 
 
@@ -64,13 +77,14 @@ def attack_rows(report: dict, level: str) -> dict[str, dict]:
         if result["level"] == level and result["slice"] == "all" and "0.01" in result["tpr_at_fpr"]:
             point = result["tpr_at_fpr"]["0.01"]
             rows[result["attack"]] = {"auc": result["auc"], "tpr": point["tpr"], "tp": point["tp"], "fp": point["fp"],
-                                      "ci": point["tpr_ci"], "members": result["n_members"]}
+                                      "ci": point["tpr_ci"], "limited": point.get("resolution_limited", False)}
     return rows
 
 
 def cell(row: dict) -> str:
-    """'AUC 0.872; TPR 0.057 [0.035, 0.087] (20 TP / 0 FP)'."""
-    return f"AUC {row['auc']:.3f}; TPR {row['tpr']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] ({row['tp']}/{row['fp']})"
+    """'AUC 0.872; TPR 0.057 [0.035, 0.087] (20/0)', TP/FP; '*' where too few population units resolve 1% FPR."""
+    return (f"AUC {row['auc']:.3f}; TPR {row['tpr']:.3f}{'*' if row['limited'] else ''} [{row['ci'][0]:.3f}, "
+            f"{row['ci'][1]:.3f}] ({row['tp']}/{row['fp']})")
 
 
 def main() -> None:
@@ -92,13 +106,13 @@ def main() -> None:
             report = audit(config).report
             sample = attack_rows(report, "sample")
             if parity:
-                table.append({"fine-tune": name, "attack": "ez_mia (the authors' zeros)", "sample level": cell(sample["ez_mia"])})
+                table.append({"fine-tune": name, "attack": "ez_mia (the authors' zeros)", "result": cell(sample["ez_mia"])})
                 continue
-            table += [{"fine-tune": name, "attack": attack, "sample level": cell(row)}
+            table += [{"fine-tune": name, "attack": attack, "result": cell(row)}
                       for attack, row in sorted(sample.items(), key=lambda item: -item[1]["tpr"])]
             patient = attack_rows(report, "group")
             table.append({"fine-tune": name, "attack": "user_inference (patient level)",
-                          "sample level": cell(patient["user_inference"])})
+                          "result": cell(patient["user_inference"])})
             new = max((a for a in NEW_ATTACKS if a in sample), key=lambda a: sample[a]["tpr"])
             old = max((a for a in sample if a not in NEW_ATTACKS), key=lambda a: sample[a]["tpr"])
             comparison.append({"fine-tune": name, "strongest new at 1% FPR": f"{new} {sample[new]['tpr']:.3f}",

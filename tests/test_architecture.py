@@ -141,7 +141,7 @@ FLOORS = (
     ("metrics",),
     ("config", "report"),
     ("audit",),
-    ("api", "demos", "canaries"),
+    ("api", "demos", "finetune_demo", "canaries"),
     ("studies",),
     ("cli",),
 )

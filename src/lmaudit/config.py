@@ -105,6 +105,8 @@ class AuditConfig(BaseModel):
                                                     "prefix (one more target pass, longer inputs); 0 = no ReCaLL")
     neighbours: int = Field(0, ge=0, description="token signals: neighbour texts per sample (that many more target "
                                                  "passes); 0 = no neighbourhood attack")
+    camia: bool = Field(False, description="causal LMs: CAMIA's pass of each text repeated 6 times (one more pass, six "
+                                           "times as long)")
     samia: int = Field(0, ge=0, description="causal LMs: SaMIA's sampled continuations of each text's first half (that "
                                             "many generations per text; the paper: 10; 0 = off)")
     neighbour_words: int = Field(1, ge=1, description="words a masked LM replaces to make each neighbour")

@@ -2,8 +2,7 @@
 
 suite "mlm": BERT masked LMs and the MLM energy; "causal": GPT-2 causal LMs and the mean next-token
 loss (Jagannatha's black-box setting); "classifier": topic classifiers of user posts, with a shadow
-classifier (Shejwalkar et al.); "finetune": a causal base fine-tuned on the members in full and with LoRA
-(finetune_demo.py). Reruns reuse every model already trained the same way.
+classifier (Shejwalkar et al.). The fine-tuning suite is finetune_demo.py. Reruns reuse every model already trained the same way.
 """
 
 from __future__ import annotations
@@ -145,10 +144,6 @@ def run_demo(out: str | Path, size: str = "quick", seed: int = 0, progress: bool
     with output_lock(out):
         if suite == "classifier":
             return classifier_demo(Path(out), size, seed, progress, architecture)
-        if suite == "finetune":
-            from lmaudit.finetune_demo import finetune_demo
-
-            return finetune_demo(Path(out), size, seed, progress)
         return language_model_demo(Path(out), size, seed, progress, suite)
 
 

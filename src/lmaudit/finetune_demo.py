@@ -4,7 +4,9 @@ their private notes. A causal base LM is trained on the notes of the patients th
 fine-tune is audited with the base as its one reference (an attacker has the public base too), so every
 reference-based attack (the likelihood ratio, RMIA, EZ-MIA) reads it. The full fine-tune's report is the demo's
 (`<out>/report.html`), the LoRA fine-tune's is in `<out>/lora/`, and `<out>/finetune.json` sets the two side by side:
-utility (the population's mean NLL under each model and under the base) and the strongest attacks at low FPR.
+utility (the population's mean NLL under each model and under the base) and the strongest attacks at low FPR. Every
+attack built for fine-tunes runs: EZ-MIA, Con-ReCall, user inference, CAMIA (its repeated pass) and SaMIA (10
+generations per text).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from lmaudit.atomic import write_text
 from lmaudit.audit.run import audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
+from lmaudit.locks import output_lock
 from lmaudit.demos import (
     DEMO_SIZES,
     DEMO_SPLIT,
@@ -58,7 +61,7 @@ def finetune_audit_config(name: str, base: Path, model: Path, files: dict, out: 
         nonmembers=dict(zip(NONMEMBER_SET_NAMES, map(str, (files[NONMEMBER], files["other-hospital"])), strict=True)),
         population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]), out=str(out),
         signal={"signal": "clm_tokens", "seed": seed}, evaluation={"bootstrap": bootstrap, "seed": seed},
-        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8}, samia=SAMIA_DRAWS)
+        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8}, samia=SAMIA_DRAWS, camia=True)
 
 
 def strongest_at_low_fpr(report: dict, level: str = "sample") -> list[dict]:
@@ -77,9 +80,15 @@ def population_nll(scores, column: str) -> float:
     return float(scores.loc[scores["role"] == POPULATION, column].mean())
 
 
+def run_finetune_demo(out: str | Path, size: str = "quick", seed: int = 0, progress: bool = False) -> dict:
+    """The fine-tuning suite in `out`, held for this run: train the base and its two fine-tunes unless done, audit
+    both, write finetune.json; return the full fine-tune's report."""
+    with output_lock(out):
+        return finetune_demo(Path(out), size, seed, progress)
+
+
 def finetune_demo(out: Path, size: str, seed: int, progress: bool) -> dict:
-    """Train the base and its two fine-tunes unless done, audit both, write finetune.json; return the full
-    fine-tune's report."""
+    """run_finetune_demo's body, the output folder already held."""
     from lmaudit.data.synth import generate_notes
 
     demo = DEMO_SIZES[size]

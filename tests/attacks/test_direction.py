@@ -23,6 +23,7 @@ from lmaudit.attacks.base import (
     PREFIXED_LOG_PROBS,
     REFERENCE_LOSSES,
     REFERENCE_TOKEN_LOG_PROBS,
+    REPEATED_LOG_PROBS,
     SAMPLED_OVERLAPS,
     TARGET_LOSS,
     TOKEN_FREQUENCIES,
@@ -96,6 +97,8 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
         # the reference finds each token as hard as the target would without training on it
         REFERENCE_TOKEN_LOG_PROBS: log_probs - 1.5 * member[:, None] + rng.normal(0, 0.3, log_probs.shape),
         TOKEN_IS_TOP1: padded((rng.random((n, 20)) < 0.3).astype(float), lengths),
+        # six copies of each text: a member's later copies gain little, a non-member's a lot
+        REPEATED_LOG_PROBS: np.concatenate([log_probs] + [log_probs + (1.0 - 0.8 * member[:, None])] * 5, axis=1),
         SAMPLED_OVERLAPS: np.clip(rng.normal(0.3, 0.1, (n, 5)) + 0.2 * member[:, None], 0, 1),  # members come back
         NEIGHBOUR_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 5)),
     }

@@ -22,7 +22,7 @@ def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monk
     assert (tmp_path / "models" / "lora" / "adapter_config.json").exists()
     comparison = json.loads((tmp_path / "finetune.json").read_text())
     for name, report in (("full", full), ("lora", lora)):
-        assert {"ez_mia", "con_recall", "user_inference", "samia", "likelihood_ratio", "rmia"} <= {
+        assert {"ez_mia", "con_recall", "user_inference", "camia", "samia", "likelihood_ratio", "rmia"} <= {
             r["attack"] for r in report["results"]}
         assert "generated text only" in report["summary"]["threat_models"]["tried"]
         rows = comparison[name]["sample_level"]

@@ -41,6 +41,7 @@ COMPRESSED_BYTES = "compressed_bytes"  # (n,) length in bytes of zlib.compress(t
 LOWERCASE_LOSS = "lowercase_loss"  # (n,) the target's mean NLL of the lowercased text (nats per token)
 PREFIXED_LOG_PROBS = "prefixed_log_probs"  # (n, T) log p(x_t | non-member prefix, context); NaN rows: not scored
 MEMBER_PREFIXED_LOG_PROBS = "member_prefixed_log_probs"  # (n, T) log p(x_t | prefix of calibration members, context)
+REPEATED_LOG_PROBS = "repeated_log_probs"  # (n, T') log p of each token of the text repeated 6 times (CAMIA)
 SAMPLED_OVERLAPS = "sampled_overlaps"  # (n, d) ROUGE-1 recall of d sampled continuations of each text's first half
 NEIGHBOUR_LOSSES = "neighbour_losses"  # (n, m) the target's mean NLL of m neighbours of each text (nats per token)
 # ... and how a reason for not running an attack names each one.
@@ -67,6 +68,7 @@ VALUES = {
                         "and --recall-prefix N)",
     MEMBER_PREFIXED_LOG_PROBS: "log-probabilities after a prefix of calibration members (audit with --signal "
                                "clm_tokens, a population, --calibration-members and --recall-prefix N)",
+    REPEATED_LOG_PROBS: "log-probabilities of the repeated texts (audit a causal LM with --signal clm_tokens and --camia)",
     SAMPLED_OVERLAPS: "sampled continuations of each text's first half (audit a causal LM with --samia N)",
     NEIGHBOUR_LOSSES: "losses of neighbour texts (audit with --signal clm_tokens and --neighbours N)",
 }
@@ -137,9 +139,10 @@ class Skipped:
 
 
 GENERATED_ONLY = (SAMPLED_OVERLAPS,)  # the values made from generated text alone
-# The threat models, weakest attacker first: text the target generates (a model behind an API); its output probabilities (log-probabilities of a language model,
-# label probabilities of a classifier); those and a reference model of the same kind (a fine-tune's public base);
-# those and a shadow model trained like the target; the target's weights and gradients.
+# The threat models, weakest attacker first: text the target generates (a model behind an API); its output
+# probabilities (log-probabilities of a language model, label probabilities of a classifier); those and a reference
+# model of the same kind (a fine-tune's public base); those and a shadow model trained like the target; the target's
+# weights and gradients.
 ACCESS_LEVELS = ("generated text only", "output probabilities", "output probabilities + a reference model",
                  "output probabilities + a shadow model", "white-box (weights and gradients)")
 

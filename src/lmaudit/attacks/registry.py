@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lmaudit.attacks import (
+    camia,
     con_recall,
     dc_pdd,
     ez_mia,
@@ -45,7 +46,8 @@ from lmaudit.data.roles import AUDITED_ROLES
 ATTACKS: tuple[AttackSpec, ...] = (
     loss.SPEC, likelihood_ratio.SPEC, rmia.SPEC, lira.SPEC,
     zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, con_recall.SPEC,
-    neighbourhood.SPEC, ez_mia.SPEC, user_inference.SPEC, samia.SPEC, gradnorm.SPEC, *learned.SPECS, *shadow.SPECS, rank_histogram.SPEC,
+    neighbourhood.SPEC, ez_mia.SPEC, user_inference.SPEC, camia.SPEC, samia.SPEC, gradnorm.SPEC, *learned.SPECS,
+    *shadow.SPECS, rank_histogram.SPEC,
 )
 _BY_NAME = {spec.name: spec for spec in ATTACKS}
 

@@ -32,8 +32,8 @@ GENERIC_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "gro
 class TokenPasses:
     """What the token-level attacks ask of the target besides its audited signal: a per-token signal beside it, and the
     extra passes (lowercased texts, ReCaLL's prefix of population samples, `neighbours` neighbour texts per sample of
-    `neighbour_words` words proposed by `neighbour_model`, `samia` sampled continuations per text) and the
-    non-audited corpus DC-PDD counts tokens in."""
+    `neighbour_words` words proposed by `neighbour_model`, `samia` sampled continuations per text, CAMIA's repeated
+    texts) and the non-audited corpus DC-PDD counts tokens in."""
 
     token_signal: str | None = None
     lowercase: bool = True
@@ -43,6 +43,7 @@ class TokenPasses:
     neighbour_model: str | ModelSource | None = None
     frequency_data: str | None = None
     samia: int = 0
+    camia: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     token_level = spec.output == "tokens" or (config.token_signal is not None and spec.output == "loss")
     tokens = TokenPasses(config.token_signal, config.lowercase, config.recall_prefix, config.neighbours,
                          config.neighbour_words, neighbour_proposer(config, references) if token_level else None,
-                         config.frequency_data, config.samia)
+                         config.frequency_data, config.samia, config.camia)
     return ResolvedAudit(Path(config.out), config.target_source(), references,
                          ModelSource(config.shadow) if config.shadow else None, scoring, config.signal, config.evaluation,
                          config.attacks, tokens, config.whitebox, config.include_text, config.allow_tokenizer_mismatch,

@@ -12,6 +12,7 @@ from lmaudit.attacks.base import (
     MEMBER_PREFIXED_LOG_PROBS,
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
+    REPEATED_LOG_PROBS,
     TOKEN_FREQUENCIES,
     TOKEN_IDS,
     TOKEN_IS_TOP1,
@@ -53,6 +54,8 @@ def why_missing(audit: ResolvedAudit, model_kind: str) -> dict[str, str]:
                                     "members, never audited) for its member prefix, and a population"
                                     if passes.recall_prefix else "not asked for (--recall-prefix 0)"),
         NEIGHBOUR_LOSSES: "not asked for: give --neighbours N (N more passes of the target)",
+        REPEATED_LOG_PROBS: ("not asked for: give --camia (one more pass, of each text repeated 6 times)"
+                             if model_kind == "clm" else "repeats a text for a causal LM; a masked LM has no such form"),
     }
 
 
@@ -100,6 +103,12 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
         if len(known_members) > passes.recall_prefix:
             values[MEMBER_PREFIXED_LOG_PROBS] = prefixed_log_probs(audit, settings, rows, known_members,
                                                                    "a member prefix")
+    if spec.model_kind == "clm" and passes.camia:
+        from lmaudit.attacks.camia import REPEATS
+
+        repeated = [" ".join([text] * REPEATS) for text in texts]
+        stored_repeats = model_signal(audit.target, ids, repeated, settings, audit.scoring, "target, repeated texts")
+        values[REPEATED_LOG_PROBS] = unpack_token_values(stored_repeats["value"].to_numpy())["log_prob"]
     if passes.neighbour_model:
         neighbours = neighbour_texts_of(audit, ids, texts)
         flat = [text for per_sample in neighbours for text in per_sample]

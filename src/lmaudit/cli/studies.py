@@ -44,7 +44,12 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
     from lmaudit.report.tables import summary_table
 
     out = out or default_out(suite)
-    report = run_demo(out, size, seed, progress=progress(), suite=suite, architecture=architecture)
+    if suite == "finetune":
+        from lmaudit.finetune_demo import run_finetune_demo
+
+        report = run_finetune_demo(out, size, seed, progress=progress())
+    else:
+        report = run_demo(out, size, seed, progress=progress(), suite=suite, architecture=architecture)
     click.echo(summary_table(report))
     click.echo(f"report: {Path(out) / 'report.html'}")
 
