@@ -186,7 +186,7 @@ def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: 
         out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
         whitebox=True, token_signal=token_signal, **neighbours,
         # the notes are short (median 23 tokens): extraction reads 4- and 8-token prefixes and 8-token suffixes
-        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8} if kind == "clm" else None,
+        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8} if kind == "clm" else None, camia=kind == "clm",
     )
     log.info("demo: auditing the target (%s, with white-box attacks)", signal)
     return run_audit(config, progress=progress, overwrite=True)  # the demo's own folder: a rerun replaces its report

@@ -21,8 +21,8 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["config"]["signal"]["signal"] == "clm_tokens" and len(report["config"]["reference"]) == 2
-    # Every attack on the target's loss ran at sample level, except lowercase: the demo's tokenizer lowercases.
-    language_model_attacks = {spec.name for spec in attacks_reading(TARGET_LOSS)}
+    # Every sample-level attack on the target's loss ran, except lowercase: the demo's tokenizer lowercases.
+    language_model_attacks = {spec.name for spec in attacks_reading(TARGET_LOSS) if spec.level == "sample"}
     ran = {r["attack"] for r in report["results"] if r["level"] == "sample" and r["signal"] == "clm_tokens"}
     assert ran == language_model_attacks - {"lowercase"}
     assert [s["reason"] for s in report["skipped"] if s["attack"] == "lowercase"] == [

@@ -78,8 +78,11 @@ def test_include_text_writes_the_texts_and_bad_requests_are_one_line(memorised, 
                       (["--scheme", "1,40"], "temperature,top-k,top-p"), (["--prefix-tokens", "4,x"], "comma")):
         refused = CliRunner().invoke(main, [*base, *bad])
         assert refused.exit_code == 2 and says in refused.output and len(refused.output.strip().splitlines()) == 1
-    too_long = CliRunner().invoke(main, [*base, "--prefix-tokens", "5000", "--out", str(tmp_path / "z")])
+    too_long = CliRunner().invoke(main, [*base, "--prefix-tokens", "40", "--suffix-tokens", "30", "--out",
+                                         str(tmp_path / "z")])
     assert too_long.exit_code == 0 and "texts shorter than" in too_long.output
+    beyond = CliRunner().invoke(main, [*base, "--prefix-tokens", "5000", "--out", str(tmp_path / "w")])
+    assert beyond.exit_code == 2 and "positions" in beyond.output and len(beyond.output.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("command", [["extract"], ["audit", "--extraction"]])

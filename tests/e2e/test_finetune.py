@@ -5,13 +5,16 @@ import json
 
 from click.testing import CliRunner
 
+from lmaudit import finetune_demo
 from lmaudit.cli import main
 from lmaudit.demos import DEMO_SIZES, DemoSize
 
 
 def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monkeypatch):
-    """What it checks holds at any size, so a smaller one than smoke (30 patients, 6 epochs) keeps the test fast."""
-    monkeypatch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=30, epochs=6, k=2, bootstrap=50, references=1, neighbours=0))
+    """What it checks holds at any size, so a smaller one than smoke (24 patients, 4 epochs, 2 SaMIA generations per
+    text) keeps the test fast."""
+    monkeypatch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=24, epochs=4, k=2, bootstrap=50, references=1, neighbours=0))
+    monkeypatch.setattr(finetune_demo, "SAMIA_DRAWS", 2)
     result = CliRunner().invoke(main, ["demo", "--suite", "finetune", "--size", "smoke", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     full = json.loads((tmp_path / "report.json").read_text())

@@ -79,8 +79,15 @@ def extraction_section(audit: ResolvedAudit, corpus: pd.DataFrame, settings: Ext
     from lmaudit.signals.settings import SignalSettings
     from lmaudit.signals.store import open_store, stored_signals
 
+    from lmaudit.models.text import model_max_length
+
     checked_generator(audit.target)
     [loaded] = loaded_models((audit.target,), "clm", audit.placement)
+    limit = model_max_length(loaded.model.config, loaded.tokenizer)
+    if max(settings.prefix_tokens) + settings.suffix_tokens > limit:
+        raise InputError(f"a {max(settings.prefix_tokens)}-token prefix and a {settings.suffix_tokens}-token suffix need "
+                         f"{max(settings.prefix_tokens) + settings.suffix_tokens} positions; {audit.target.folder} takes "
+                         f"{limit}: ask for shorter ones (--prefix-tokens, --suffix-tokens)")
     store = open_store(audit.scoring.cache_dir, weights_fingerprint(audit.target, audit.placement),
                        SignalSettings(signal="extraction"))
     texts = corpus["text"].tolist()

@@ -129,8 +129,8 @@ def extraction_summary(matches: SuffixMatch, log_p: np.ndarray, schemes: Sequenc
     levels = {"sample": None} | ({"group": groups} if groups is not None else {})
     greedy = {level: {"exact": _side_rates(matches.exact, is_member, by),
                       "approximate": _side_rates(matches.approximate, is_member, by)} for level, by in levels.items()}
-    greedy["mean_common_prefix"] = {"member": float(matches.common_prefix[is_member].mean()),
-                                    "nonmember": float(matches.common_prefix[~is_member].mean())}
+    greedy["mean_common_prefix"] = {side: float(matches.common_prefix[mask].mean()) if mask.any() else float("nan")
+                                    for side, mask in (("member", is_member), ("nonmember", ~is_member))}
     curves = [{"scheme": scheme.name, "p": p, "queries": list(QUERY_COUNTS),
                **{side: extractable_share(log_p[mask, column], QUERY_COUNTS, p).tolist()
                   for side, mask in (("member", is_member), ("nonmember", ~is_member))}}

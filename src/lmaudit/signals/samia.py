@@ -6,7 +6,8 @@ each continuation's ROUGE-1 recall against the text's second half is stored (one
 Departures from the authors' code, each because the code would mislead here: words are word and punctuation tokens,
 lowercased (`WORD`), since a tokenizer's decoding does not give back the text's whitespace; the reference is the text's
 own second half, not one cut at a nominal length bucket; a continuation is cut to the reference's word count (recall
-rewards length otherwise); it is given as many new tokens as the longest true second half in its chunk. Sampling is seeded per chunk of
+rewards length otherwise); it is given as many new tokens as the longest true second half in its chunk, within the
+model's positions (a first half keeps at most half of them, its end). Sampling is seeded per chunk of
 texts (seed, the chunk's first sample id): a rerun reads the stored values, so results do not depend on the run.
 """
 
@@ -61,6 +62,7 @@ class SamiaJob:
         import torch
 
         from lmaudit.models.generation import continuations
+        from lmaudit.models.text import model_max_length
         from lmaudit.signals.compute import loaded_models
         from lmaudit.signals.extraction import pad_token, text_ids
 
@@ -71,10 +73,13 @@ class SamiaJob:
         full_ids = text_ids(loaded.tokenizer, texts)
         if not usable:
             return [pd.DataFrame({"value": values, "n_tokens": [len(row) for row in full_ids], "truncated": False})]
-        prefix_ids = text_ids(loaded.tokenizer, [cut[i][0] for i in usable])
+        # within the model's positions: a prefix keeps at most half of them (its end, next to the continuation)
+        limit = model_max_length(loaded.model.config, loaded.tokenizer)
+        prefix_ids = [prefix[-(limit // 2):] for prefix in text_ids(loaded.tokenizer, [cut[i][0] for i in usable])]
         torch.manual_seed(zlib.crc32(f"{self.seed}:{ids[0]}".encode()))
         # as many new tokens as the longest second half: each continuation is cut to its own reference's words anyway
         length = max(1, max(len(full_ids[i]) - len(prefix) for i, prefix in zip(usable, prefix_ids, strict=True)))
+        length = min(length, limit - max(map(len, prefix_ids)))
         generated = continuations(loaded.model, prefix_ids, length, pad_token(loaded.tokenizer),
                                   loaded.tokenizer.eos_token_id, self.batch_size, SAMPLING, self.draws)
         for i, copies in zip(usable, generated, strict=True):
