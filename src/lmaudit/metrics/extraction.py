@@ -81,9 +81,9 @@ def queries_needed(log_p: np.ndarray, p: float) -> np.ndarray:
 
 
 def extractable_share(log_p: np.ndarray, queries: Sequence[int], p: float) -> np.ndarray:
-    """For each n in `queries`, the share of suffixes that are (n, p)-extractable: n >= n*(p)."""
+    """For each n in `queries`, the share of suffixes that are (n, p)-extractable: n >= n*(p) (NaN without suffixes)."""
     needed = queries_needed(log_p, p)
-    return np.array([(needed <= n).mean() for n in queries])
+    return np.array([(needed <= n).mean() if needed.size else np.nan for n in queries])
 
 
 @dataclass(frozen=True)
