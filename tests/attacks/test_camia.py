@@ -64,4 +64,7 @@ def test_features_are_finite_for_short_texts_and_a_repeat_cut_short():
     ids = np.where(np.isnan(log_probs), np.nan, rng.integers(0, 9, (2, 12)).astype(float))
     repeated = np.concatenate([log_probs[:, :12]] * 6, axis=1)[:, :40]  # the first text's third copy is cut
     features = camia_features(log_probs, ids, repeated)
+    # per text: 7 at each of 3 cut-offs, 3 thresholds, 3 Lempel-Ziv bins (27); the repeat's slope and entropy; copy 1
+    # less copy 2 and less copy 3 of the 27 but the 3 diversities (2 x 24)
+    assert features.shape == (2, 27 + 2 + 48)
     assert features.shape[0] == 2 and np.isfinite(features[1]).sum() > 0.8 * features.shape[1]
