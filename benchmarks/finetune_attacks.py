@@ -6,7 +6,9 @@
 2. both fine-tunes audited (full and LoRA), EZ-MIA as lmaudit fixes it and as the authors' code scores: per attack,
    AUC and TPR at 1% FPR (counts, interval; * where the population is too small to resolve 1% FPR) at sample level,
    and at patient level for user inference; the strongest new attack (EZ-MIA, Con-ReCall, CAMIA, SaMIA) against the
-   strongest of the others at 1% FPR.
+   strongest of the others at 1% FPR;
+3. full against LoRA at matched utility: the LoRA run retrained with a checkpoint every 5 epochs, the checkpoint whose
+   population NLL is closest to the full fine-tune's audited like the others.
 
     python benchmarks/finetune_attacks.py --demo runs/demo-finetune [--out docs/performance.md]
 """
@@ -70,6 +72,37 @@ def timed_passes(demo: Path) -> list[dict]:
     return timings
 
 
+def matched_lora(demo: Path, files: dict) -> tuple[dict, dict]:
+    """The LoRA fine-tune retrained with a checkpoint every 5 epochs (the demo's recipe and seed, on the same texts);
+    the checkpoint whose population NLL is closest to the full fine-tune's, audited against the
+    base: (each checkpoint's population NLL by epoch, that audit's report)."""
+    from dataclasses import replace
+
+    from lmaudit.demos import DEMO_SIZES, train_language_model_unless_done
+    from lmaudit.finetune_demo import finetune_recipes
+    from lmaudit.models.trained import checkpoint_folder
+
+    recipe = finetune_recipes(DEMO_SIZES["quick"].epochs, demo / "models" / "base", 0)["lora"]
+    recipe = replace(recipe, checkpoints=tuple(range(5, recipe.epochs, 5)))
+    folder = demo / "models" / "lora-curve"
+    trained = pd.concat([load_corpus(files[role], role) for role in ("member", "calibration_member")])["text"].tolist()
+    train_language_model_unless_done("clm", trained, folder, recipe, "LoRA with checkpoints")
+    population = load_corpus(files["population"], "population")
+    target = json.loads((demo / "finetune.json").read_text())["full"]["population_nll"]
+    nll = {}
+    for epoch in (*recipe.checkpoints, recipe.epochs):
+        adapter = folder if epoch == recipe.epochs else checkpoint_folder(folder, epoch)
+        with tempfile.TemporaryDirectory() as store:
+            frame = model_signal(ModelSource(str(demo / "models" / "base"), str(adapter)), population["sample_id"].tolist(),
+                                 population["text"].tolist(), SignalSettings(signal="clm_loss"), Scoring(Path(store)))
+        nll[epoch] = float(frame["value"].mean())
+    epoch = min(nll, key=lambda e: abs(nll[e] - target))
+    adapter = folder if epoch == recipe.epochs else checkpoint_folder(folder, epoch)
+    out = Path(tempfile.mkdtemp()) / "lora-matched"
+    config = finetune_audit_config("lora", demo / "models" / "base", adapter, files, out, 0, 500)
+    return nll, {"epoch": epoch, "report": audit(config).report}
+
+
 def attack_rows(report: dict, level: str) -> dict[str, dict]:
     """Per attack at `level` (all data): AUC, and TPR at 1% FPR with its counts and interval."""
     rows = {}
@@ -118,10 +151,19 @@ def main() -> None:
             comparison.append({"fine-tune": name, "strongest new at 1% FPR": f"{new} {sample[new]['tpr']:.3f}",
                                "strongest other": f"{old} {sample[old]['tpr']:.3f}",
                                "ratio": f"{sample[new]['tpr'] / max(sample[old]['tpr'], 1e-12):.2f}"})
+    nll, matched = matched_lora(args.demo, files)
+    lora_rows = attack_rows(matched["report"], "sample")
+    table += [{"fine-tune": f"lora, epoch {matched['epoch']} (population NLL {nll[matched['epoch']]:.3f})",
+               "attack": attack, "result": cell(row)}
+              for attack, row in sorted(lora_rows.items(), key=lambda item: -item[1]["tpr"])]
+    table.append({"fine-tune": f"lora, epoch {matched['epoch']}", "attack": "user_inference (patient level)",
+                  "result": cell(attack_rows(matched["report"], "group")["user_inference"])})
     utility = json.loads((args.demo / "finetune.json").read_text())
     text = (f"{machine_line()}\n\nPasses (seconds, one at a time, fresh store):\n\n{markdown_table(timings)}\n"
             f"Utility, the population's mean NLL (nats per token): base {utility['full']['base_population_nll']:.3f}, "
-            f"full fine-tune {utility['full']['population_nll']:.3f}, LoRA {utility['lora']['population_nll']:.3f}.\n\n"
+            f"full fine-tune {utility['full']['population_nll']:.3f}, LoRA {utility['lora']['population_nll']:.3f}; "
+            f"the LoRA run by epoch: {', '.join(f'{e}: {v:.3f}' for e, v in nll.items())} (the epoch closest to the "
+            f"full fine-tune's is audited at matched utility below).\n\n"
             f"{markdown_table(table)}\n{markdown_table(comparison)}")
     publish(text, args.out, "Attacks on fine-tuned models (benchmarks/finetune_attacks.py)")
 
