@@ -91,7 +91,8 @@ def text_features(log_probs: np.ndarray, ids: np.ndarray) -> list[float]:
     return features
 
 
-DIVERSITY_COLUMNS = [7 * c + i for c in range(len(CUTOFFS)) for i in (2,)]  # the deltas leave diversity out
+PER_CUTOFF = 7  # text_features' features at each cut-off, diversity third
+DIVERSITY_COLUMNS = [PER_CUTOFF * cut + 2 for cut in range(len(CUTOFFS))]  # the repetition deltas leave diversity out
 
 
 def repeated_features(repeated: np.ndarray, ids: np.ndarray) -> list[float]:
