@@ -68,3 +68,15 @@ def test_features_are_finite_for_short_texts_and_a_repeat_cut_short():
     # less copy 2 and less copy 3 of the 27 but the 3 diversities (2 x 24)
     assert features.shape == (2, 27 + 2 + 48)
     assert features.shape[0] == 2 and np.isfinite(features[1]).sum() > 0.8 * features.shape[1]
+
+
+def test_a_population_sample_is_ranked_among_the_other_population_samples():
+    """Leave-one-out for the population's own rows (their scores calibrate thresholds): scipy's rank percentile against
+    the population without the row, features with NaN (a cut copy) left out of the mean."""
+    rng = np.random.default_rng(4)
+    population = rng.integers(0, 6, (12, 3)).astype(float)
+    p = population_p_values(population, population, own=np.ones(12, bool))
+    for row in range(12):
+        others = np.delete(population, row, axis=0)
+        expected = [percentileofscore(others[:, c], population[row, c], kind="rank") / 100 for c in range(3)]
+        np.testing.assert_allclose(p[row], expected)

@@ -120,15 +120,18 @@ def camia_features(token_log_probs: np.ndarray, token_ids: np.ndarray, repeated_
     return np.array(rows, dtype=float)
 
 
-def population_p_values(features: np.ndarray, population: np.ndarray) -> np.ndarray:
-    """Per feature column, each row's percentile rank among the population's values, as a share (ties averaged)."""
+def population_p_values(features: np.ndarray, population: np.ndarray, own: np.ndarray | None = None) -> np.ndarray:
+    """Per feature column, each row's percentile rank among the population's values, as a share (ties averaged); a row
+    flagged in `own` is a population sample itself, ranked among the others (its own value left out: a threshold
+    calibrated on population scores must see them as it sees a non-member's)."""
+    own = np.zeros(len(features), bool) if own is None else np.asarray(own, bool)
     p = np.empty_like(features)
     for column in range(features.shape[1]):
         reference = np.sort(population[:, column][~np.isnan(population[:, column])])
         below = np.searchsorted(reference, features[:, column], side="left")
-        at_or_below = np.searchsorted(reference, features[:, column], side="right")
+        at_or_below = np.searchsorted(reference, features[:, column], side="right") - own
         # scipy's percentileofscore(kind="rank"), which the paper's code calls: a value found counts one more half
-        p[:, column] = (below + at_or_below + (at_or_below > below)) / (2.0 * max(len(reference), 1))
+        p[:, column] = (below + at_or_below + (at_or_below > below)) / (2.0 * np.maximum(len(reference) - own, 1))
     return np.where(np.isnan(features), np.nan, p)
 
 
@@ -137,10 +140,12 @@ def orientation(known_members: np.ndarray, population: np.ndarray) -> np.ndarray
     return np.where(np.nanmedian(known_members, axis=0) > np.nanmedian(population, axis=0), -1.0, 1.0)
 
 
-def camia_score(features: np.ndarray, known_members: np.ndarray, population: np.ndarray) -> np.ndarray:
-    """-mean over features of the population p-values, features oriented on `known_members` against `population`."""
+def camia_score(features: np.ndarray, known_members: np.ndarray, population: np.ndarray,
+                own: np.ndarray | None = None) -> np.ndarray:
+    """-mean over features of the population p-values, features oriented on `known_members` against `population`
+    (`own`: the rows that are population samples, each ranked without itself)."""
     signs = orientation(known_members, population)
-    return -np.nanmean(population_p_values(features * signs, population * signs), axis=1)
+    return -np.nanmean(population_p_values(features * signs, population * signs, own), axis=1)
 
 
 def build(data: AttackInput) -> Scored | NotRun:
@@ -151,7 +156,8 @@ def build(data: AttackInput) -> Scored | NotRun:
                       "audited labels as the authors' code does: give --calibration-members")
     features = camia_features(data.values[TOKEN_LOG_PROBS], data.values[TOKEN_IDS], data.values[REPEATED_LOG_PROBS])
     rows = evaluated_rows(data)
-    scores = camia_score(features[rows], features[roles == CALIBRATION_MEMBER], features[roles == POPULATION])
+    scores = camia_score(features[rows], features[roles == CALIBRATION_MEMBER], features[roles == POPULATION],
+                         roles[rows] == POPULATION)
     return Scored(score_frame(data.samples[rows], scores), calibration={"features": features.shape[1],
                                                                          "repeats": REPEATS})
 
