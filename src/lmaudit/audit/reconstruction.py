@@ -78,12 +78,13 @@ def kind_result(corpus: pd.DataFrame, values: pd.Series, candidates: list[str], 
     have a value among the candidates (`values`, rows of `corpus`)."""
     index = {value: column for column, value in enumerate(candidates)}
     truth = np.array([index[value] for value in values])
-    ranks = truth_ranks(np.nan_to_num(scores, nan=-np.inf), truth)
+    ranked = np.nan_to_num(scores, nan=-np.inf)  # a candidate cut off by truncation ranks last
+    ranks = truth_ranks(ranked, truth)
     scored = np.isfinite(scores[np.arange(len(truth)), truth])  # the truth cut off by truncation: not ranked
     baseline = frequency_ranks(values.to_numpy(), Counter(values), candidates)
     table = corpus.loc[values.index, ["sample_id", "role", "group_id", NONMEMBER_SET]].assign(
         rank=ranks, exposure_bits=exposure_bits(ranks, len(candidates)), candidates=len(candidates),
-        value=values.to_numpy(), first_choice=[candidates[i] for i in np.nanargmax(np.nan_to_num(scores, nan=-np.inf), 1)])
+        value=values.to_numpy(), first_choice=[candidates[i] for i in ranked.argmax(axis=1)])
     table, ranks, baseline = table[scored], ranks[scored], baseline[scored]
     sets = {}
     for name, rows in members_against_each_set(table):
