@@ -23,6 +23,7 @@ from lmaudit.attacks.base import (
     PREFIXED_LOG_PROBS,
     REFERENCE_LOSSES,
     REFERENCE_TOKEN_LOG_PROBS,
+    REFERENCE_TOP1_SIMILARITY,
     REPEATED_LOG_PROBS,
     SAMPLED_OVERLAPS,
     TARGET_LOSS,
@@ -32,6 +33,8 @@ from lmaudit.attacks.base import (
     TOKEN_LOG_PROBS,
     TOKEN_MEANS,
     TOKEN_STDS,
+    TOKEN_TOP1_IDS,
+    TOP1_SIMILARITY,
     VALUES,
     AttackInput,
 )
@@ -74,6 +77,7 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
     member_prefixed = log_probs - 0.6 + 0.3 * member[:, None]  # a member prefix costs members less
     member_prefixed[np.flatnonzero(samples["role"].to_numpy() == CALIBRATION_MEMBER)[:3]] = np.nan
     # Higher and steadier for members, so every user statistic (including the variance) separates them.
+    reference_similarity = padded(rng.uniform(0.1, 1.0, (n, 20)), lengths)
     classifier_feature = np.where(member, rng.normal(3.0, 0.3, n), rng.normal(0.0, 1.0, n))
     return {
         # A member's loss is lower than its reference losses; difficulty varies far more than membership moves it.
@@ -95,8 +99,14 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
         PREFIXED_LOG_PROBS: prefixed,
         MEMBER_PREFIXED_LOG_PROBS: member_prefixed,
         # the reference finds each token as hard as the target would without training on it
-        REFERENCE_TOKEN_LOG_PROBS: log_probs - 1.5 * member[:, None] + rng.normal(0, 0.3, log_probs.shape),
+        REFERENCE_TOKEN_LOG_PROBS: (log_probs - 1.5 * member[:, None] + rng.normal(0, 0.3, log_probs.shape)
+                                    + 2.0 * np.log(reference_similarity)),
         TOKEN_IS_TOP1: padded((rng.random((n, 20)) < 0.3).astype(float), lengths),
+        TOKEN_TOP1_IDS: padded(rng.integers(0, 12, (n, 20)).astype(float), lengths),
+        # the target's first choices are closer to a member's true tokens; the reference's log-probabilities rise with
+        # its own similarities (the line PETAL fits)
+        TOP1_SIMILARITY: padded(np.clip(rng.uniform(0.1, 0.9, (n, 20)) + 0.3 * member[:, None], 0, 1), lengths),
+        REFERENCE_TOP1_SIMILARITY: reference_similarity,
         # six copies of each text: a member's later copies gain little, a non-member's a lot
         REPEATED_LOG_PROBS: np.concatenate([log_probs] + [log_probs + (1.0 - 0.8 * member[:, None])] * 5, axis=1),
         SAMPLED_OVERLAPS: np.clip(rng.normal(0.3, 0.1, (n, 5)) + 0.2 * member[:, None], 0, 1),  # members come back

@@ -258,9 +258,10 @@ def test_ez_mia(tiny_gpt2, tiny_tokenizer, texts, fast, model_values, paper_pari
         with torch.no_grad():
             logits = tiny_gpt2(input_ids=torch.tensor([ids])).logits[0, :-1]
         first_choice.append([int(logits[t].argmax()) == ids[t + 1] for t in range(len(ids) - 1)])
-    np.testing.assert_array_equal(fast["is_top1"][~np.isnan(fast["log_prob"])], np.concatenate(first_choice))
+    is_top1 = np.where(np.isnan(fast["token_id"]), np.nan, fast["top1_id"] == fast["token_id"])
+    np.testing.assert_array_equal(is_top1[~np.isnan(fast["log_prob"])], np.concatenate(first_choice))
     expected = slow_ez_mia(model_values, reference_rows, first_choice, paper_parity)
-    got = ez_mia_score(fast["log_prob"], reference_fast["log_prob"], fast["is_top1"], paper_parity)
+    got = ez_mia_score(fast["log_prob"], reference_fast["log_prob"], is_top1, paper_parity)
     np.testing.assert_allclose(got, expected, rtol=1e-4)
 
 

@@ -25,9 +25,10 @@ def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monk
     assert (tmp_path / "models" / "lora" / "adapter_config.json").exists()
     comparison = json.loads((tmp_path / "finetune.json").read_text())
     for name, report in (("full", full), ("lora", lora)):
-        assert {"ez_mia", "con_recall", "user_inference", "camia", "samia", "likelihood_ratio", "rmia"} <= {
+        assert {"ez_mia", "con_recall", "user_inference", "camia", "samia", "petal", "likelihood_ratio",
+                "rmia"} <= {
             r["attack"] for r in report["results"]}
-        assert "generated text only" in report["summary"]["threat_models"]["tried"]
+        assert {"generated text only", "generated text + a reference model"} <= set(report["summary"]["threat_models"]["tried"])
         rows = comparison[name]["sample_level"]
         assert [row["tpr"] for row in rows] == sorted((row["tpr"] for row in rows), reverse=True)
         ez = next(r for r in report["results"] if r["attack"] == "ez_mia" and r["level"] == "sample" and r["slice"] == "all")

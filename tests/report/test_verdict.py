@@ -205,12 +205,13 @@ def test_the_verdict_names_the_threat_models_tried_and_not_tried():
     from lmaudit.attacks.registry import attack_spec
     from lmaudit.report.verdict import threat_models
 
-    names = ("samia", "loss", "ez_mia", "user_threshold_avg", "gradnorm")
+    names = ("samia", "petal", "loss", "ez_mia", "user_threshold_avg", "gradnorm")
     assert [attack_spec(name).access for name in names] == list(ACCESS_LEVELS)
-    rows = {"sample": [{"attack": "loss", "access": ACCESS_LEVELS[1]}, {"attack": "ez_mia", "access": ACCESS_LEVELS[2]}],
-            "group": [{"attack": "loss", "access": ACCESS_LEVELS[1]}, {"attack": "user_inference", "access": ACCESS_LEVELS[2]}]}
+    probabilities, with_reference = ACCESS_LEVELS[2], ACCESS_LEVELS[3]
+    rows = {"sample": [{"attack": "loss", "access": probabilities}, {"attack": "ez_mia", "access": with_reference}],
+            "group": [{"attack": "loss", "access": probabilities}, {"attack": "user_inference", "access": with_reference}]}
     section = threat_models(rows)
-    assert section["tried"] == {ACCESS_LEVELS[1]: ["loss"], ACCESS_LEVELS[2]: ["ez_mia", "user_inference"]}
-    assert section["not_tried"] == [ACCESS_LEVELS[0], *ACCESS_LEVELS[3:]]
-    assert section["statement"] == (f"Threat models tried: {ACCESS_LEVELS[1]} (1 attack); {ACCESS_LEVELS[2]} (2 attacks); "
-                                    f"not tried: {ACCESS_LEVELS[0]}, {ACCESS_LEVELS[3]}, {ACCESS_LEVELS[4]}.")
+    assert section["tried"] == {probabilities: ["loss"], with_reference: ["ez_mia", "user_inference"]}
+    assert section["not_tried"] == [*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]]
+    assert section["statement"] == (f"Threat models tried: {probabilities} (1 attack); {with_reference} (2 attacks); "
+                                    f"not tried: {', '.join([*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]])}.")

@@ -154,7 +154,6 @@ def test_mlm_tokens_are_the_pseudo_likelihoods_terms_one_mask_at_a_time(tiny_ber
                 log_p = torch.log_softmax(tiny_bert(input_ids=masked[None]).logits[0, position], dim=-1).double()
             mean = float((log_p.exp() * log_p).sum())
             std = float((log_p.exp() * (log_p - mean) ** 2).sum()) ** 0.5
-            is_top1 = float(int(log_p.argmax()) == int(input_ids[position]))
-            expected = (float(log_p[input_ids[position]]), mean, std, is_top1, int(input_ids[position]))
-            got = tuple(table[field][row, t] for field in ("log_prob", "mean", "std", "is_top1", "token_id"))
+            expected = (float(log_p[input_ids[position]]), mean, std, int(log_p.argmax()), int(input_ids[position]))
+            got = tuple(table[field][row, t] for field in ("log_prob", "mean", "std", "top1_id", "token_id"))
             assert got == pytest.approx(expected, abs=1e-5)

@@ -33,9 +33,13 @@ TOKEN_LOG_PROBS = "token_log_probs"  # (n, T) log p(x_t | context) under the tar
 TOKEN_MEANS = "token_means"  # (n, T) E_z log p(z | context) under the target's predictive distribution at t (nats)
 TOKEN_STDS = "token_stds"  # (n, T) standard deviation of log p(z | context) under that distribution (nats)
 TOKEN_IDS = "token_ids"  # (n, T) the id of each scored token (floats; NaN padding)
+TOKEN_TOP1_IDS = "token_top1_ids"  # (n, T) the id of the target's most likely token at each position (greedy decoding)
 TOKEN_IS_TOP1 = "token_is_top1"  # (n, T) 1.0 where the token is the target's most likely token at its position, else 0
 REFERENCE_TOKEN_LOG_PROBS = "reference_token_log_probs"  # (n, T) log p(x_t | context) under the first reference, at
 # the target's tokens (the same tokenizer; nats)
+TOP1_SIMILARITY = "top1_similarity"  # (n, T) cosine similarity of the target's first choice at each position and the
+# true token, in the first reference's input-embedding space (1 where they are the same token)
+REFERENCE_TOP1_SIMILARITY = "reference_top1_similarity"  # (n, T) the same for the first reference's first choice
 TOKEN_FREQUENCIES = "token_frequencies"  # (n, T) each token's Laplace-smoothed frequency in non-audited text
 COMPRESSED_BYTES = "compressed_bytes"  # (n,) length in bytes of zlib.compress(text.encode("utf-8"))
 LOWERCASE_LOSS = "lowercase_loss"  # (n,) the target's mean NLL of the lowercased text (nats per token)
@@ -58,9 +62,14 @@ VALUES = {
     TOKEN_MEANS: "per-token predictive means (" + TOKEN_SIGNAL_ADVICE + ")",
     TOKEN_STDS: "per-token predictive standard deviations (" + TOKEN_SIGNAL_ADVICE + ")",
     TOKEN_IDS: "per-token ids (" + TOKEN_SIGNAL_ADVICE + ")",
-    TOKEN_IS_TOP1: "the target's first choice per token (" + TOKEN_SIGNAL_ADVICE + ")",
+    TOKEN_TOP1_IDS: "the target's first choice per position (" + TOKEN_SIGNAL_ADVICE + ")",
+    TOKEN_IS_TOP1: "whether each token is the target's first choice (" + TOKEN_SIGNAL_ADVICE + ")",
     REFERENCE_TOKEN_LOG_PROBS: "a reference's per-token log-probabilities (give --reference, with the target's "
                                "tokenizer, and audit with a per-token signal: --signal clm_tokens)",
+    TOP1_SIMILARITY: "the target's first choices, compared with the true tokens in a reference's embedding space (give "
+                     "--reference, with the target's tokenizer, and audit a causal LM with --signal clm_tokens)",
+    REFERENCE_TOP1_SIMILARITY: "a reference's first choices, compared with the true tokens (give --reference, with the "
+                               "target's tokenizer, and audit a causal LM with --signal clm_tokens)",
     TOKEN_FREQUENCIES: "token frequencies of non-audited text (" + TOKEN_SIGNAL_ADVICE + ", and a population)",
     COMPRESSED_BYTES: "compressed text lengths (" + TOKEN_SIGNAL_ADVICE + ")",
     LOWERCASE_LOSS: "loss of the lowercased texts (" + TOKEN_SIGNAL_ADVICE + ", and --lowercase)",
@@ -138,13 +147,17 @@ class Skipped:
     slice: str = "all"
 
 
-GENERATED_ONLY = (SAMPLED_OVERLAPS,)  # the values made from generated text alone
-# The threat models, weakest attacker first: text the target generates (a model behind an API); its output
-# probabilities (log-probabilities of a language model, label probabilities of a classifier); those and a reference
-# model of the same kind (a fine-tune's public base); those and a shadow model trained like the target; the target's
-# weights and gradients.
-ACCESS_LEVELS = ("generated text only", "output probabilities", "output probabilities + a reference model",
-                 "output probabilities + a shadow model", "white-box (weights and gradients)")
+# The values an attacker gets from the target's generated text alone: sampled continuations, and the greedy next token
+# after each prefix (one generated token per call).
+GENERATED_ONLY = (SAMPLED_OVERLAPS, TOKEN_TOP1_IDS, TOP1_SIMILARITY)
+REFERENCE_READS = (REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_TOP1_SIMILARITY)  # a reference model's values
+# The threat models, weakest attacker first: text the target generates (a model behind an API); that and a public
+# reference model with its probabilities (PETAL's surrogate); the target's output probabilities (log-probabilities of a
+# language model, label probabilities of a classifier); those and a reference model of the same kind (a fine-tune's
+# public base); those and a shadow model trained like the target; the target's weights and gradients.
+ACCESS_LEVELS = ("generated text only", "generated text + a reference model", "output probabilities",
+                 "output probabilities + a reference model", "output probabilities + a shadow model",
+                 "white-box (weights and gradients)")
 
 
 @dataclass(frozen=True)
@@ -176,13 +189,16 @@ class AttackSpec:
     @property
     def access(self) -> str:
         """The threat model: what an attacker needs besides the texts (one of ACCESS_LEVELS), from what it reads."""
-        if {FEATURE_VECTORS, GRADIENT_NORMS} & set(self.reads):
-            return ACCESS_LEVELS[4]
-        if {REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS} & set(self.reads):
-            return ACCESS_LEVELS[2]
-        if set(SHADOW_ROLES) & set(self.fitted_on):
+        reads = set(self.reads)
+        if {FEATURE_VECTORS, GRADIENT_NORMS} & reads:
+            return ACCESS_LEVELS[5]
+        if reads <= set(GENERATED_ONLY):
+            return ACCESS_LEVELS[0]
+        if reads <= set(GENERATED_ONLY) | set(REFERENCE_READS):
+            return ACCESS_LEVELS[1]
+        if set(REFERENCE_READS) & reads:
             return ACCESS_LEVELS[3]
-        return ACCESS_LEVELS[0] if set(self.reads) <= set(GENERATED_ONLY) else ACCESS_LEVELS[1]
+        return ACCESS_LEVELS[4] if set(SHADOW_ROLES) & set(self.fitted_on) else ACCESS_LEVELS[2]
 
 
 def logistic_regression(seed: int, max_iter: int = 100):

@@ -22,6 +22,7 @@ from lmaudit.attacks import (
     min_k,
     min_k_plus_plus,
     neighbourhood,
+    petal,
     rank_histogram,
     recall,
     rmia,
@@ -46,7 +47,7 @@ from lmaudit.data.roles import AUDITED_ROLES
 ATTACKS: tuple[AttackSpec, ...] = (
     loss.SPEC, likelihood_ratio.SPEC, rmia.SPEC, lira.SPEC,
     zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, con_recall.SPEC,
-    neighbourhood.SPEC, ez_mia.SPEC, user_inference.SPEC, camia.SPEC, samia.SPEC, gradnorm.SPEC, *learned.SPECS,
+    neighbourhood.SPEC, ez_mia.SPEC, user_inference.SPEC, camia.SPEC, samia.SPEC, petal.SPEC, gradnorm.SPEC, *learned.SPECS,
     *shadow.SPECS, rank_histogram.SPEC,
 )
 _BY_NAME = {spec.name: spec for spec in ATTACKS}

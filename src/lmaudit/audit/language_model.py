@@ -9,9 +9,12 @@ import pandas as pd
 from lmaudit.attacks.base import (
     REFERENCE_LOSSES,
     REFERENCE_TOKEN_LOG_PROBS,
+    REFERENCE_TOP1_SIMILARITY,
     SAMPLED_OVERLAPS,
     TARGET_LOSS,
     TOKEN_IDS,
+    TOKEN_TOP1_IDS,
+    TOP1_SIMILARITY,
     AttackInput,
 )
 from lmaudit.audit.corpus import audited_set_column
@@ -48,7 +51,7 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
     if spec.output == "tokens":
         token_values, missing = token_level_values(audit, audit.signal, rows, per_model["target"]["value"])
         values |= token_values
-        values |= reference_token_log_probs(audit, per_model, token_values[TOKEN_IDS], missing)
+        values |= reference_token_values(audit, per_model, token_values, missing, spec.model_kind)
     if spec.model_kind == "clm" and audit.tokens.samia:
         values[SAMPLED_OVERLAPS] = sampled_overlaps(audit, rows)
     else:
@@ -64,19 +67,33 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
     return ScoredSamples(samples, inputs + whitebox, skipped, warnings=caveats)
 
 
-def reference_token_log_probs(audit: ResolvedAudit, per_model: dict[str, pd.DataFrame], target_ids: np.ndarray,
-                              missing: dict[str, str]) -> dict[str, np.ndarray]:
+def reference_token_values(audit: ResolvedAudit, per_model: dict[str, pd.DataFrame], target: dict[str, np.ndarray],
+                           missing: dict[str, str], model_kind: str) -> dict[str, np.ndarray]:
     """The first reference's per-token log-probabilities, where it scored the target's very tokens (same tokenizer and
-    truncation), for the attacks that compare the two token by token; else nothing, and the reason in `missing`."""
+    truncation), for the attacks that compare the two token by token; for a causal LM also how close each model's
+    first choice is to the true token, in the reference's input-embedding space (PETAL). Else nothing, and the reason
+    in `missing`."""
+    from lmaudit.models.load import normalised_input_embeddings
+    from lmaudit.signals.variants import first_choice_similarity
+
     if not audit.references:
         missing[REFERENCE_TOKEN_LOG_PROBS] = "no reference model: give --reference (the fine-tune's base model)"
         return {}
+    source = next(iter(audit.references.values()))
     table = unpack_token_values(per_model[next(iter(audit.references))]["value"].to_numpy())
+    target_ids = target[TOKEN_IDS]
     if table["token_id"].shape != target_ids.shape or not np.array_equal(table["token_id"], target_ids, equal_nan=True):
         missing[REFERENCE_TOKEN_LOG_PROBS] = ("the first reference scored other tokens than the target (another "
                                               "tokenizer or length limit), so the two cannot be compared token by token")
         return {}
-    return {REFERENCE_TOKEN_LOG_PROBS: table["log_prob"]}
+    values = {REFERENCE_TOKEN_LOG_PROBS: table["log_prob"]}
+    if model_kind == "clm":
+        embeddings = normalised_input_embeddings(source, audit.placement)
+        values[TOP1_SIMILARITY] = first_choice_similarity(embeddings, target[TOKEN_TOP1_IDS], target_ids)
+        values[REFERENCE_TOP1_SIMILARITY] = first_choice_similarity(embeddings, table["top1_id"], target_ids)
+    else:
+        missing[TOP1_SIMILARITY] = "compares a causal LM's greedy next tokens; a masked LM generates none"
+    return values
 
 
 def tokenizer_caveats(audit: ResolvedAudit) -> list[str]:

@@ -19,6 +19,7 @@ from lmaudit.attacks.base import (
     TOKEN_LOG_PROBS,
     TOKEN_MEANS,
     TOKEN_STDS,
+    TOKEN_TOP1_IDS,
 )
 from lmaudit.audit.records import ResolvedAudit
 from lmaudit.data.corpus import load_corpus
@@ -28,7 +29,7 @@ from lmaudit.signals.registry import signal_spec
 from lmaudit.signals.settings import SignalSettings
 
 # The attack input a per-token signal's fields become (signals.base.TOKEN_FIELDS).
-TOKEN_VALUES = {"log_prob": TOKEN_LOG_PROBS, "mean": TOKEN_MEANS, "std": TOKEN_STDS, "is_top1": TOKEN_IS_TOP1,
+TOKEN_VALUES = {"log_prob": TOKEN_LOG_PROBS, "mean": TOKEN_MEANS, "std": TOKEN_STDS, "top1_id": TOKEN_TOP1_IDS,
                 "token_id": TOKEN_IDS}
 
 
@@ -70,6 +71,7 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
     ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
     tokens = unpack_token_values(stored.to_numpy())
     values = {TOKEN_VALUES[field]: table for field, table in tokens.items()}
+    values[TOKEN_IS_TOP1] = np.where(np.isnan(tokens["token_id"]), np.nan, tokens["top1_id"] == tokens["token_id"])
     values[COMPRESSED_BYTES] = compressed_bytes(texts)
     population = np.flatnonzero(rows["role"].to_numpy() == POPULATION)
     spec = signal_spec(settings.signal)

@@ -18,7 +18,7 @@ from lmaudit.models.text import model_max_length, text_heads
 from lmaudit.signals.settings import SignalSettings
 
 # A per-token signal's stored value, per sample: these rows, one column per scored token, flattened.
-STATISTICS = ("log_prob", "mean", "std", "is_top1")  # signals/tokens.py:token_statistics' columns, in order
+STATISTICS = ("log_prob", "mean", "std", "top1_id")  # signals/tokens.py:token_statistics' columns, in order
 TOKEN_FIELDS = (*STATISTICS, "token_id")
 
 

@@ -84,7 +84,7 @@ def score_masked_copies_with_models(
 ) -> list[list[np.ndarray]]:
     """score_masked_copies for several models sharing a tokenizer: each batch is built once and run
     through every model (target and reference on the same batches). Result [model][sample]. With
-    `statistics`, each masked token gets its token_statistics (log p, predictive mean and sd, is-top-1) in place of its
+    `statistics`, each masked token gets its token_statistics (log p, predictive mean and sd, first-choice id) in place of its
     NLL: arrays (copies, l, len(STATISTICS))."""
     shape = (len(STATISTICS),) if statistics else ()
     results = [[np.zeros(p.shape + shape, dtype=np.float64) for p in patterns] for _ in models]

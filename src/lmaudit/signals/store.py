@@ -34,9 +34,9 @@ ROW_KEY = ["sample_id", "text_key"]
 CACHE_FOLDER = "cache"
 SECRET_FILE = "store.key"
 # Part of every store's folder name: stores written before texts were keyed (format 1, unsalted SHA-256), or before
-# per-token values held whether each token is the model's first choice (format 2), are never read again, and nothing
-# is mixed with them.
-STORE_FORMAT = 3
+# per-token values held the model's first choice at each position (formats 2 and 3, the latter only whether it was the
+# true token), are never read again, and nothing is mixed with them.
+STORE_FORMAT = 4
 
 
 def default_cache_dir(out_folder: str | Path) -> Path:

@@ -1,6 +1,6 @@
 """Per-token values shared by the causal and masked LM scorers: the target's log-probability at a position, the mean
 and standard deviation of the log-probability under the model's predictive distribution there (Min-K%++), and whether
-the true token is the model's first choice there (EZ-MIA's error zone is where it is not)."""
+the model's first choice there (EZ-MIA's error zone is where it is not the true token; PETAL compares the two)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ import torch
 
 
 def token_statistics(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """(positions, 4) float64, the columns of signals/base.py:STATISTICS: log p of each target, the mean and standard deviation of log p(z) for z drawn from the
-    predictive distribution at its position, and 1.0 where the target is the distribution's most likely token (else
-    0.0), from fp32 log-probabilities (positions, vocabulary)."""
+    """(positions, 4) float64, the columns of signals/base.py:STATISTICS: log p of each target, the mean and standard
+    deviation of log p(z) for z drawn from the predictive distribution at its position, and the id of that
+    distribution's most likely token (a greedy decoder's next token), from fp32 log-probabilities (positions,
+    vocabulary)."""
     probs = log_probs.exp()
     # Row-wise dot products (einsum runs them as batched BLAS dots): no positions x vocabulary product is stored.
     mean = torch.einsum("ij,ij->i", probs, log_probs)
     # The centred form: E[(log p - mu)^2] does not cancel the way E[(log p)^2] - mu^2 does in fp32.
     centred = (log_probs - mean[:, None]).square_()
     variance = torch.einsum("ij,ij->i", probs, centred)
-    is_top1 = (log_probs.argmax(dim=1) == targets).to(log_probs.dtype)
-    return torch.stack([log_probs.gather(1, targets[:, None])[:, 0], mean, variance.sqrt(), is_top1], dim=1).double()
+    first_choice = log_probs.argmax(dim=1).double()  # exact in float64 for any vocabulary below 2**53
+    return torch.stack([log_probs.gather(1, targets[:, None])[:, 0].double(), mean.double(), variance.sqrt().double(),
+                        first_choice], dim=1)

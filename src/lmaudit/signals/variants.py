@@ -1,5 +1,6 @@
 """What the token-level attacks need besides the target's own pass, made without a model: compressed lengths (zlib),
-token frequencies of non-audited text (DC-PDD) and the non-member prefix (ReCaLL)."""
+token frequencies of non-audited text (DC-PDD), the non-member prefix (ReCaLL) and how close a model's first choice is to
+the true token (PETAL)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,19 @@ def prefix_samples(population_ids: Sequence[str], count: int, seed: int) -> list
 def prefix_text(texts: Sequence[str]) -> str:
     """ReCaLL's prefix: the chosen non-member texts one after the other, then the separator before the scored text."""
     return PREFIX_SEPARATOR.join(texts) + PREFIX_SEPARATOR
+
+
+def first_choice_similarity(embeddings: np.ndarray, first_choice_ids: np.ndarray, token_ids: np.ndarray,
+                            rows_per_block: int = 256) -> np.ndarray:
+    """(n, T) cosine similarity between the embedding of a model's first choice at each position and the true token's
+    (1 where they are the same token), from unit-norm (vocabulary, width) `embeddings` and (n, T) NaN-padded ids."""
+    similarity = np.full(token_ids.shape, np.nan)
+    for start in range(0, len(token_ids), rows_per_block):  # bounds the (rows, T, width) gathers
+        ids = token_ids[start : start + rows_per_block]
+        valid = ~np.isnan(ids)
+        chosen = embeddings[first_choice_ids[start : start + rows_per_block][valid].astype(np.int64)]
+        true = embeddings[ids[valid].astype(np.int64)]
+        block = similarity[start : start + rows_per_block]
+        block[valid] = np.einsum("ij,ij->i", chosen, true)
+    return similarity
+
