@@ -1,14 +1,16 @@
 """The attacks on fine-tuned models, on the fine-tuning suite (`lmaudit demo --suite finetune`, its models reused):
 
 1. the passes each attack needs, each timed on its own with a fresh signal store (the target's per-token pass, which
-   every token attack reads; the base's, for the reference attacks; ReCaLL's prefixed pass and Con-ReCall's second;
-   CAMIA's repeated texts; SaMIA's sampled continuations);
+   every token attack reads, PETAL's greedy tokens included; the base's, for the reference attacks and PETAL's
+   surrogate; ReCaLL's prefixed pass and Con-ReCall's second; CAMIA's repeated texts; SaMIA's sampled continuations;
+   SPV-MIA's self-prompt texts, the reference's fine-tuning, the neighbours the base proposes and both models'
+   passes over them);
 2. both fine-tunes audited (full and LoRA), EZ-MIA as lmaudit fixes it and as the authors' code scores: per attack,
    AUC and TPR at 1% FPR (counts, interval; * where the population is too small to resolve 1% FPR) at sample level,
-   and at patient level for user inference; the strongest new attack (EZ-MIA, Con-ReCall, CAMIA, SaMIA) against the
-   strongest of the others at 1% FPR;
+   and at patient level for user inference; the strongest new attack (EZ-MIA, Con-ReCall, CAMIA, SaMIA, PETAL,
+   SPV-MIA) against the strongest of the others at 1% FPR;
 3. full against LoRA at matched utility: the LoRA run retrained with a checkpoint every 5 epochs, the checkpoint whose
-   population NLL is closest to the full fine-tune's audited like the others.
+   population NLL is closest to the full fine-tune's audited like the others (with its own self-prompt reference).
 
     python benchmarks/finetune_attacks.py --demo runs/demo-finetune [--out docs/performance.md]
 """
@@ -29,14 +31,23 @@ from lmaudit.attacks.settings import AttackSettings
 from lmaudit.audit.run import audit
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, POPULATION, TARGET_ROLES
-from lmaudit.finetune_demo import SAMIA_DRAWS, finetune_audit_config
+from lmaudit.demos import DEMO_SIZES
+from lmaudit.finetune_demo import (
+    PERTURBATIONS,
+    PERTURBED_WORDS,
+    SAMIA_DRAWS,
+    finetune_audit_config,
+    finetune_recipes,
+    self_prompt_folder,
+    train_self_prompt_reference,
+)
 from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource
 from lmaudit.signals.compute import Scoring, model_signal
 from lmaudit.signals.samia import SamiaJob
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.variants import prefix_samples, prefix_text
 
-NEW_ATTACKS = ("ez_mia", "con_recall", "camia", "samia")
+NEW_ATTACKS = ("ez_mia", "con_recall", "camia", "samia", "petal", "spv_mia")
 PREFIX_SAMPLES = 4  # --recall-prefix's default
 
 
@@ -69,6 +80,39 @@ def timed_passes(demo: Path) -> list[dict]:
     SamiaJob(ModelSource(str(demo / "models" / "full")), DEFAULT_PLACEMENT, SAMIA_DRAWS, 0)(ids, texts)
     timings.append({"pass": f"target, {SAMIA_DRAWS} sampled continuations per text (SaMIA)", "samples": len(ids),
                     "seconds": f"{time.perf_counter() - started:.1f}"})
+    return timings + spv_mia_passes(demo, ids, texts)
+
+
+def spv_mia_passes(demo: Path, ids: list[str], texts: list[str]) -> list[dict]:
+    """Seconds of SPV-MIA's work: the self-prompt reference (the target's texts and the fine-tuning, into a scratch
+    folder), the neighbours the base proposes, and the target's and the reference's passes over them."""
+    from lmaudit.models.load import load_causal_lm
+    from lmaudit.signals.neighbours import neighbour_texts
+
+    public = load_corpus(demo / "data" / "reference_train.parquet")["text"].tolist()
+    recipe = finetune_recipes(DEMO_SIZES["quick"].epochs, demo / "models" / "base", 0)["full"]
+    timings = []
+    with tempfile.TemporaryDirectory() as scratch:
+        started = time.perf_counter()
+        train_self_prompt_reference(ModelSource(str(demo / "models" / "full")), demo / "models" / "base", public,
+                                    Path(scratch) / "reference", recipe, 0)
+        timings.append({"pass": f"self-prompt reference: the target continues {len(public)} public notes, the base "
+                                "is fine-tuned on them (SPV-MIA)", "samples": len(public),
+                        "seconds": f"{time.perf_counter() - started:.1f}"})
+        started = time.perf_counter()
+        base = load_causal_lm(demo / "models" / "base")
+        neighbours = neighbour_texts(base.model, base.tokenizer, texts, ids, PERTURBATIONS, PERTURBED_WORDS, 0)
+        timings.append({"pass": f"{PERTURBATIONS} neighbours per text, {PERTURBED_WORDS} words each proposed by the base "
+                                "(SPV-MIA, neighbourhood)", "samples": len(ids),
+                        "seconds": f"{time.perf_counter() - started:.1f}"})
+        flat = [text for per_text in neighbours for text in per_text]
+        flat_ids = [i for i in ids for _ in range(PERTURBATIONS)]
+        for name, model in (("target", demo / "models" / "full"), ("self-prompt reference", Path(scratch) / "reference")):
+            with tempfile.TemporaryDirectory() as store:
+                started = time.perf_counter()
+                model_signal(model, flat_ids, flat, SignalSettings(signal="clm_loss"), Scoring(Path(store)))
+                timings.append({"pass": f"{name} on the neighbours (SPV-MIA; the target's also neighbourhood)",
+                                "samples": len(flat), "seconds": f"{time.perf_counter() - started:.1f}"})
     return timings
 
 
@@ -78,8 +122,7 @@ def matched_lora(demo: Path, files: dict) -> tuple[dict, dict]:
     base: (each checkpoint's population NLL by epoch, that audit's report)."""
     from dataclasses import replace
 
-    from lmaudit.demos import DEMO_SIZES, train_language_model_unless_done
-    from lmaudit.finetune_demo import finetune_recipes
+    from lmaudit.demos import train_language_model_unless_done
     from lmaudit.models.trained import checkpoint_folder
 
     recipe = finetune_recipes(DEMO_SIZES["quick"].epochs, demo / "models" / "base", 0)["lora"]
@@ -98,6 +141,9 @@ def matched_lora(demo: Path, files: dict) -> tuple[dict, dict]:
         nll[epoch] = float(frame["value"].mean())
     epoch = min(nll, key=lambda e: abs(nll[e] - target))
     adapter = folder if epoch == recipe.epochs else checkpoint_folder(folder, epoch)
+    public = load_corpus(files["reference_train"], "reference_train")["text"].tolist()
+    train_self_prompt_reference(ModelSource(str(demo / "models" / "base"), str(adapter)), demo / "models" / "base", public,
+                                self_prompt_folder(adapter), replace(recipe, epochs=epoch), 0)
     out = Path(tempfile.mkdtemp()) / "lora-matched"
     config = finetune_audit_config("lora", demo / "models" / "base", adapter, files, out, 0, 500)
     return nll, {"epoch": epoch, "report": audit(config).report}

@@ -27,8 +27,9 @@ def test_attack_settings_are_validated():
         validated({**BASE, "attacks": {"min_k_fraction": 0}}, "test")
 
 
-def test_neighbours_without_a_masked_lm_is_refused_in_one_line(tmp_path):
-    """--neighbours needs a masked LM to propose words: without one, the audit stops before any model runs."""
+def test_neighbours_without_a_proposing_model_is_refused_in_one_line(tmp_path):
+    """--neighbours needs a language model to propose words (--neighbour-model, else the first reference): with
+    neither, the audit stops before any model runs."""
     for name in ("m", "n"):
         (tmp_path / f"{name}.csv").write_text("text\nsome words here\nmore words there\n")
     (tmp_path / "t").mkdir()  # a causal LM's folder, never loaded: the audit stops before
@@ -37,7 +38,7 @@ def test_neighbours_without_a_masked_lm_is_refused_in_one_line(tmp_path):
         (tmp_path / "t" / name).write_bytes(b"")
     code, output = run_cli("audit", "--target", tmp_path / "t", "--members", tmp_path / "m.csv", "--nonmembers",
                            tmp_path / "n.csv", "--out", tmp_path / "o", "--signal", "clm_tokens", "--neighbours", "4")
-    assert_one_line_error(code, output, "--neighbours 4 needs a masked LM", "--neighbour-model")
+    assert_one_line_error(code, output, "--neighbours 4 needs a language model", "--neighbour-model")
 
 
 def test_reference_adapters_pair_with_references_in_order(tmp_path):
@@ -57,3 +58,20 @@ def test_reference_adapters_pair_with_references_in_order(tmp_path):
     from_yaml = load_config(tmp_path / "audit.yaml")
     assert from_yaml.target_source() == ModelSource(str(tmp_path / "base"), str(tmp_path / "lora"))
     assert from_yaml.reference_sources() == [ModelSource(str(tmp_path / "base"), str(tmp_path / "ref-lora"))]
+
+
+def test_spv_mia_says_what_it_misses():
+    """SPV-MIA skipped never in silence: a masked LM, no self-prompt reference, or one without neighbours to score."""
+    from types import SimpleNamespace
+
+    from lmaudit.attacks.base import SELF_PROMPT_LOSS
+    from lmaudit.audit.records import TokenPasses
+    from lmaudit.audit.tokens import why_missing
+    from lmaudit.models.source import ModelSource
+
+    def reason(kind: str, **passes) -> str:
+        return why_missing(SimpleNamespace(tokens=TokenPasses(**passes)), kind)[SELF_PROMPT_LOSS]
+
+    assert "masked LM" in reason("mlm")
+    assert "lmaudit train self-prompt" in reason("clm")
+    assert "--neighbours" in reason("clm", self_prompt_reference=ModelSource("reference"))

@@ -109,9 +109,12 @@ class AuditConfig(BaseModel):
                                            "times as long)")
     samia: int = Field(0, ge=0, description="causal LMs: SaMIA's sampled continuations of each text's first half (that "
                                             "many generations per text; the paper: 10; 0 = off)")
-    neighbour_words: int = Field(1, ge=1, description="words a masked LM replaces to make each neighbour")
-    neighbour_model: str | None = Field(None, description="masked LM that proposes the neighbours' words (default: the "
-                                                          "first reference, if it is a masked LM)")
+    neighbour_words: int = Field(1, ge=1, description="words a language model replaces to make each neighbour")
+    neighbour_model: str | None = Field(None, description="masked or causal LM that proposes the neighbours' words "
+                                                          "(default: the first reference)")
+    self_prompt_reference: str | None = Field(None, description="causal LMs: SPV-MIA's self-prompt reference, the base "
+                                              "fine-tuned on the target's own generations (lmaudit train self-prompt); "
+                                              "its losses of each text and of its neighbours (give --neighbours N)")
     frequency_data: str | None = Field(None, description="non-audited text (a corpus file) whose token frequencies DC-PDD "
                                                          "uses, besides the population's")
     attacks: AttackSettings = AttackSettings()
@@ -202,8 +205,8 @@ class AuditConfig(BaseModel):
         return chosen
 
 
-PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out", "cache_dir", "neighbour_model",
-               "frequency_data")
+PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out",
+               "cache_dir", "neighbour_model", "self_prompt_reference", "frequency_data")
 
 
 def validated(values: dict, source: str, model: type[BaseModel] | None = None) -> BaseModel:

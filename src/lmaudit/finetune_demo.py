@@ -5,8 +5,9 @@ fine-tune is audited with the base as its one reference (an attacker has the pub
 reference-based attack (the likelihood ratio, RMIA, EZ-MIA) reads it. The full fine-tune's report is the demo's
 (`<out>/report.html`), the LoRA fine-tune's is in `<out>/lora/`, and `<out>/finetune.json` sets the two side by side:
 utility (the population's mean NLL under each model and under the base) and the strongest attacks at low FPR. Every
-attack built for fine-tunes runs: EZ-MIA, Con-ReCall, user inference, CAMIA (its repeated pass) and SaMIA (10
-generations per text).
+attack built for fine-tunes runs: EZ-MIA, Con-ReCall, user inference, CAMIA (its repeated pass), SaMIA (10
+generations per text), PETAL (the base as its surrogate) and SPV-MIA (a self-prompt reference per fine-tune: the base
+fine-tuned on that fine-tune's continuations of public notes; 10 neighbours per text, words proposed by the base).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from lmaudit.demos import (
     write_other_hospital_nonmembers,
 )
 from lmaudit.models.recipe import LoraSettings, TrainingRecipe
+from lmaudit.models.self_prompt import SelfPromptSettings, self_prompt_recipe, self_prompt_texts
+from lmaudit.models.source import ModelSource
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,10 @@ FINETUNE_EPOCH_SHARE = 0.5
 FINETUNE_LEARNING_RATE = {"full": 1e-3, "lora": 5e-3}
 LORA = LoraSettings(rank=8)
 SAMIA_DRAWS = 10  # SaMIA's generations per text, as the paper: the suite tries the generated-text-only threat model too
+# SPV-MIA's perturbations per text, as the paper (N = 10), each replacing this many words (a note has about 15; the
+# paper masks 30% of the words in spans of 2 and refills them with T5)
+PERTURBATIONS = 10
+PERTURBED_WORDS = 4
 RESULT_FILE = "finetune.json"
 
 
@@ -52,16 +59,36 @@ def finetune_recipes(epochs: int, base: Path, seed: int) -> dict[str, TrainingRe
             "lora": replace(start, learning_rate=FINETUNE_LEARNING_RATE["lora"], lora=LORA)}
 
 
+def target_of(name: str, base: Path, model: Path) -> ModelSource:
+    """One fine-tune as a model to load: a full fine-tune is the model; a LoRA one is the base with its adapter."""
+    return ModelSource(str(model)) if name == "full" else ModelSource(str(base), str(model))
+
+
 def finetune_audit_config(name: str, base: Path, model: Path, files: dict, out: Path, seed: int, bootstrap: int) -> AuditConfig:
-    """The audit of one fine-tune against its base: a full fine-tune is the target; a LoRA one is the base with its
-    adapter."""
-    target = {"target": str(model)} if name == "full" else {"target": str(base), "adapter": str(model)}
+    """The audit of one fine-tune against its base, with its self-prompt reference beside the model
+    (`<model>-self-prompt`)."""
+    source = target_of(name, base, model)
     return AuditConfig(
-        **target, reference=[str(base)], members=str(files[MEMBER]),
+        target=source.folder, adapter=source.adapter, reference=[str(base)], members=str(files[MEMBER]),
         nonmembers=dict(zip(NONMEMBER_SET_NAMES, map(str, (files[NONMEMBER], files["other-hospital"])), strict=True)),
         population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]), out=str(out),
         signal={"signal": "clm_tokens", "seed": seed}, evaluation={"bootstrap": bootstrap, "seed": seed},
-        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8}, samia=SAMIA_DRAWS, camia=True)
+        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8}, samia=SAMIA_DRAWS, camia=True,
+        self_prompt_reference=str(self_prompt_folder(model)), neighbours=PERTURBATIONS, neighbour_words=PERTURBED_WORDS)
+
+
+def self_prompt_folder(model: Path) -> Path:
+    """Where a fine-tune's self-prompt reference is saved."""
+    return model.with_name(f"{model.name}-self-prompt")
+
+
+def train_self_prompt_reference(target: ModelSource, base: Path, public_texts: list[str], folder: Path,
+                                target_recipe: TrainingRecipe, seed: int, progress: bool = False) -> None:
+    """SPV-MIA's reference for one fine-tune: the base fine-tuned (models/self_prompt.py) on the fine-tune's
+    continuations of the public notes' first tokens, into `folder` unless done."""
+    texts = self_prompt_texts(target, public_texts, SelfPromptSettings(seed=seed))
+    train_language_model_unless_done("clm", texts, folder, self_prompt_recipe(target_recipe, base, seed),
+                                     f"self-prompt reference of {target}", progress)
 
 
 def strongest_at_low_fpr(report: dict, level: str = "sample") -> list[dict]:
@@ -99,12 +126,15 @@ def finetune_demo(out: Path, size: str, seed: int, progress: bool) -> dict:
     base = models / "base"
     log.info("fine-tuning suite (%s size): the base on %d public notes, then a full and a LoRA fine-tune on the members",
              size, int((notes["role"] == REFERENCE_TRAIN).sum()))
-    train_language_model_unless_done("clm", notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist(), base,
-                                     replace(demo_recipe(demo.epochs), seed=seed + 1), "base", progress)
+    public_texts = notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist()
+    train_language_model_unless_done("clm", public_texts, base, replace(demo_recipe(demo.epochs), seed=seed + 1), "base",
+                                     progress)
     member_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
     comparison, reports = {}, {}
     for name, recipe in finetune_recipes(demo.epochs, base, seed).items():
         train_language_model_unless_done("clm", member_texts, models / name, recipe, f"{name} fine-tune", progress)
+        train_self_prompt_reference(target_of(name, base, models / name), base, public_texts,
+                                    self_prompt_folder(models / name), recipe, seed, progress)
         folder = out if name == "full" else out / name
         outcome = audit(finetune_audit_config(name, base, models / name, files, folder, seed, demo.bootstrap), progress,
                         overwrite=True)

@@ -26,6 +26,8 @@ from lmaudit.attacks.base import (
     REFERENCE_TOP1_SIMILARITY,
     REPEATED_LOG_PROBS,
     SAMPLED_OVERLAPS,
+    SELF_PROMPT_LOSS,
+    SELF_PROMPT_NEIGHBOUR_LOSSES,
     TARGET_LOSS,
     TOKEN_FREQUENCIES,
     TOKEN_IDS,
@@ -111,6 +113,10 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
         REPEATED_LOG_PROBS: np.concatenate([log_probs] + [log_probs + (1.0 - 0.8 * member[:, None])] * 5, axis=1),
         SAMPLED_OVERLAPS: np.clip(rng.normal(0.3, 0.1, (n, 5)) + 0.2 * member[:, None], 0, 1),  # members come back
         NEIGHBOUR_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 5)),
+        # the self-prompt reference knows each text as the target would without training on it: a member's neighbours
+        # cost the target probability (its loss is lower than theirs), not the reference
+        SELF_PROMPT_LOSS: difficulty + rng.normal(0, 0.05, n),
+        SELF_PROMPT_NEIGHBOUR_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 5)),
     }
 
 

@@ -59,3 +59,13 @@ def test_first_choice_similarity_is_the_cosine_of_the_two_tokens():
     assert np.array_equal(np.isnan(got), np.isnan(token_ids))
     same = ~np.isnan(token_ids) & (first_choice == token_ids)
     np.testing.assert_allclose(got[same], 1.0)
+
+
+def test_spv_mia_by_hand():
+    """PV = mean exp(-NLL) of the perturbations less exp(-NLL) of the text; the score is -(PV_target - PV_reference).
+    Target: the text at NLL 1, perturbations at 2 and 3; reference: all at NLL 2."""
+    from lmaudit.attacks.spv_mia import spv_mia_score
+
+    score = spv_mia_score(np.array([1.0]), np.array([[2.0, 3.0]]), np.array([2.0]), np.array([[2.0, 2.0]]))
+    expected = -((np.exp(-2) + np.exp(-3)) / 2 - np.exp(-1))
+    assert score == pytest.approx([expected])

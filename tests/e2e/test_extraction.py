@@ -199,3 +199,34 @@ def test_samia_continuations_of_members_come_back_more_and_are_stable(memorised)
     assert words("Na 137, K 4.1") == ["na", "137", ",", "k", "4", ".", "1"]
     assert rouge1_recall(["a", "b", "b", "c", "d"], ["b", "a", "b"]) == 1.0  # cut to 3: a b b
     assert rouge1_recall(["b", "x", "x"], ["b", "b", "a"]) == pytest.approx(1 / 3)
+
+
+def test_self_prompt_reference_is_trained_on_the_targets_own_continuations_and_feeds_spv_mia(memorised, tmp_path):
+    """`lmaudit train self-prompt`: every text it trains on starts with a prompt's first tokens and goes on in the
+    target's words (seeded: the same texts again); the audit then runs SPV-MIA (and the neighbourhood attack) on the
+    neighbours the reference, a causal LM, proposes; prompts too short for a prompt are a one-line error."""
+    from lmaudit.models.self_prompt import SelfPromptSettings, self_prompt_texts
+    from lmaudit.models.source import ModelSource
+    from lmaudit.models.tokenizer import load_tokenizer
+    from tests.helpers import assert_one_line_error, run_cli
+
+    folder, _, nonmembers = memorised
+    model = str(folder / "model")
+    texts = self_prompt_texts(ModelSource(model), nonmembers["text"].tolist(), SelfPromptSettings(prompt_tokens=4, seed=1))
+    assert texts == self_prompt_texts(ModelSource(model), nonmembers["text"].tolist(), SelfPromptSettings(4, 1))
+    tokenizer = load_tokenizer(model)
+    heads = {tokenizer.decode(tokenizer(text)["input_ids"][:5], skip_special_tokens=True) for text in nonmembers["text"]}
+    assert len(texts) == len(nonmembers) and all(any(text.startswith(head) for head in heads) for text in texts)
+    assert set(texts) != set(nonmembers["text"].str.lower())
+    code, output = run_cli("train", "self-prompt", "--target", model, "--base", model, "--prompts",
+                           folder / "nonmembers.csv", "--out", tmp_path / "reference", "--epochs", "1", "--prompt-tokens", 4)
+    assert code == 0 and f"wrote {len(nonmembers)} texts" in output, output
+    audit = ["audit", "--target", model, "--reference", model, "--members", folder / "members.csv", "--nonmembers",
+             folder / "nonmembers.csv", "--out", tmp_path / "a", "--self-prompt-reference", tmp_path / "reference"]
+    code, output = run_cli(*audit, "--neighbours", 2, "--neighbour-words", 3, "--recall-prefix", 0, "--no-lowercase")
+    assert code == 0, output
+    assert {"spv_mia", "neighbourhood"} <= {r["attack"] for r in json.loads((tmp_path / "a" / "report.json").read_text())["results"]}
+    code, output = run_cli("train", "self-prompt", "--target", model, "--base", model, "--prompts", folder / "nonmembers.csv",
+                           "--out", tmp_path / "r2", "--prompt-tokens", 500)
+    assert_one_line_error(code, output, "longer than 500 tokens")
+    assert not (tmp_path / "r2").exists()

@@ -1,5 +1,5 @@
 """The fine-tuning suite end to end: a base, its full and LoRA fine-tunes, each audited with the base as its reference;
-EZ-MIA runs on both; finetune.json agrees with the two reports."""
+every attack built for fine-tunes runs on both (SPV-MIA with a self-prompt reference per fine-tune); finetune.json agrees with the two reports."""
 
 import json
 
@@ -15,6 +15,7 @@ def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monk
     text) keeps the test fast."""
     monkeypatch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=24, epochs=4, k=2, bootstrap=50, references=1, neighbours=0))
     monkeypatch.setattr(finetune_demo, "SAMIA_DRAWS", 2)
+    monkeypatch.setattr(finetune_demo, "PERTURBATIONS", 2)
     result = CliRunner().invoke(main, ["demo", "--suite", "finetune", "--size", "smoke", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     full = json.loads((tmp_path / "report.json").read_text())
@@ -25,9 +26,8 @@ def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monk
     assert (tmp_path / "models" / "lora" / "adapter_config.json").exists()
     comparison = json.loads((tmp_path / "finetune.json").read_text())
     for name, report in (("full", full), ("lora", lora)):
-        assert {"ez_mia", "con_recall", "user_inference", "camia", "samia", "petal", "likelihood_ratio",
-                "rmia"} <= {
-            r["attack"] for r in report["results"]}
+        assert {"ez_mia", "con_recall", "user_inference", "camia", "samia", "petal", "spv_mia", "likelihood_ratio",
+                "rmia"} <= {r["attack"] for r in report["results"]}
         assert {"generated text only", "generated text + a reference model"} <= set(report["summary"]["threat_models"]["tried"])
         rows = comparison[name]["sample_level"]
         assert [row["tpr"] for row in rows] == sorted((row["tpr"] for row in rows), reverse=True)

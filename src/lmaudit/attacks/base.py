@@ -48,6 +48,8 @@ MEMBER_PREFIXED_LOG_PROBS = "member_prefixed_log_probs"  # (n, T) log p(x_t | pr
 REPEATED_LOG_PROBS = "repeated_log_probs"  # (n, T') log p of each token of the text repeated 6 times (CAMIA)
 SAMPLED_OVERLAPS = "sampled_overlaps"  # (n, d) ROUGE-1 recall of d sampled continuations of each text's first half
 NEIGHBOUR_LOSSES = "neighbour_losses"  # (n, m) the target's mean NLL of m neighbours of each text (nats per token)
+SELF_PROMPT_LOSS = "self_prompt_loss"  # (n,) SPV-MIA's self-prompt reference's mean NLL of each text (nats per token)
+SELF_PROMPT_NEIGHBOUR_LOSSES = "self_prompt_neighbour_losses"  # (n, m) its mean NLL of the same m neighbours
 # ... and how a reason for not running an attack names each one.
 TOKEN_SIGNAL_ADVICE = "audit with a per-token signal: --signal clm_tokens, or --token-signal mlm_tokens"
 VALUES = {
@@ -80,6 +82,9 @@ VALUES = {
     REPEATED_LOG_PROBS: "log-probabilities of the repeated texts (audit a causal LM with --signal clm_tokens and --camia)",
     SAMPLED_OVERLAPS: "sampled continuations of each text's first half (audit a causal LM with --samia N)",
     NEIGHBOUR_LOSSES: "losses of neighbour texts (audit with --signal clm_tokens and --neighbours N)",
+    SELF_PROMPT_LOSS: "a self-prompt reference's losses (audit a causal LM with --self-prompt-reference and --neighbours N)",
+    SELF_PROMPT_NEIGHBOUR_LOSSES: "a self-prompt reference's losses of the neighbour texts (audit a causal LM with "
+                                  "--self-prompt-reference and --neighbours N)",
 }
 
 
@@ -150,7 +155,8 @@ class Skipped:
 # The values an attacker gets from the target's generated text alone: sampled continuations, and the greedy next token
 # after each prefix (one generated token per call).
 GENERATED_ONLY = (SAMPLED_OVERLAPS, TOKEN_TOP1_IDS, TOP1_SIMILARITY)
-REFERENCE_READS = (REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_TOP1_SIMILARITY)  # a reference model's values
+REFERENCE_READS = (REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_TOP1_SIMILARITY, SELF_PROMPT_LOSS,
+                   SELF_PROMPT_NEIGHBOUR_LOSSES)  # a reference model's values
 # The threat models, weakest attacker first: text the target generates (a model behind an API); that and a public
 # reference model with its probabilities (PETAL's surrogate); the target's output probabilities (log-probabilities of a
 # language model, label probabilities of a classifier); those and a reference model of the same kind (a fine-tune's

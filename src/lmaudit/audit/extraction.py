@@ -75,7 +75,8 @@ def extraction_section(audit: ResolvedAudit, corpus: pd.DataFrame, settings: Ext
     no text) and the per-sample table (ids, role, matches, log p_z; token ids in prefix, suffix, generated)."""
     from lmaudit.models.fingerprints import weights_fingerprint
     from lmaudit.signals.compute import loaded_models
-    from lmaudit.signals.extraction import ExtractionJob, text_ids, unpack_extraction
+    from lmaudit.models.text import text_ids
+    from lmaudit.signals.extraction import ExtractionJob, unpack_extraction
     from lmaudit.signals.settings import SignalSettings
     from lmaudit.signals.store import open_store, stored_signals
 

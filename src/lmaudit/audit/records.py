@@ -32,8 +32,9 @@ GENERIC_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "gro
 class TokenPasses:
     """What the token-level attacks ask of the target besides its audited signal: a per-token signal beside it, and the
     extra passes (lowercased texts, ReCaLL's prefix of population samples, `neighbours` neighbour texts per sample of
-    `neighbour_words` words proposed by `neighbour_model`, `samia` sampled continuations per text, CAMIA's repeated
-    texts) and the non-audited corpus DC-PDD counts tokens in."""
+    `neighbour_words` words proposed by `neighbour_model` (a masked or causal LM), `samia` sampled continuations per
+    text, CAMIA's repeated texts, the texts and their neighbours under SPV-MIA's `self_prompt_reference`) and the
+    non-audited corpus DC-PDD counts tokens in."""
 
     token_signal: str | None = None
     lowercase: bool = True
@@ -44,6 +45,7 @@ class TokenPasses:
     frequency_data: str | None = None
     samia: int = 0
     camia: bool = False
+    self_prompt_reference: ModelSource | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     from lmaudit.models.folders import checked_source
     from lmaudit.models.load import resolve_device
 
-    for source in (config.target_source(), *config.reference_sources(), *([config.shadow] if config.shadow else [])):
+    others = [ModelSource(path) for path in (config.shadow, config.self_prompt_reference) if path]
+    for source in (config.target_source(), *config.reference_sources(), *others):
         checked_source(source)
     config = with_signal(config)
     placement = Placement(resolve_device(config.device), config.dtype, config.device_map, config.quantization,
@@ -121,7 +124,8 @@ def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     token_level = spec.output == "tokens" or (config.token_signal is not None and spec.output == "loss")
     tokens = TokenPasses(config.token_signal, config.lowercase, config.recall_prefix, config.neighbours,
                          config.neighbour_words, neighbour_proposer(config, references) if token_level else None,
-                         config.frequency_data, config.samia, config.camia)
+                         config.frequency_data, config.samia, config.camia,
+                         ModelSource(config.self_prompt_reference) if config.self_prompt_reference else None)
     return ResolvedAudit(Path(config.out), config.target_source(), references,
                          ModelSource(config.shadow) if config.shadow else None, scoring, config.signal, config.evaluation,
                          config.attacks, tokens, config.whitebox, config.include_text, config.allow_tokenizer_mismatch,
@@ -144,16 +148,15 @@ def with_signal(config: AuditConfig) -> AuditConfig:
 
 
 def neighbour_proposer(config: AuditConfig, references: dict[str, ModelSource]) -> str | ModelSource | None:
-    """The masked LM that proposes neighbours: --neighbour-model, else the first reference if it is a masked LM; None
-    when no neighbours are asked for. InputError when they are and there is none."""
+    """The language model that proposes neighbours: --neighbour-model, else the first reference (a masked or causal LM);
+    None when no neighbours are asked for. InputError when they are and there is none."""
     from lmaudit.models.config_json import model_family
 
     if not config.neighbours:
         return None
-    if config.neighbour_model:
-        return config.neighbour_model
-    first = next(iter(references.values()), None)
-    if first is not None and model_family(first) == "mlm":
-        return first
-    raise InputError(f"--neighbours {config.neighbours} needs a masked LM to propose the neighbours' words: give "
-                     "--neighbour-model FOLDER (a masked LM never trained on the audited members)")
+    proposer = config.neighbour_model or next(iter(references.values()), None)
+    if proposer is not None and model_family(proposer) in ("mlm", "clm"):
+        return proposer
+    raise InputError(f"--neighbours {config.neighbours} needs a language model to propose the neighbours' words: give "
+                     "--neighbour-model FOLDER (a masked or causal LM never trained on the audited members, such as the "
+                     "fine-tune's public base)")

@@ -13,6 +13,8 @@ from lmaudit.attacks.base import (
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
     REPEATED_LOG_PROBS,
+    SELF_PROMPT_LOSS,
+    SELF_PROMPT_NEIGHBOUR_LOSSES,
     TOKEN_FREQUENCIES,
     TOKEN_IDS,
     TOKEN_IS_TOP1,
@@ -57,6 +59,10 @@ def why_missing(audit: ResolvedAudit, model_kind: str) -> dict[str, str]:
         NEIGHBOUR_LOSSES: "not asked for: give --neighbours N (N more passes of the target)",
         REPEATED_LOG_PROBS: ("not asked for: give --camia (one more pass, of each text repeated 6 times)"
                              if model_kind == "clm" else "repeats a text for a causal LM; a masked LM has no such form"),
+        SELF_PROMPT_LOSS: ("SPV-MIA calibrates a causal LM; a masked LM generates no self-prompt text" if model_kind != "clm"
+                           else "no self-prompt reference: build one with `lmaudit train self-prompt` and give "
+                                "--self-prompt-reference" if passes.self_prompt_reference is None
+                           else "the self-prompt reference scores the neighbour texts: give --neighbours N"),
     }
 
 
@@ -116,7 +122,24 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
         flat = [text for per_sample in neighbours for text in per_sample]
         losses = target_losses([i for i in ids for _ in range(passes.neighbours)], flat, "target, neighbours")
         values[NEIGHBOUR_LOSSES] = losses.reshape(len(ids), passes.neighbours)
+        if spec.model_kind == "clm" and passes.self_prompt_reference is not None:
+            values |= self_prompt_losses(audit, loss_settings, ids, texts, flat)
     return values, {value: reason for value, reason in missing.items() if value not in values}
+
+
+def self_prompt_losses(audit: ResolvedAudit, settings: SignalSettings, ids: list[str], texts: list[str],
+                       neighbours: list[str]) -> dict[str, np.ndarray]:
+    """SPV-MIA's passes: the self-prompt reference's mean NLL (nats per token) of each text and of its neighbours (the
+    flat list, `neighbours` per text in order)."""
+    from lmaudit.signals.compute import model_signal
+
+    reference = audit.tokens.self_prompt_reference
+    own = model_signal(reference, ids, texts, settings, audit.scoring, "self-prompt reference")["value"]
+    per_text = len(neighbours) // len(ids)
+    perturbed = model_signal(reference, [i for i in ids for _ in range(per_text)], neighbours, settings, audit.scoring,
+                             "self-prompt reference, neighbours")["value"]
+    return {SELF_PROMPT_LOSS: own.to_numpy(dtype=float),
+            SELF_PROMPT_NEIGHBOUR_LOSSES: perturbed.to_numpy(dtype=float).reshape(len(ids), per_text)}
 
 
 def prefixed_log_probs(audit: ResolvedAudit, settings: SignalSettings, rows: pd.DataFrame, pool: np.ndarray,
@@ -138,12 +161,12 @@ def prefixed_log_probs(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
 
 
 def neighbour_texts_of(audit: ResolvedAudit, ids: list[str], texts: list[str]) -> list[list[str]]:
-    """The neighbours of each text, words replaced by the audit's neighbour model (a masked LM)."""
-    from lmaudit.models.load import load_masked_lm
+    """The neighbours of each text, words replaced by the audit's neighbour model (a masked or causal LM)."""
+    from lmaudit.models.load import load_model
     from lmaudit.signals.neighbours import neighbour_texts
 
-    masked_lm = load_masked_lm(audit.tokens.neighbour_model, audit.placement)
-    return neighbour_texts(masked_lm.model, masked_lm.tokenizer, texts, ids, audit.tokens.neighbours,
+    proposer = load_model(audit.tokens.neighbour_model, "any", audit.placement)
+    return neighbour_texts(proposer.model, proposer.tokenizer, texts, ids, audit.tokens.neighbours,
                            audit.tokens.neighbour_words, audit.signal.seed, progress=audit.scoring.progress)
 
 

@@ -135,8 +135,10 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
                help="Causal LMs: score each text repeated 6 times too, for CAMIA (one more pass, 6x as long).")
 @audit_setting("samia", type=click.IntRange(min=0),
                help="Causal LMs: SaMIA's sampled continuations per text (N more generations each; 0 = off).")
-@audit_setting("neighbour_model", type=click.Path(), help="Masked LM that proposes the neighbours' words.",
-               default_text="the first reference, if a masked LM")
+@audit_setting("neighbour_model", type=click.Path(), help="Masked or causal LM that proposes the neighbours' words.",
+               default_text="the first reference")
+@audit_setting("self_prompt_reference", type=click.Path(), default_text="none",
+               help="Causal LMs: SPV-MIA's self-prompt reference (`lmaudit train self-prompt`); needs --neighbours N.")
 @audit_setting("frequency_data", type=click.Path(), default_text="none",
                help="Non-audited text whose token frequencies DC-PDD uses, besides the population's.")
 @setting(AttackSettings, "min_k_fraction", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),

@@ -1,4 +1,5 @@
-"""How much of a text a model reads: the longest input a model accepts, and the start of each text worth tokenizing.
+"""How much of a text a model reads: the longest input a model accepts, the start of each text worth tokenizing, and a
+text's ids as a causal LM continues them (with its padding id).
 No torch: the configuration, the signals' encoding and training all use these."""
 
 from __future__ import annotations
@@ -40,3 +41,21 @@ def model_max_length(config, tokenizer) -> int:
     if "roberta" in config.model_type or config.model_type == "camembert":
         limit -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
     return int(min(limit, tokenizer_limit)) if tokenizer_limit else int(limit)
+
+
+def text_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """Each text's token ids as the model saw them in training (its start token included), less any end tokens: a
+    suffix is text, not the end of it."""
+    encoded = tokenizer(list(texts), return_special_tokens_mask=True)
+    ids = []
+    for row, special in zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True):
+        end = len(row)
+        while end > 0 and special[end - 1]:
+            end -= 1
+        ids.append(list(row[:end]))
+    return ids
+
+
+def pad_token(tokenizer) -> int:
+    """The id batches are padded with: the tokenizer's padding token, else its end token."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -17,6 +17,7 @@ import torch
 
 from lmaudit.models.inputs import pad_batch
 from lmaudit.models.source import ModelSource, Placement
+from lmaudit.models.text import pad_token, text_ids
 from lmaudit.signals.sampling import ExtractionSettings, SamplingScheme
 
 
@@ -54,24 +55,6 @@ def suffix_log_probabilities(model: torch.nn.Module, prefixes: Sequence[Sequence
                     warped = warper(None, warped)
                 result[i, column] = float(torch.log_softmax(warped, dim=-1).gather(1, truth).sum())
     return result
-
-
-def text_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
-    """Each text's token ids as the model saw them in training (its start token included), less any end tokens: a
-    suffix is text, not the end of it."""
-    encoded = tokenizer(list(texts), return_special_tokens_mask=True)
-    ids = []
-    for row, special in zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True):
-        end = len(row)
-        while end > 0 and special[end - 1]:
-            end -= 1
-        ids.append(list(row[:end]))
-    return ids
-
-
-def pad_token(tokenizer) -> int:
-    """The id batches are padded with: the tokenizer's padding token, else its end token."""
-    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
 def unpack_extraction(value: np.ndarray, suffix_tokens: int) -> tuple[list[int], np.ndarray]:

@@ -1,10 +1,12 @@
-"""Neighbour texts for the neighbourhood attack (Mattern et al. 2023): copies of a text with a few words replaced by a
-masked LM's proposals.
+"""Neighbour texts for the neighbourhood attack (Mattern et al. 2023) and SPV-MIA's perturbations (Fu et al. 2024):
+copies of a text with a few words replaced by a language model's proposals.
 
 Neighbour j of a sample replaces `words` of its words, chosen by a generator seeded with (seed, sample_id, j), each by
-the masked LM's most likely whole-word token at that word's place that is not the word itself. Mattern et al. rank
+the proposing model's most likely whole-word token at that word's place that is not the word itself: a masked LM's at
+the masked word (Mattern et al.), a causal LM's after the words before it (so a fine-tune's public base can propose,
+with no other model: SPV-MIA's authors mask-fill with T5, which lmaudit would have to download). Mattern et al. rank
 substitutes by the MLM's probability (with dropout on the input embeddings to diversify them); here diversity comes
-from the seeded choice of positions, which keeps every neighbour a pure function of the seed, the sample and the MLM.
+from the seeded choice of positions, which keeps every neighbour a pure function of the seed, the sample and the model.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import numpy as np
 import torch
 
 from lmaudit.models.heads import input_device
+from lmaudit.models.inputs import pad_batch
+from lmaudit.models.text import model_max_length, text_ids
 from lmaudit.signals.base import progress_bar
 from lmaudit.signals.masks import sample_key
 
@@ -49,34 +53,85 @@ def _proposal(logits: torch.Tensor, tokenizer, original: str) -> str | None:
     return None
 
 
-@torch.inference_mode()
 def neighbour_texts(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str], neighbours: int,
                     words: int, seed: int, batch_size: int = 64, progress: bool = False) -> list[list[str]]:
-    """`neighbours` neighbour texts of each text (a text without replaceable words is its own neighbour)."""
-    device = input_device(model)
+    """`neighbours` neighbour texts of each text (a text without replaceable words is its own neighbour), proposed by a
+    masked LM or a causal LM (a model that generates)."""
+    causal = model.can_generate()
     jobs = []  # (sample, neighbour, split words, replaced positions)
     for index, (text, sample_id) in enumerate(zip(texts, sample_ids, strict=True)):
         split = text.split(" ")
-        candidates = replaceable_words(split)
+        # a causal LM proposes from the words before: not for the first word, nor one whose punctuation comes first
+        candidates = [i for i in replaceable_words(split)
+                      if not causal or (i > 0 and _WORD.match(split[i]).group(1) == "")]
         jobs += [(index, j, split, chosen_positions(sample_id, words, candidates, j, seed)) for j in range(neighbours)]
     result = [[text] * neighbours for text in texts]
     batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
+    propose = _causal_proposals if causal else _masked_proposals
     for batch in progress_bar(batches, len(batches), "neighbours", progress):
-        masked = []
-        for _, _, split, positions in batch:
+        for (index, j, split, positions), proposals in zip(batch, propose(model, tokenizer, batch), strict=True):
             copy = list(split)
-            for position in positions:
-                before, _, after = _WORD.match(copy[position]).groups()
-                copy[position] = before + tokenizer.mask_token + after
-            masked.append(" ".join(copy))
-        encoded = tokenizer(masked, return_tensors="pt", padding=True, truncation=True)
-        logits = model(**{k: v.to(device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}).logits
-        for row, (index, j, split, positions) in enumerate(batch):
-            slots = torch.nonzero(encoded["input_ids"][row] == tokenizer.mask_token_id)[:, 0].tolist()
-            copy = list(split)
-            for position, slot in zip(positions, slots, strict=False):  # a mask cut off by truncation stays unchanged
+            for position, word in zip(positions, proposals, strict=False):  # a word cut off by truncation stays
                 before, original, after = _WORD.match(copy[position]).groups()
-                word = _proposal(logits[row, slot].float(), tokenizer, original)
                 copy[position] = before + (word or original) + after
             result[index][j] = " ".join(copy)
     return result
+
+
+@torch.inference_mode()
+def _masked_proposals(model: torch.nn.Module, tokenizer, batch: list) -> list[list[str | None]]:
+    """Per job, the masked LM's word for each of its positions, all masked at once."""
+    masked = []
+    for _, _, split, positions in batch:
+        copy = list(split)
+        for position in positions:
+            before, _, after = _WORD.match(copy[position]).groups()
+            copy[position] = before + tokenizer.mask_token + after
+        masked.append(" ".join(copy))
+    encoded = tokenizer(masked, return_tensors="pt", padding=True, truncation=True)
+    device = input_device(model)
+    logits = model(**{k: v.to(device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}).logits
+    proposals = []
+    for row, (_, _, split, positions) in enumerate(batch):
+        slots = torch.nonzero(encoded["input_ids"][row] == tokenizer.mask_token_id)[:, 0].tolist()
+        proposals.append([_proposal(logits[row, slot].float(), tokenizer, _WORD.match(split[position]).group(2))
+                          for position, slot in zip(positions, slots, strict=False)])
+    return proposals
+
+
+@torch.inference_mode()
+def _causal_proposals(model: torch.nn.Module, tokenizer, batch: list) -> list[list[str | None]]:
+    """Per job, the causal LM's word for each of its positions, each from the original words before it: the most likely
+    token that, appended to them, decodes as a space and a whole word of letters other than the original."""
+    contexts = [(" ".join(split[:position]), _WORD.match(split[position]).group(2))
+                for _, _, split, positions in batch for position in positions]
+    proposals: list[str | None] = []
+    if contexts:
+        ids = text_ids(tokenizer, [context for context, _ in contexts])
+        limit = model_max_length(model.config, tokenizer)
+        ids = [row[-limit:] for row in ids]  # the words right before the place
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        inputs, attention = pad_batch([np.asarray(row, dtype=np.int64) for row in ids], pad)
+        device = input_device(model)
+        logits = model(input_ids=inputs.to(device), attention_mask=attention.to(device)).logits
+        last = attention.sum(dim=1) - 1
+        for row, (context_ids, (_, original)) in enumerate(zip(ids, contexts, strict=True)):
+            start = tokenizer.decode(context_ids, skip_special_tokens=True)
+            proposals.append(next((word for word in (_appended_word(tokenizer, context_ids, start, token_id)
+                                                     for token_id in torch.topk(logits[row, last[row]].float(),
+                                                                                CANDIDATES).indices.tolist())
+                                   if word and word.lower() != original.lower()), None))
+    per_job, offset = [], 0
+    for _, _, _, positions in batch:
+        per_job.append(proposals[offset : offset + len(positions)])
+        offset += len(positions)
+    return per_job
+
+
+def _appended_word(tokenizer, context_ids: list[int], start: str, token_id: int) -> str | None:
+    """The word `token_id` adds after the context when it starts a new word of letters; else None."""
+    if token_id in tokenizer.all_special_ids:
+        return None
+    added = tokenizer.decode([*context_ids, token_id], skip_special_tokens=True)
+    word = added[len(start):]
+    return word[1:] if added.startswith(start) and word.startswith(" ") and word[1:].isalpha() else None

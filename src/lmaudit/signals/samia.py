@@ -64,7 +64,7 @@ class SamiaJob:
         from lmaudit.models.generation import continuations
         from lmaudit.models.text import model_max_length
         from lmaudit.signals.compute import loaded_models
-        from lmaudit.signals.extraction import pad_token, text_ids
+        from lmaudit.models.text import pad_token, text_ids
 
         [loaded] = loaded_models((self.source,), "clm", self.placement)
         cut = [halves(text) for text in texts]
