@@ -141,7 +141,7 @@ def matched_lora(demo: Path, files: dict) -> tuple[dict, dict]:
         nll[epoch] = float(frame["value"].mean())
     epoch = min(nll, key=lambda e: abs(nll[e] - target))
     adapter = folder if epoch == recipe.epochs else checkpoint_folder(folder, epoch)
-    public = load_corpus(files["reference_train"], "reference_train")["text"].tolist()
+    public = load_corpus(files["reference_train"])["text"].tolist()
     train_self_prompt_reference(ModelSource(str(demo / "models" / "base"), str(adapter)), demo / "models" / "base", public,
                                 self_prompt_folder(adapter), replace(recipe, epochs=epoch), 0)
     out = Path(tempfile.mkdtemp()) / "lora-matched"

@@ -1,4 +1,4 @@
-"""Leakage per training epoch (Jagannatha et al. 2021, Figures 2-4 and Tables 2-3's maximum over epochs): one masked LM
+"""Leakage per training epoch (Jagannatha et al. 2021, Figures 1-3 and Tables 2-3's maximum over epochs): one masked LM
 and one causal LM trained on the members, each saved after epochs spaced evenly on a log scale up to the size's
 epochs, every checkpoint audited against a reference of its kind trained in full; and the classifier demo's target
 and shadow classifiers (user posts), trained without early stopping and saved after the same kind of epochs, each

@@ -21,6 +21,7 @@ from lmaudit.demos import (
     split_and_write_roles,
     train_language_model_unless_done,
 )
+from lmaudit.models.source import ModelSource
 from lmaudit.signals.store import default_cache_dir
 from lmaudit.studies.runner import Cell
 
@@ -103,7 +104,7 @@ class NotesStudy:
         )
 
 
-def held_out_loss(model_dir: Path, signal: str, sample_ids: list[str], texts: list[str], k: int, seed: int,
+def held_out_loss(model_dir: Path | ModelSource, signal: str, sample_ids: list[str], texts: list[str], k: int, seed: int,
                   cache: Path) -> float:
     """The model's mean loss per token (nats) on held-out texts: `signal` (mlm_energy: masked tokens, k masks each;
     clm_loss: every next token) averaged per text, then over the texts."""

@@ -51,9 +51,11 @@ STUDIES = [
     StudySpec("name-insertion", "names prepended to the members' training notes, audited with and without them "
               "(Table 6)", "name_insertion"),
     StudySpec("epochs", "leakage after each training epoch of a masked LM, a causal LM and a classifier, and its "
-              "maximum (Jagannatha et al., Figures 2-4)", "epochs"),
+              "maximum (Jagannatha et al., Figures 1-3)", "epochs"),
     StudySpec("dp", "leakage, epsilon and utility against the DP-SGD noise for a masked LM, a causal LM and a "
               "classifier, from scratch and fine-tuned, maximum over epochs (Jagannatha et al., Tables 2-3)", "dp"),
+    StudySpec("finetune", "a causal base trained on public notes or on user posts, fine-tuned on the members in full and "
+              "with LoRA, every attack on fine-tunes against the base (the fine-tuning suite as a study)", "finetune"),
     StudySpec("rare-disease", "patient-level leakage per bucket of disease-profile probability (Jagannatha et al., "
               "Figures 22-24)", "rare_disease"),
     StudySpec("memorisation-predictor", "which member notes leak: a logistic regression on their digits, length, "
