@@ -16,7 +16,7 @@ def test_a_cell_fine_tunes_a_base_of_its_own_text_and_audits_it_against_that_bas
 
     monkeypatch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=24, epochs=4, k=2, bootstrap=20, references=1,
                                                       neighbours=0))
-    monkeypatch.setattr(finetune_demo, "SAMIA_DRAWS", 2)
+    monkeypatch.setattr(finetune_demo, "SAMIA_DRAWS", 0)  # SaMIA is the fine-tuning suite's test's (generation is slow)
     monkeypatch.setattr(finetune_demo, "PERTURBATIONS", 2)
     planned = plan(tmp_path, "smoke", 0)
     assert [c.settings for c in planned.cells] == [{"base": base, "fine-tune": name} for base in ("notes", "posts")

@@ -82,9 +82,10 @@ VALUES = {
     REPEATED_LOG_PROBS: "log-probabilities of the repeated texts (audit a causal LM with --signal clm_tokens and --camia)",
     SAMPLED_OVERLAPS: "sampled continuations of each text's first half (audit a causal LM with --samia N)",
     NEIGHBOUR_LOSSES: "losses of neighbour texts (audit with --signal clm_tokens and --neighbours N)",
-    SELF_PROMPT_LOSS: "a self-prompt reference's losses (audit a causal LM with --self-prompt-reference and --neighbours N)",
+    SELF_PROMPT_LOSS: "a self-prompt reference's losses (audit a causal LM with --signal clm_tokens, "
+                      "--self-prompt-reference and --neighbours N)",
     SELF_PROMPT_NEIGHBOUR_LOSSES: "a self-prompt reference's losses of the neighbour texts (audit a causal LM with "
-                                  "--self-prompt-reference and --neighbours N)",
+                                  "--signal clm_tokens, --self-prompt-reference and --neighbours N)",
 }
 
 
