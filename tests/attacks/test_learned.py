@@ -125,3 +125,30 @@ def test_tiny_roles_keep_one_unit_on_each_side_or_are_skipped():
     attacks, skipped = build_learned_attacks(one_each, features[kept], "f")
     assert "logistic_split" not in {a.attack for a in attacks}
     assert any(s.attack == "logistic_split" and "fewer than 2" in s.reason for s in skipped)
+
+
+def test_the_papers_sample_split_trains_on_20_percent_of_samples_and_shares_patients():
+    """attacks.whitebox_split 'sample' (Jagannatha et al.): 20% of each role's samples train, 0.2 x 120 = 24 members and
+    0.2 x 90 = 18 non-members (by patient: 8 and 6 patients of 3 samples, the same 42 here only by coincidence of sizes,
+    so the sets are compared); a trained sample's patient is audited on its other samples; one patient per role is
+    enough to split samples, not patients."""
+    from lmaudit.attacks.settings import AttackSettings
+
+    table, features = feature_table()
+    settings = AttackSettings(whitebox_split="sample")
+    [attacks, _] = run_attacks([AttackInput("f", table, {FEATURE_VECTORS: features}, 1, settings=settings)], learned.SPECS)
+    split = by_name(attacks, "logistic_split")
+    audited = table[table["role"].isin(["member", "nonmember"])]
+    trained = audited[~audited["sample_id"].isin(split.frame["id"])]
+    assert trained["role"].value_counts().to_dict() == {"member": 24, "nonmember": 18}
+    assert split.calibration["split_by"] == "sample" and split.calibration["n_train"] == 42
+    assert set(trained["group_id"]) & set(split.frame["group_id"])  # patients on both sides
+    by_patient = by_name(build_learned_attacks(table, features, seed=1)[0], "logistic_split")
+    assert set(by_patient.frame["id"]) != set(split.frame["id"])
+    one_patient = table[table["group_id"].isin(["member-p0", "nonmember-p0", "population-p0", "population-p1"])]
+    rows = table.index.isin(one_patient.index)
+    _, skipped = run_attacks([AttackInput("f", one_patient, {FEATURE_VECTORS: features[rows]}, 1)], learned.SPECS[:1])
+    assert "fewer than 2 patients or users" in skipped[0].reason
+    ran, _ = run_attacks([AttackInput("f", one_patient, {FEATURE_VECTORS: features[rows]}, 1, settings=settings)],
+                         learned.SPECS[:1])
+    assert ran and ran[0].calibration["n_train"] == 2  # one of each role's 3 samples (0.2 x 3, at least one)

@@ -160,7 +160,9 @@ def test_rare_disease_runs_and_says_when_no_bucket_is_big_enough(tmp_path):
     """24 patients leave about 9 audited ones: fewer than one bucket's minimum, said in the analysis, not a crash."""
     invoke("study", "rare-disease", "--out", tmp_path)
     analysis = study_of(tmp_path)["analysis"]
-    assert set(analysis) == {"loss: buckets", "likelihood_ratio: buckets"}
+    from lmaudit.studies.rare_disease import PAPER_SECTION
+
+    assert set(analysis) == {"loss: buckets", "likelihood_ratio: buckets", PAPER_SECTION}
     assert all(isinstance(value, str) and ("more patients needed" in value or "not run" in value)
                for value in analysis.values())
     assert "codes" in pd.read_parquet(tmp_path / "data" / "member.parquet").columns

@@ -46,3 +46,33 @@ def test_the_bucket_figure_is_drawn_only_when_a_bucket_has_a_leakage():
                                  "likelihood_ratio: buckets": "not run: no patient-level population threshold"}})
     assert base64.b64decode(drawn).startswith(b"\x89PNG")
     assert figure({"analysis": {"loss: buckets": "no bucket holds 10 audited patients: more patients needed"}}) is None
+
+
+def test_the_papers_definition_buckets_admissions_at_the_mean_training_loss_threshold():
+    """Two clusters of 12 admissions (6 patients of 2 admissions, half of them members; profile log p -10 and -1) in 100
+    buckets, so only the first and the last hold any. An admission's score is its notes' mean. Called at the admission-level
+    mean-training-loss threshold 0: in the rare cluster 4 of 6 member admissions and 1 of 6 non-member ones (leakage
+    0.5), in the common one every admission (leakage 0)."""
+    from lmaudit.studies.rare_disease import paper_buckets
+
+    rows = []
+    for cluster, member_scores, nonmember_scores in (("rare", [1, 1, 1, 1, -1, -1], [1, -1, -1, -1, -1, -1]),
+                                                     ("common", [1] * 6, [1] * 6)):
+        for role, scores in (("member", member_scores), ("nonmember", nonmember_scores)):
+            for admission, score in enumerate(scores):
+                patient = f"{cluster}-{role}-{admission // 2}"
+                for note in range(2):  # two notes per admission, scores score +- 0.5: the mean is the score
+                    rows.append({"group_id": patient, "subgroup_id": f"{patient}-a{admission % 2}", "role": role,
+                                 "score_loss": score + (0.5 if note else -0.5)})
+    audited = pd.DataFrame(rows)
+    log_p = pd.Series({group: (-10.0 if group.startswith("rare") else -1.0) for group in audited["group_id"]})
+    report = {"results": [{"attack": "loss", "level": "subgroup", "slice": "all",
+                           "thresholds": [{"rule": "mean_member_loss", "value": 0.0}]}]}
+    buckets = paper_buckets(report, audited, log_p)
+    assert list(buckets) == ["bucket 1", "bucket 2"]
+    first, last = buckets.values()
+    assert (first["patients"], first["members"], first["nonmembers"]) == (12, 6, 6)
+    assert first["leakage"] == pytest.approx(4 / 6 - 1 / 6) and last["leakage"] == 0.0
+    assert first["log p from"] == -10.0 and last["log p to"] == -1.0
+    no_mu = {"results": [{"attack": "loss", "level": "subgroup", "slice": "all", "thresholds": []}]}
+    assert paper_buckets(no_mu, audited, log_p).startswith("not run")

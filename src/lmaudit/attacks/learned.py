@@ -1,9 +1,10 @@
 """Learned attacks on white-box feature vectors: standardised features, logistic regression (Jagannatha et al.).
 
 Three sources of labelled training data, each a registered attack:
-- `logistic_split`: as in the paper, a seeded 20% of the audited members and non-members train the
-  attack and the other 80% are audited. The split is by group (a sample without one is its own
-  unit), so no patient has samples on both sides.
+- `logistic_split`: a seeded 20% of the audited members and non-members train the attack and the other
+  80% are audited. By default the split is by group (a sample without one is its own unit), so no
+  patient has samples on both sides; `attacks.whitebox_split: sample` splits samples, as the paper
+  does, which lets a patient's other notes in the training 20% vouch for the audited ones.
 - `logistic_calibration`: the attack trains on known training samples (`calibration_member`) against half
   of the population; no audited sample's label is ever read. The other half of the population
   calibrates the population thresholds.
@@ -54,16 +55,21 @@ def training_split(roles: np.ndarray, units: np.ndarray, fraction: float, seed: 
     return np.isin(units, list(chosen))
 
 
-def split_units(table: pd.DataFrame) -> np.ndarray:
-    """Each row's unit for splitting: its group, or the sample itself when it has none."""
+def split_units(table: pd.DataFrame, by: str = "patient") -> np.ndarray:
+    """Each row's unit for splitting: its group (by "patient"), or the sample itself (by "sample", or without a
+    group)."""
+    samples = "sample:" + table["sample_id"].astype(str)
+    if by == "sample":
+        return samples.to_numpy()
     groups = table["group_id"].astype(object)
-    return np.where(groups.isna(), "sample:" + table["sample_id"].astype(str), "group:" + groups.astype(str))
+    return np.where(groups.isna(), samples, "group:" + groups.astype(str))
 
 
-def _too_few_units(table: pd.DataFrame, rows: np.ndarray, roles: tuple[str, ...]) -> str | None:
-    units = pd.Series(split_units(table[rows])).groupby(table.loc[rows, "role"].to_numpy()).nunique()
+def _too_few_units(table: pd.DataFrame, rows: np.ndarray, roles: tuple[str, ...], by: str = "patient") -> str | None:
+    units = pd.Series(split_units(table[rows], by)).groupby(table.loc[rows, "role"].to_numpy()).nunique()
     short = [role for role in roles if units.get(role, 0) < 2]
-    return f"{', '.join(short)}: fewer than 2 patients or users to split" if short else None
+    return f"{', '.join(short)}: fewer than 2 {'samples' if by == 'sample' else 'patients or users'} to split" \
+        if short else None
 
 
 def informative_columns(features: np.ndarray, relative: float = 1e-9) -> np.ndarray:
@@ -88,19 +94,21 @@ def _features(data: AttackInput) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_attack(data: AttackInput) -> Scored | NotRun:
-    """Trained on 20% of the audited units (by group), audited on the rest; population rows calibrate."""
-    table, roles = data.samples, data.samples["role"].to_numpy()
+    """Trained on 20% of the audited units (patients, or samples: `attacks.whitebox_split`), audited on the rest;
+    population rows calibrate."""
+    table, roles, by = data.samples, data.samples["role"].to_numpy(), data.settings.whitebox_split
     audited, population = np.isin(roles, AUDITED_ROLES), roles == POPULATION
-    reason = _too_few_units(table, audited, AUDITED_ROLES)
+    reason = _too_few_units(table, audited, AUDITED_ROLES, by)
     if reason:
         return NotRun(reason)
     features, kept = _features(data)
     train = np.zeros(len(table), dtype=bool)
-    train[audited] = training_split(roles[audited], split_units(table[audited]), SPLIT_FRACTION, data.seed)
+    train[audited] = training_split(roles[audited], split_units(table[audited], by), SPLIT_FRACTION, data.seed)
     scored = (audited & ~train) | population
     scores = logistic_scores(features[train], roles[train] == MEMBER, features[scored], data.seed)
     return Scored(score_frame(table[scored], scores), DECISION,
-                  {"trained_on": "audited members and non-members", "fraction": SPLIT_FRACTION, "seed": data.seed,
+                  {"trained_on": "audited members and non-members", "fraction": SPLIT_FRACTION, "split_by": by,
+                   "seed": data.seed,
                    "n_train": int(train.sum()), "zero_columns_dropped": int((~kept).sum())})
 
 
@@ -139,7 +147,7 @@ _LEVELS = {"aggregated_to": ("subgroup", "group"), "score_label": "membership sc
            "paper": "Jagannatha et al. 2021, Membership inference attack susceptibility of clinical language models"}
 SPECS = (
     AttackSpec("logistic_split", "logistic regression on white-box features, trained on 20% of the audited patients "
-               "(by group) and audited on the rest (Jagannatha et al.)", (FEATURE_VECTORS,), split_attack,
+               "(or samples, as the paper: attacks.whitebox_split) and audited on the rest (Jagannatha et al.)", (FEATURE_VECTORS,), split_attack,
                fitted_on=AUDITED_ROLES, **_LEVELS),
     AttackSpec("logistic_calibration", "logistic regression on white-box features, trained on calibration members "
                "against half of the population: no audited label is read", (FEATURE_VECTORS,), calibration_attack,

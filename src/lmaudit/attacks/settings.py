@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -21,3 +23,8 @@ class AttackSettings(BaseModel):
                                                          "part, or fewer than 2 error-zone tokens), not lmaudit's fix")
     lira_per_sample_variance_from: int = Field(64, ge=2, description="LiRA fits each sample's own variance from this "
                                                                     "many references on; below, one global variance")
+    whitebox_split: Literal["patient", "sample"] = Field(
+        "patient", description="logistic_split's 20% training split: by patient or user (no one's samples on both "
+                               "sides), or by sample as Jagannatha et al. (a patient's other notes in the training 20% "
+                               "make the audited ones easier)")
+

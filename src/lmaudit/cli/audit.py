@@ -145,6 +145,8 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
          help="Share of least likely tokens Min-K% and Min-K%++ average.")
 @setting(AttackSettings, "rmia_offline_a", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
          help="RMIA's offline scaling a (1: the references' mean; see docs/attacks.md).")
+@setting(AttackSettings, "whitebox_split", from_config=True, type=click.Choice(("patient", "sample")),
+         help="logistic_split's 20% training split: by patient (no one on both sides) or by sample (Jagannatha et al.).")
 @backend_options(from_config=True, what="signals are")
 @click.option("--extraction", "extraction_asked", is_flag=True,
               help="Also run the extraction audit (causal LMs; the settings of the config file's `extraction:` section, "

@@ -1,7 +1,13 @@
 """Rare disease profiles (Jagannatha et al. 2021, Section 5.3, Appendix A.2 and Figures 22-24): the demo's target
 audited once; each audited patient's disease profile (the set of ICD codes over their admissions, the notes' `codes`
 column) gets the probability of Eqs. 4-5, patients are bucketed on the log of it, buckets of fewer than 10 patients are
-dropped, and the patient-level leakage (TPR - FPR at the patient-level population threshold) is computed per bucket."""
+dropped, and the patient-level leakage (TPR - FPR at the patient-level population threshold) is computed per bucket.
+
+The paper's own definition differs, and the study computes it beside: the loss attack's admissions (each admission's
+mean score) called at S-BBA's mean-training-loss threshold (the calibration members' mean loss), in 100 equal-width
+buckets of their patient's profile log-probability, buckets of fewer than 10 admissions dropped. lmaudit's default
+reads patients at the population's 10% FPR threshold (a threshold calibrated on non-members, whose FPR is known) with
+about one bucket per 10 patients (100 buckets of a few hundred patients leave almost all of them empty)."""
 
 from __future__ import annotations
 
@@ -36,12 +42,13 @@ def profile_log_probabilities(profiles: pd.Series) -> pd.Series:
 
 
 def bucketed_leakage(log_probability: pd.Series, member: pd.Series, called: pd.Series,
-                     max_buckets: int = MAX_BUCKETS, min_patients: int = MIN_PATIENTS) -> list[dict]:
-    """Patients (indexed alike in the three series) in equal-width buckets of log-probability, as many as the patients
-    allow (at most `max_buckets`, at most one per `min_patients` patients); buckets of fewer than `min_patients`
-    dropped; per bucket its range, counts and leakage, TPR - FPR of `called` (None without both members and
-    non-members)."""
-    buckets = int(np.clip(len(log_probability) // min_patients, 1, max_buckets))
+                     max_buckets: int = MAX_BUCKETS, min_patients: int = MIN_PATIENTS,
+                     buckets: int | None = None) -> list[dict]:
+    """Patients (or admissions; indexed alike in the three series) in equal-width buckets of log-probability, `buckets`
+    of them, else as many as the patients allow (at most `max_buckets`, at most one per `min_patients` patients);
+    buckets of fewer than `min_patients` dropped; per bucket its range, counts and leakage, TPR - FPR of `called` (None
+    without both members and non-members)."""
+    buckets = buckets or int(np.clip(len(log_probability) // min_patients, 1, max_buckets))
     edges = np.linspace(log_probability.min(), log_probability.max(), buckets + 1)
     index = np.clip(np.searchsorted(edges, log_probability.to_numpy(), side="right") - 1, 0, buckets - 1)
     rows = []
@@ -59,11 +66,31 @@ def bucketed_leakage(log_probability: pd.Series, member: pd.Series, called: pd.S
     return rows
 
 
+PAPER_SECTION = "loss: buckets (the paper's: admissions, mean-training-loss threshold, 100 buckets)"
+
+
+def paper_buckets(report: dict, audited: pd.DataFrame, log_probability: pd.Series) -> dict | str:
+    """The paper's definition: the loss attack's admissions (mean score of each admission's notes) called at its
+    admission-level mean-training-loss threshold, in MAX_BUCKETS buckets of their patient's profile log-probability;
+    buckets of fewer than MIN_PATIENTS admissions dropped."""
+    result = next((r for r in report["results"] if r["attack"] == "loss" and r["level"] == "subgroup"
+                   and r["slice"] == "all"), None)
+    mu = next((t for t in result["thresholds"] if t["rule"] == "mean_member_loss"), None) if result else None
+    if mu is None:
+        return "not run: no admission-level loss attack with a mean-training-loss threshold (calibration members needed)"
+    admissions = aggregate_by_group(audited["score_loss"].to_numpy(), audited["subgroup_id"].to_numpy())
+    first = audited.groupby("subgroup_id")[["group_id", "role"]].first().loc[admissions.index]
+    rows = bucketed_leakage(pd.Series(log_probability.loc[first["group_id"]].to_numpy(), index=admissions.index),
+                            first["role"] == MEMBER, admissions >= mu["value"], buckets=MAX_BUCKETS)
+    return ({f"bucket {i + 1}": row for i, row in enumerate(rows)} if rows else
+            f"no bucket of {MAX_BUCKETS} holds {MIN_PATIENTS} audited admissions: more patients needed")
+
+
 def figure(study: dict) -> str | None:
     """Leakage against the buckets' log probability, one line per attack with buckets (None when none has any)."""
     from lmaudit.report.plots import bucket_figure
 
-    buckets = {name.removesuffix(": buckets"): list(section.values())
+    buckets = {name.replace(": buckets", ""): list(section.values())
                for name, section in study["analysis"].items() if isinstance(section, dict)}
     return bucket_figure(buckets) if buckets else None
 
@@ -90,6 +117,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                                     patient_scores >= threshold["value"])
             analysis[f"{attack}: buckets"] = ({f"bucket {i + 1}": row for i, row in enumerate(rows)} if rows else
                                               f"no bucket holds {MIN_PATIENTS} audited patients: more patients needed")
+        analysis[PAPER_SECTION] = paper_buckets(report, audited, log_probability)
         return analysis
 
     return StudyPlan(
