@@ -256,9 +256,11 @@ def test_the_threshold_of_sorted_scores_is_the_brute_force_definition():
             assert population_threshold(population, alpha) == (min(eligible) if eligible else math.inf)
 
 
-def test_the_population_fit_test_is_the_plain_permutation_loop():
+@pytest.mark.parametrize("alpha", [0.1, 0.03, 0.5])
+def test_the_population_fit_test_is_the_plain_permutation_loop(alpha):
     """The sorted, vectorised split of `population_fit_p_value` against the loop it replaces: each permutation draws
-    the same units, calibrates `population_threshold` on the pseudo-population and reads the others' FPR."""
+    the same units, calibrates `population_threshold` on the pseudo-population and reads the others' FPR (scores
+    rounded to 0.1, so thresholds fall on ties)."""
     from scipy.stats import norm
 
     from lmaudit.metrics.uncertainty import population_fit_p_value
@@ -272,7 +274,7 @@ def test_the_population_fit_test_is_the_plain_permutation_loop():
     is_population_unit[codes[:90]] = True
 
     def fpr(in_population):
-        return np.mean(scores[~in_population] >= population_threshold(scores[in_population], 0.1))
+        return np.mean(scores[~in_population] >= population_threshold(scores[in_population], alpha))
 
     generator, null = np.random.default_rng(7), []
     for _ in range(60):
@@ -280,5 +282,24 @@ def test_the_population_fit_test_is_the_plain_permutation_loop():
         chosen[generator.permutation(len(is_population_unit))[: is_population_unit.sum()]] = True
         null.append(fpr(chosen[codes]))
     expected = 2 * norm.sf(abs(fpr(is_population_unit[codes]) - np.mean(null)) / np.std(null))
-    assert population_fit_p_value(nonmembers, population, 0.1, nonmember_groups, population_groups, permutations=60,
+    assert population_fit_p_value(nonmembers, population, alpha, nonmember_groups, population_groups, permutations=60,
                                   seed=7) == pytest.approx(expected, rel=1e-12)
+
+
+def test_every_splits_nonmember_fpr_is_the_threshold_rule_applied_alone():
+    """`nonmember_fprs` on tie-heavy scores (an infinite one among them) and random masks, small ones included (where
+    alpha allows no false positive, the threshold is infinite and only an infinite score reaches it), against
+    `population_threshold` and a plain mean, split by split."""
+    from lmaudit.metrics.uncertainty import nonmember_fprs
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(2, 40))
+        scores = np.sort(np.r_[rng.integers(0, int(rng.integers(2, 12)), n - 1).astype(float), np.inf])
+        masks = rng.random((5, n)) < rng.uniform(0.05, 0.95)
+        masks[:, -1] = rng.random(5) < 0.3  # the infinite score in or out of the population
+        masks[masks.all(axis=1), 0] = False  # at least one row outside
+        for alpha in (0.05, 0.2, 0.5):
+            expected = [np.mean(scores[~mask] >= population_threshold(scores[mask], alpha)) for mask in masks]
+            np.testing.assert_allclose(nonmember_fprs(scores, masks, alpha), expected, rtol=0, atol=1e-15)
+

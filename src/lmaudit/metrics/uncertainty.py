@@ -75,6 +75,41 @@ def balanced_subsets(labels: np.ndarray, repeats: int = 10, seed: int = 0) -> li
     return subsets
 
 
+PERMUTATION_CELLS = 1 << 22  # splits x samples held at once by population_fit_p_value
+
+
+def nonmember_fprs(ascending: np.ndarray, in_population: np.ndarray, alpha: float) -> np.ndarray:
+    """(splits,) for each row of the (splits, n) mask over `ascending` scores: the share of the rows outside it at or
+    above the threshold `sorted_population_threshold` calibrates on the rows inside it (0 where none are outside)."""
+    n = len(ascending)
+    counts = in_population.sum(axis=1)
+    ranks = np.cumsum(in_population, axis=1)  # population rows at or before each position
+    allowed = np.floor(alpha * counts + 1e-9).astype(int)
+    candidate = counts - allowed  # the allowed-th largest population score, as a 0-based population rank
+    usable = (allowed > 0) & (counts > 0)
+
+    def position_of(rank: np.ndarray) -> np.ndarray:
+        """The position in `ascending` of each split's population row of that 0-based rank (n past the last)."""
+        found = ranks > rank[:, None]
+        return np.where(found.any(axis=1), found.argmax(axis=1), n)
+
+    at = position_of(np.minimum(candidate, counts - 1))
+    value = ascending[np.minimum(at, n - 1)]
+    below = ascending[np.minimum(position_of(np.maximum(candidate - 1, 0)), n - 1)]
+    distinct = (candidate == 0) | (below < value)
+    # Tied with the population score below it: the threshold is the next larger population score (none: infinity).
+    larger = np.searchsorted(ascending, value, side="right")
+    population_before = np.where(larger > 0, ranks[np.arange(len(ranks)), np.maximum(larger - 1, 0)], 0)
+    next_at = position_of(population_before)
+    threshold = np.where(distinct, value, np.where(next_at < n, ascending[np.minimum(next_at, n - 1)], np.inf))
+    threshold = np.where(usable, threshold, np.inf)
+    start = np.searchsorted(ascending, threshold, side="left")
+    population_from = counts - np.where(start > 0, ranks[np.arange(len(ranks)), np.maximum(start - 1, 0)], 0)
+    outside = n - counts
+    above = (n - start) - population_from
+    return np.divide(above, outside, out=np.zeros(len(outside)), where=outside > 0)
+
+
 def population_fit_p_value(
     nonmember_scores: np.ndarray,
     population_scores: np.ndarray,
@@ -107,18 +142,15 @@ def population_fit_p_value(
     # Sorted once: a subset of a sorted array is sorted, so each split needs no sort of its own.
     order = np.argsort(scores, kind="stable")
     scores, codes = scores[order], codes[order]
-
-    def nonmember_fpr(in_population: np.ndarray) -> float:
-        threshold = sorted_population_threshold(scores[in_population], alpha)
-        return float(np.mean(scores[~in_population] >= threshold))
-
-    observed = nonmember_fpr(is_population_unit[codes])
+    observed = float(nonmember_fprs(scores, is_population_unit[codes][None, :], alpha)[0])
     rng = np.random.default_rng(seed)
     null = np.empty(permutations)
-    for i in range(permutations):
-        chosen = np.zeros(len(is_population_unit), dtype=bool)
-        chosen[rng.permutation(len(is_population_unit))[:n_population_units]] = True
-        null[i] = nonmember_fpr(chosen[codes])
+    block = max(1, PERMUTATION_CELLS // len(scores))  # splits at a time, so a block's (splits, samples) arrays stay small
+    for start in range(0, permutations, block):
+        chosen = np.zeros((min(block, permutations - start), len(is_population_unit)), dtype=bool)
+        for row in chosen:  # drawn one split at a time, in order: the same units as one loop over the splits
+            row[rng.permutation(len(is_population_unit))[:n_population_units]] = True
+        null[start:start + len(chosen)] = nonmember_fprs(scores, chosen[:, codes], alpha)
     # A normal approximation to the permutation distribution gives p-values far below 1/permutations,
     # which a report-wide Bonferroni correction needs.
     spread = null.std()
