@@ -39,6 +39,7 @@ from lmaudit.finetune_demo import (
     finetune_audit_config,
     finetune_recipes,
     self_prompt_folder,
+    strongest_at_low_fpr,
     train_self_prompt_reference,
 )
 from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource
@@ -151,19 +152,13 @@ def matched_lora(demo: Path, files: dict) -> tuple[dict, dict]:
 
 def attack_rows(report: dict, level: str) -> dict[str, dict]:
     """Per attack at `level` (all data): AUC, and TPR at 1% FPR with its counts and interval."""
-    rows = {}
-    for result in report["results"]:
-        if result["level"] == level and result["slice"] == "all" and "0.01" in result["tpr_at_fpr"]:
-            point = result["tpr_at_fpr"]["0.01"]
-            rows[result["attack"]] = {"auc": result["auc"], "tpr": point["tpr"], "tp": point["tp"], "fp": point["fp"],
-                                      "ci": point["tpr_ci"], "limited": point.get("resolution_limited", False)}
-    return rows
+    return {row["attack"]: row for row in strongest_at_low_fpr(report, level)}
 
 
 def cell(row: dict) -> str:
     """'AUC 0.872; TPR 0.057 [0.035, 0.087] (20/0)', TP/FP; '*' where too few population units resolve 1% FPR."""
-    return (f"AUC {row['auc']:.3f}; TPR {row['tpr']:.3f}{'*' if row['limited'] else ''} [{row['ci'][0]:.3f}, "
-            f"{row['ci'][1]:.3f}] ({row['tp']}/{row['fp']})")
+    return (f"AUC {row['auc']:.3f}; TPR {row['tpr']:.3f}{'*' if row['limited'] else ''} [{row['tpr_ci'][0]:.3f}, "
+            f"{row['tpr_ci'][1]:.3f}] ({row['tp']}/{row['fp']})")
 
 
 def main() -> None:

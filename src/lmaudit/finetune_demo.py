@@ -103,13 +103,15 @@ def train_self_prompt_reference(target: ModelSource, base: Path, public_texts: l
 
 
 def strongest_at_low_fpr(report: dict, level: str = "sample") -> list[dict]:
-    """Each attack's TPR at 1% FPR at `level` (all data) with its counts and interval, strongest first."""
+    """Each attack's TPR at 1% FPR at `level` (all data) with its counts and interval, strongest first; `limited` where
+    the population has too few units to resolve 1% FPR."""
     rows = []
     for result in report["results"]:
         if result["level"] == level and result["slice"] == "all" and "0.01" in result.get("tpr_at_fpr", {}):
             point = result["tpr_at_fpr"]["0.01"]
             rows.append({"attack": result["attack"], "auc": result["auc"], "tpr": point["tpr"],
-                         "tpr_ci": point["tpr_ci"], "tp": point["tp"], "fp": point["fp"]})
+                         "tpr_ci": point["tpr_ci"], "tp": point["tp"], "fp": point["fp"],
+                         "limited": point.get("resolution_limited", False)})
     return sorted(rows, key=lambda row: -row["tpr"])
 
 
