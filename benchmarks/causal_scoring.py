@@ -167,16 +167,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
     parser.add_argument("--fixed", action="store_true", help="the fixed cost of a process: one text, repeated")
+    parser.add_argument("--counts", type=int, nargs=2, default=None,
+                        help="the two numbers of texts (default 160 480; a GPU needs thousands to resolve a text's cost)")
+    parser.add_argument("--sizes", nargs="+", default=None, help="only these model sizes (names as in the table)")
     args = parser.parse_args()
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.tokenizer import train_tokenizer
 
-    notes = generate_notes(n_patients=120, seed=1)
+    counts = tuple(args.counts) if args.counts else (16, 48) if args.quick else (160, 480)
+    notes = generate_notes(n_patients=max(120, counts[1] // 3), seed=1)  # about 4 notes of 20-60 words per patient
     words = notes["text"].str.split().str.len()
     texts = notes[(words >= 20) & (words <= 60)].sample(frac=1.0, random_state=0).reset_index(drop=True)
     tokenizer = train_tokenizer(notes["text"].tolist(), vocab_size=4000, max_length=1024)
-    counts = (16, 48) if args.quick else (160, 480)
     sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES | (GPU_SIZES if args.device != "cpu" else {})
+    sizes = {name: shape for name, shape in sizes.items() if args.sizes is None or name in args.sizes}
     peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
                        device=args.device)
     rows = []
@@ -193,7 +197,8 @@ def main() -> None:
     print(text)
     if args.out:
         section = "causal-fixed-cost" if args.fixed else "causal-scoring"
-        replace_section(args.out, f"{section}-{args.device}-{args.dtype}", text)
+        scale = f"-{counts[1]}" if args.counts else ""
+        replace_section(args.out, f"{section}-{args.device}-{args.dtype}{scale}", text)
 
 
 if __name__ == "__main__":
