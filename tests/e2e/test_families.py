@@ -122,3 +122,20 @@ def test_audit_a_classifier_with_a_shadow_of_another_family(tiny_tokenizer, role
     invoke("audit", "--config", tmp_path / "audit.yaml")
     report = json.loads((tmp_path / "audit" / "report.json").read_text())
     assert {"loss", "confidence"} <= {result["signal"] for result in report["results"]}
+
+
+def test_a_masked_lm_against_its_base_runs_the_fine_tune_attacks_that_apply(tiny_model_dirs, notes, tmp_path):
+    """A masked LM audited token by token (mlm_tokens) against its base runs EZ-MIA and user inference on the base's
+    per-token log-probabilities, and says in one line why the causal-only attacks (PETAL, SPV-MIA) did not run."""
+    target, base = tiny_model_dirs
+    patients = sorted(notes["group_id"].unique())
+    for name, group in (("members", patients[:4]), ("nonmembers", patients[4:8]), ("population", patients[8:])):
+        notes[notes["group_id"].isin(group)].groupby("group_id").head(2).to_csv(tmp_path / f"{name}.csv", index=False)
+    invoke("audit", "--target", target, "--reference", base, "--members", tmp_path / "members.csv", "--nonmembers",
+           tmp_path / "nonmembers.csv", "--population", tmp_path / "population.csv", "--signal", "mlm_tokens",
+           "--max-length", 64, "--bootstrap", 20, "--no-lowercase", "--out", tmp_path / "audit")
+    report = json.loads((tmp_path / "audit" / "report.json").read_text())
+    ran = {(result["attack"], result["level"]) for result in report["results"]}
+    assert {("ez_mia", "sample"), ("user_inference", "group")} <= ran
+    reasons = {row["attack"]: row["reason"] for row in report["skipped"]}
+    assert "masked LM" in reasons["petal"] and "masked LM" in reasons["spv_mia"]
