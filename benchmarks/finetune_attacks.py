@@ -143,8 +143,9 @@ def matched_lora(demo: Path, files: dict) -> tuple[dict, dict]:
     epoch = min(nll, key=lambda e: abs(nll[e] - target))
     adapter = folder if epoch == recipe.epochs else checkpoint_folder(folder, epoch)
     public = load_corpus(files["reference_train"])["text"].tolist()
+    full = finetune_recipes(DEMO_SIZES["quick"].epochs, demo / "models" / "base", 0)["full"]
     train_self_prompt_reference(ModelSource(str(demo / "models" / "base"), str(adapter)), demo / "models" / "base", public,
-                                self_prompt_folder(adapter), replace(recipe, epochs=epoch), 0)
+                                self_prompt_folder(adapter), full, 0)
     out = Path(tempfile.mkdtemp()) / "lora-matched"
     config = finetune_audit_config("lora", demo / "models" / "base", adapter, files, out, 0, 500)
     return nll, {"epoch": epoch, "report": audit(config).report}

@@ -82,23 +82,25 @@ def self_prompt_folder(model: Path) -> Path:
     return model.with_name(f"{model.name}-self-prompt")
 
 
-def prepare_finetune(name: str, recipe: TrainingRecipe, base: Path, public_texts: list[str], member_texts: list[str],
-                     model: Path, progress: bool = False) -> dict:
-    """Fine-tune `base` on the members' texts into `model` and build its self-prompt reference, each unless done; the
-    fine-tune's recipe, as finetune.json records it."""
+def prepare_finetune(name: str, recipes: dict[str, TrainingRecipe], base: Path, public_texts: list[str],
+                     member_texts: list[str], model: Path, progress: bool = False) -> dict:
+    """Fine-tune `base` on the members' texts into `model` with `recipes[name]` and build its self-prompt reference, each
+    unless done; the fine-tune's recipe, as finetune.json records it."""
+    recipe = recipes[name]
     train_language_model_unless_done("clm", member_texts, model, recipe, f"{name} fine-tune", progress)
-    train_self_prompt_reference(target_of(name, base, model), base, public_texts, self_prompt_folder(model), recipe,
-                                recipe.seed, progress)
+    train_self_prompt_reference(target_of(name, base, model), base, public_texts, self_prompt_folder(model),
+                                recipes["full"], recipe.seed, progress)
     return {"epochs": recipe.epochs, "learning_rate": recipe.learning_rate,
             "lora": None if recipe.lora is None else {"rank": recipe.lora.rank}}
 
 
 def train_self_prompt_reference(target: ModelSource, base: Path, public_texts: list[str], folder: Path,
-                                target_recipe: TrainingRecipe, seed: int, progress: bool = False) -> None:
-    """SPV-MIA's reference for one fine-tune: the base fine-tuned (models/self_prompt.py) on the fine-tune's
-    continuations of the public notes' first tokens, into `folder` unless done."""
+                                full_recipe: TrainingRecipe, seed: int, progress: bool = False) -> None:
+    """SPV-MIA's reference for one fine-tune: the base fully fine-tuned (models/self_prompt.py, from the suite's full
+    fine-tune recipe whatever the target's, so that a LoRA and a full target get references trained alike) on the
+    fine-tune's continuations of the public texts' first tokens, into `folder` unless done."""
     texts = self_prompt_texts(target, public_texts, SelfPromptSettings(seed=seed))
-    train_language_model_unless_done("clm", texts, folder, self_prompt_recipe(target_recipe, base, seed),
+    train_language_model_unless_done("clm", texts, folder, self_prompt_recipe(full_recipe, base, seed),
                                      f"self-prompt reference of {target}", progress)
 
 
@@ -144,13 +146,14 @@ def finetune_demo(out: Path, size: str, seed: int, progress: bool) -> dict:
                                      progress)
     member_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
     comparison, reports = {}, {}
-    for name, recipe in finetune_recipes(demo.epochs, base, seed).items():
-        config = prepare_finetune(name, recipe, base, public_texts, member_texts, models / name, progress)
+    recipes = finetune_recipes(demo.epochs, base, seed)
+    for name in recipes:
+        recorded = prepare_finetune(name, recipes, base, public_texts, member_texts, models / name, progress)
         folder = out if name == "full" else out / name
         outcome = audit(finetune_audit_config(name, base, models / name, files, folder, seed, demo.bootstrap), progress,
                         overwrite=True)
         reports[name] = outcome.report
-        comparison[name] = {**config, "population_nll": population_nll(outcome.scores, "target_clm_tokens"),
+        comparison[name] = {**recorded, "population_nll": population_nll(outcome.scores, "target_clm_tokens"),
                             "base_population_nll": population_nll(outcome.scores, "reference_clm_tokens"),
                             "sample_level": strongest_at_low_fpr(outcome.report)}
     write_text(out / RESULT_FILE, json.dumps(comparison, indent=2, allow_nan=False) + "\n")

@@ -52,13 +52,16 @@ def test_first_choice_similarity_is_the_cosine_of_the_two_tokens():
     pad = padded_rows(rng, 7, 9)
     token_ids = pad(rng.integers(0, 12, (7, 9)).astype(float))
     first_choice = pad(rng.integers(0, 12, (7, 9)).astype(float))
-    got = first_choice_similarity(table, first_choice, token_ids, rows_per_block=3)
+    got = first_choice_similarity(table, first_choice, token_ids, positions_per_block=5)
     for row, column in zip(*np.nonzero(~np.isnan(token_ids)), strict=True):
         a, b = table[int(first_choice[row, column])], table[int(token_ids[row, column])]
         assert got[row, column] == pytest.approx(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
     assert np.array_equal(np.isnan(got), np.isnan(token_ids))
     same = ~np.isnan(token_ids) & (first_choice == token_ids)
     np.testing.assert_allclose(got[same], 1.0)
+    beyond = first_choice.copy()
+    beyond[0, 0] = 12.0  # one past the table
+    assert np.isnan(first_choice_similarity(table, beyond, token_ids)[0, 0])
 
 
 def test_spv_mia_by_hand():

@@ -5,7 +5,8 @@ fine-tuned on the prompts with their continuations. The reference so learns the 
 audited text, and what it has not learned is what the target memorised.
 
 The authors fine-tune the reference for 2 epochs at lr 5e-5 (their target: 10 epochs at 1e-4); `self_prompt_recipe`
-keeps that ratio to the target's own recipe when it is known (the fine-tuning suite) and the authors' values otherwise.
+keeps that ratio to a full fine-tune's recipe when one is known (the fine-tuning suite's) and the authors' values
+otherwise. The reference is always a full fine-tune, a LoRA target's too.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class SelfPromptSettings:
 
 
 def self_prompt_recipe(target: TrainingRecipe | None, base: str | Path, seed: int) -> TrainingRecipe:
-    """The reference's recipe: a full fine-tune of `base`, for EPOCH_SHARE of the target's epochs at LEARNING_RATE_SHARE
-    of its learning rate; the authors' 2 epochs at 5e-5 when the target's recipe is unknown."""
+    """The reference's recipe: a full fine-tune of `base`, for EPOCH_SHARE of the epochs of `target` (a full fine-tune's
+    recipe) at LEARNING_RATE_SHARE of its learning rate; the authors' 2 epochs at 5e-5 without one."""
     if target is None:
         return TrainingRecipe(epochs=2, learning_rate=5e-5, seed=seed, init_from=base)
     return replace(target, epochs=max(1, round(target.epochs * EPOCH_SHARE)), seed=seed, init_from=base, lora=None,

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from lmaudit.models.heads import input_device
+from lmaudit.models.config_json import family_of
+from lmaudit.models.heads import checked_encoder_and_head, input_device
 from lmaudit.models.inputs import pad_batch
-from lmaudit.models.text import model_max_length, text_ids
+from lmaudit.models.text import model_max_length, pad_token, text_ids
 from lmaudit.signals.base import progress_bar
 from lmaudit.signals.masks import sample_key
 
@@ -56,14 +57,15 @@ def _proposal(logits: torch.Tensor, tokenizer, original: str) -> str | None:
 def neighbour_texts(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str], neighbours: int,
                     words: int, seed: int, batch_size: int = 64, progress: bool = False) -> list[list[str]]:
     """`neighbours` neighbour texts of each text (a text without replaceable words is its own neighbour), proposed by a
-    masked LM or a causal LM (a model that generates)."""
-    causal = model.can_generate()
+    masked LM or a causal LM (by the model's class, as config.json's architectures name it)."""
+    causal = family_of([type(model).__name__]) == "clm"
     jobs = []  # (sample, neighbour, split words, replaced positions)
     for index, (text, sample_id) in enumerate(zip(texts, sample_ids, strict=True)):
         split = text.split(" ")
-        # a causal LM proposes from the words before: not for the first word, nor one whose punctuation comes first
+        # a causal LM proposes from the words before: not where none come before, nor for a word whose punctuation
+        # comes first
         candidates = [i for i in replaceable_words(split)
-                      if not causal or (i > 0 and _WORD.match(split[i]).group(1) == "")]
+                      if not causal or (" ".join(split[:i]).strip() and _WORD.match(split[i]).group(1) == "")]
         jobs += [(index, j, split, chosen_positions(sample_id, words, candidates, j, seed)) for j in range(neighbours)]
     result = [[text] * neighbours for text in texts]
     batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
@@ -107,19 +109,19 @@ def _causal_proposals(model: torch.nn.Module, tokenizer, batch: list) -> list[li
                 for _, _, split, positions in batch for position in positions]
     proposals: list[str | None] = []
     if contexts:
-        ids = text_ids(tokenizer, [context for context, _ in contexts])
         limit = model_max_length(model.config, tokenizer)
-        ids = [row[-limit:] for row in ids]  # the words right before the place
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        inputs, attention = pad_batch([np.asarray(row, dtype=np.int64) for row in ids], pad)
+        ids = [row[-limit:] for row in text_ids(tokenizer, [context for context, _ in contexts])]  # the words before
+        inputs, attention = pad_batch([np.asarray(row, dtype=np.int64) for row in ids], pad_token(tokenizer))
+        encoder, head = checked_encoder_and_head(model, inputs[:1, :16])
         device = input_device(model)
-        logits = model(input_ids=inputs.to(device), attention_mask=attention.to(device)).logits
-        last = attention.sum(dim=1) - 1
+        hidden = encoder(inputs.to(device), attention.to(device))
+        last = (attention.sum(dim=1) - 1).to(hidden.device)
+        # the head on each context's last position only: no contexts x length x vocabulary tensor
+        logits = head(hidden[torch.arange(len(ids), device=hidden.device), last]).float()
         for row, (context_ids, (_, original)) in enumerate(zip(ids, contexts, strict=True)):
             start = tokenizer.decode(context_ids, skip_special_tokens=True)
             proposals.append(next((word for word in (_appended_word(tokenizer, context_ids, start, token_id)
-                                                     for token_id in torch.topk(logits[row, last[row]].float(),
-                                                                                CANDIDATES).indices.tolist())
+                                                     for token_id in torch.topk(logits[row], CANDIDATES).indices.tolist())
                                    if word and word.lower() != original.lower()), None))
     per_job, offset = [], 0
     for _, _, _, positions in batch:

@@ -57,16 +57,18 @@ def prefix_text(texts: Sequence[str]) -> str:
 
 
 def first_choice_similarity(embeddings: np.ndarray, first_choice_ids: np.ndarray, token_ids: np.ndarray,
-                            rows_per_block: int = 256) -> np.ndarray:
+                            positions_per_block: int = 1 << 16) -> np.ndarray:
     """(n, T) cosine similarity between the embedding of a model's first choice at each position and the true token's
-    (1 where they are the same token), from unit-norm (vocabulary, width) `embeddings` and (n, T) NaN-padded ids."""
+    (1 where they are the same token), from unit-norm (vocabulary, width) `embeddings` and (n, T) NaN-padded ids; NaN
+    where either id is outside the table (a model whose vocabulary was resized past the reference's)."""
     similarity = np.full(token_ids.shape, np.nan)
-    for start in range(0, len(token_ids), rows_per_block):  # bounds the (rows, T, width) gathers
-        ids = token_ids[start : start + rows_per_block]
-        valid = ~np.isnan(ids)
-        chosen = embeddings[first_choice_ids[start : start + rows_per_block][valid].astype(np.int64)]
-        true = embeddings[ids[valid].astype(np.int64)]
-        block = similarity[start : start + rows_per_block]
-        block[valid] = np.einsum("ij,ij->i", chosen, true)
+    rows, columns = np.nonzero(~np.isnan(token_ids) & ~np.isnan(first_choice_ids))
+    chosen, true = first_choice_ids[rows, columns].astype(np.int64), token_ids[rows, columns].astype(np.int64)
+    inside = (chosen < len(embeddings)) & (true < len(embeddings))
+    rows, columns, chosen, true = rows[inside], columns[inside], chosen[inside], true[inside]
+    for start in range(0, len(rows), positions_per_block):  # bounds the (positions, width) gathers
+        block = slice(start, start + positions_per_block)
+        similarity[rows[block], columns[block]] = np.einsum("ij,ij->i", embeddings[chosen[block]],
+                                                            embeddings[true[block]])
     return similarity
 

@@ -42,8 +42,8 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
 
         def prepare(folder: Path) -> AuditConfig:
             base = base_model(base_name)
-            recipe = finetune_recipes(study.size.epochs, base, seed)[name]
-            prepare_finetune(name, recipe, base, public[base_name], study.texts(*TARGET_ROLES), model, progress)
+            recipes = finetune_recipes(study.size.epochs, base, seed)
+            prepare_finetune(name, recipes, base, public[base_name], study.texts(*TARGET_ROLES), model, progress)
             config = finetune_audit_config(name, base, model, files, folder, seed, study.size.bootstrap)
             return config.model_copy(update={"cache_dir": str(default_cache_dir(study.out))})
 
