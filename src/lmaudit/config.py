@@ -119,6 +119,8 @@ class AuditConfig(BaseModel):
                                                          "uses, besides the population's")
     attacks: AttackSettings = AttackSettings()
     include_text: bool = False
+    figures: bool = Field(True, description="draw the report page's ROC curves and score histograms (a study's cells "
+                                            "leave them to the study's page unless --cell-figures)")
     extraction: ExtractionSettings | None = Field(None, description="also run the extraction audit (causal LMs): greedy "
                                                   "and probabilistic extraction of each text's suffix from its prefix")
     allow_tokenizer_mismatch: bool = Field(False, description="audit with references whose tokenizer differs from the "

@@ -64,3 +64,18 @@ def test_an_interrupted_training_does_not_claim_to_resume(notes, tmp_path, monke
     notes.head(4).to_csv(tmp_path / "notes.csv", index=False)
     code, output = run_cli("train", "mlm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "model")
     assert code == 130 and "nothing of the training was saved" in output and "resumes" not in output
+
+
+def test_figures_are_drawn_unless_asked_not_and_a_rerun_may_change_that(tiny_model_dirs, roles, tmp_path):
+    """--no-figures: the page holds no image and says why, report.json's results are those of the audit with figures;
+    figures are how the page is drawn, not what the audit is, so the rerun that draws them is not refused."""
+    out = tmp_path / "audit"
+    assert audit(tiny_model_dirs[0], roles, out, "--no-figures")[0] == 0
+    page = (out / "report.html").read_text()
+    assert "data:image/png" not in page and "No figures on this page" in page
+    without = json.loads((out / "report.json").read_text())
+    assert audit(tiny_model_dirs[0], roles, out)[0] == 0
+    assert "data:image/png" in (out / "report.html").read_text()
+    drawn = json.loads((out / "report.json").read_text())
+    assert (without["config"]["figures"], drawn["config"]["figures"]) == (False, True)
+    assert without["results"] == drawn["results"]

@@ -131,6 +131,8 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
 @audit_setting("neighbours", type=click.IntRange(min=0),
                help="Token signals: neighbour texts per sample for the neighbourhood attack (N more passes; 0 = off).")
 @audit_setting("neighbour_words", type=click.IntRange(min=1), help="Words replaced per neighbour.")
+@audit_setting("figures", "--figures/--no-figures",
+               help="Draw the page's ROC curves and score histograms (a third of a small audit's time).")
 @audit_setting("camia", is_flag=True, default_text="off",
                help="Causal LMs: score each text repeated 6 times too, for CAMIA (one more pass, 6x as long).")
 @audit_setting("samia", type=click.IntRange(min=0),

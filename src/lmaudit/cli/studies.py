@@ -65,8 +65,11 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
 @click.option("--cells", "cell_patterns", multiple=True, metavar="PATTERN",
               help="Run only the cells whose names match this shell pattern (repeatable), e.g. 'classifier-*'; "
                    "study.json and study.html then tabulate those.")
+@click.option("--cell-figures", is_flag=True,
+              help="Draw each cell's ROC curves and histograms on its own page too (a third of a small cell's time); "
+                   "the study's page has its figures either way.")
 def study(name: str | None, config_file: str | None, out: str | None, size: str, seed: int,
-          cell_patterns: tuple[str, ...]) -> None:
+          cell_patterns: tuple[str, ...], cell_figures: bool) -> None:
     """Run a study: train and audit a grid of settings, then tabulate and plot it (study.json, study.html); NAME is one
     of the studies below. A rerun keeps every finished cell."""
     from lmaudit.report.study import study_lines
@@ -78,10 +81,10 @@ def study(name: str | None, config_file: str | None, out: str | None, size: str,
         from lmaudit.studies.grid import load_grid_config
 
         out = out or f"runs/study-{load_grid_config(config_file).study}"
-        document = run_config_study(config_file, out, progress(), cell_patterns)
+        document = run_config_study(config_file, out, progress(), cell_patterns, cell_figures)
     else:
         out = out or f"runs/study-{name}"
-        document = run_named_study(name, out, size, seed, progress(), cell_patterns)
+        document = run_named_study(name, out, size, seed, progress(), cell_patterns, cell_figures)
     click.echo("\n".join(study_lines(document)))
     click.echo(f"report: {Path(out) / 'study.html'}")
 

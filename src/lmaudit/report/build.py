@@ -137,6 +137,9 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
 
 
+PRESENTATION = ("figures",)  # settings of how a report is drawn, not of what it found: a rerun may change them
+
+
 def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False) -> None:
     """Refuse to write an audit into a folder that holds another run's results: a model, or the report of an audit
     configured otherwise (InputError naming the first setting that differs), unless `overwrite`. A rerun of the same
@@ -155,7 +158,8 @@ def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False) -
         raise InputError(f"{report}: not a report of lmaudit's that can be read; choose another --out, or give "
                          "--overwrite to replace the folder's report") from None
     current = json.loads(json_text(config))
-    differing = [key for key in dict.fromkeys([*current, *previous]) if current.get(key) != previous.get(key)]
+    differing = [key for key in dict.fromkeys([*current, *previous])
+                 if key not in PRESENTATION and current.get(key) != previous.get(key)]
     if differing:
         raise InputError(f"{out}: holds the report of another audit (its {differing[0]} differs); choose another --out, "
                          "or give --overwrite to replace it")

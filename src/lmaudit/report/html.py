@@ -255,12 +255,14 @@ def extraction_rows(report: dict) -> list[dict]:
 def render_html(report: dict, attacks: list[AttackScores]) -> str:
     """The audit's page: verdict, per-level results and ROC curves, folded evidence, glossary, provenance."""
     levels = [level for level in LEVELS if report["ranking"].get(level)]
-    roc_strongest, roc_every = roc_images(report, attacks)
+    figures = report["config"].get("figures", True)
+    roc_strongest, roc_every = roc_images(report, attacks) if figures else ({}, {})
     return render_template(
         "report.html.j2",
         report=report, levels=levels, names=report["level_names"], results_tables=results_tables(report),
         slice_tables=slice_tables(report), roc_strongest=roc_strongest, roc_every=roc_every,
-        histogram_images=histogram_images(report, attacks), attacks_run=attacks_run(report), glossary=GLOSSARY,
+        histogram_images=histogram_images(report, attacks) if figures else {}, figures=figures,
+        attacks_run=attacks_run(report), glossary=GLOSSARY,
         feature_table=feature_attack_table(report["results"]), classifier_attacks=CLASSIFIER_ATTACKS, paper_columns=PAPER_COLUMNS,
         level_table=level_table(report["results"]), set_table=nonmember_set_table(report), pct=percent, num=number,
         config_json=json.dumps(report["config"], indent=2), environment=report["environment"],

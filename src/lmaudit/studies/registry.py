@@ -92,9 +92,11 @@ def only_cells(plan: StudyPlan, patterns: Sequence[str]) -> StudyPlan:
     return replace(plan, cells=cells)
 
 
-def run_planned(plan: Callable[[Path], StudyPlan], out: str | Path, progress: bool, cells: Sequence[str]) -> dict:
-    """Plan the study into `out` (`plan(out)` writes its data) and run it, or only its `cells` (patterns). Patterns that
-    match no cell are refused before anything runs, and a folder this call created is left as it was: absent."""
+def run_planned(plan: Callable[[Path], StudyPlan], out: str | Path, progress: bool, cells: Sequence[str],
+                cell_figures: bool = False) -> dict:
+    """Plan the study into `out` (`plan(out)` writes its data) and run it, or only its `cells` (patterns), each cell's
+    page with figures if `cell_figures`. Patterns that match no cell are refused before anything runs, and a folder this
+    call created is left as it was: absent."""
     from lmaudit.studies.runner import run_study
 
     out = Path(out)
@@ -111,19 +113,20 @@ def run_planned(plan: Callable[[Path], StudyPlan], out: str | Path, progress: bo
                     elif child.name != LOCK_NAME:
                         child.unlink()
             raise
-        return run_study(chosen, out, progress)
+        return run_study(chosen, out, progress, cell_figures)
 
 
 def run_named_study(name: str, out: str | Path, size: str = "smoke", seed: int = 0, progress: bool = False,
-                    cells: Sequence[str] = ()) -> dict:
+                    cells: Sequence[str] = (), cell_figures: bool = False) -> dict:
     """Plan (writing the study's data into `out`) and run the study called `name`, or only its `cells` (patterns)."""
     spec = study_spec(name)
-    return run_planned(lambda folder: spec.plan(folder, size, seed, progress), out, progress, cells)
+    return run_planned(lambda folder: spec.plan(folder, size, seed, progress), out, progress, cells, cell_figures)
 
 
-def run_config_study(path: str | Path, out: str | Path, progress: bool = False, cells: Sequence[str] = ()) -> dict:
+def run_config_study(path: str | Path, out: str | Path, progress: bool = False, cells: Sequence[str] = (),
+                     cell_figures: bool = False) -> dict:
     """Run the grid study a YAML file describes (studies/grid.py), or only its `cells` (patterns)."""
     from lmaudit.studies.grid import load_grid_config, plan_from_config
 
     config = load_grid_config(path)
-    return run_planned(lambda folder: plan_from_config(config, folder, progress), out, progress, cells)
+    return run_planned(lambda folder: plan_from_config(config, folder, progress), out, progress, cells, cell_figures)

@@ -93,8 +93,10 @@ def _finished(folder: Path, cell: Cell) -> dict | None:
     return record if record.get("settings") == json.loads(json.dumps(cell.settings)) else None
 
 
-def run_study(plan: StudyPlan, out: str | Path, progress: bool = False) -> dict:
-    """Run every cell not finished before, then write study.json and study.html in `out`; returns study.json's document."""
+def run_study(plan: StudyPlan, out: str | Path, progress: bool = False, cell_figures: bool = False) -> dict:
+    """Run every cell not finished before, then write study.json and study.html in `out`; returns study.json's document.
+    A cell's own page draws no figures unless `cell_figures` (the study's page draws the study's): a cell's 24 figures
+    are about a third of its audit."""
     from lmaudit.audit.run import run_audit
     from lmaudit.report.study import write_study
 
@@ -111,7 +113,8 @@ def run_study(plan: StudyPlan, out: str | Path, progress: bool = False) -> dict:
                 log.info("study %s: cell %d of %d (%s): training what it needs and auditing", plan.study, number,
                          len(plan.cells), cell.name)
                 started = time.monotonic()
-                report = run_audit(cell.prepare(folder), progress=progress, overwrite=True)  # a cell redone replaces its report
+                config = cell.prepare(folder).model_copy(update={"figures": cell_figures})
+                report = run_audit(config, progress=progress, overwrite=True)  # a cell redone replaces its report
                 record = cell_record(cell, report, time.monotonic() - started)
                 write_text(folder / CELL_FILE, json_text(record))
             records.append(record)
