@@ -130,12 +130,11 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
 def self_prompt_losses(audit: ResolvedAudit, settings: SignalSettings, ids: list[str], texts: list[str],
                        neighbours: list[str]) -> dict[str, np.ndarray]:
     """SPV-MIA's passes: the self-prompt reference's mean NLL (nats per token) of each text and of its neighbours (the
-    flat list, `neighbours` per text in order)."""
+    flat list, --neighbours per text in order)."""
     from lmaudit.signals.compute import model_signal
 
-    reference = audit.tokens.self_prompt_reference
+    reference, per_text = audit.tokens.self_prompt_reference, audit.tokens.neighbours
     own = model_signal(reference, ids, texts, settings, audit.scoring, "self-prompt reference")["value"]
-    per_text = len(neighbours) // len(ids)
     perturbed = model_signal(reference, [i for i in ids for _ in range(per_text)], neighbours, settings, audit.scoring,
                              "self-prompt reference, neighbours")["value"]
     return {SELF_PROMPT_LOSS: own.to_numpy(dtype=float),

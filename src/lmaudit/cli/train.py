@@ -23,7 +23,7 @@ from lmaudit.models.recipe import (
     LoraSettings,
     TrainingRecipe,
 )
-from lmaudit.models.self_prompt import SelfPromptSettings
+from lmaudit.models.self_prompt import PAPER_EPOCHS, PAPER_LEARNING_RATE, SelfPromptSettings
 from lmaudit.models.tokenizer import TOKENIZATIONS
 
 recipe_option = partial(setting, TrainingRecipe)
@@ -318,9 +318,10 @@ COMMANDS = (synth, split, train)
               help="Public text (a corpus file, never audited samples): each text's first tokens prompt the target.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the reference is saved in.")
 @setting(SelfPromptSettings, "prompt_tokens", type=click.IntRange(min=1), help="Tokens of each prompt (the paper: 16).")
-@click.option("--epochs", default=2, show_default=True, type=click.IntRange(min=1), help="Fine-tuning epochs (the paper: 2).")
-@click.option("--learning-rate", default=5e-5, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="AdamW peak learning rate (the paper: 5e-5).")
+@click.option("--epochs", default=PAPER_EPOCHS, show_default=True, type=click.IntRange(min=1),
+              help="Fine-tuning epochs (the paper's).")
+@click.option("--learning-rate", default=PAPER_LEARNING_RATE, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), help="AdamW peak learning rate (the paper's).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the sampling and the fine-tuning.")
 @overwrite_option
 def train_self_prompt(target: str, adapter: str | None, base: str, prompts: str, out: str, prompt_tokens: int,
@@ -328,14 +329,14 @@ def train_self_prompt(target: str, adapter: str | None, base: str, prompts: str,
     """SPV-MIA's self-prompt reference: the target continues the first tokens of public texts, and --base is fine-tuned
     on what it wrote; audit with --self-prompt-reference OUT and --neighbours N."""
     from lmaudit.data.corpus import load_corpus
-    from lmaudit.models.self_prompt import self_prompt_texts
+    from lmaudit.models.self_prompt import self_prompt_recipe, self_prompt_texts
     from lmaudit.models.source import ModelSource
     from lmaudit.models.train import train_language_model
     from lmaudit.models.trained import refuse_another_model
 
     texts = self_prompt_texts(ModelSource(target, adapter), load_corpus(prompts)["text"].tolist(),
                               SelfPromptSettings(prompt_tokens, seed))
-    recipe = TrainingRecipe(epochs=epochs, learning_rate=learning_rate, seed=seed, init_from=base)
+    recipe = replace(self_prompt_recipe(None, base, seed), epochs=epochs, learning_rate=learning_rate)
     refuse_another_model(out, "clm", recipe, len(texts), overwrite)
     summary = train_language_model("clm", texts, out, recipe, None, progress(), "self-prompt reference")
     click.echo(f"the target wrote {len(texts)} texts from {prompt_tokens}-token prompts; {base} fine-tuned on them for "
