@@ -213,6 +213,14 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
             assert canary_report["reference"] == ([report["config"]["reference"][0]] if start == "fine-tuned" else [])
             assert target["n_samples"] > len(pd.read_parquet(tmp_path / "data" / "member.parquet"))  # canaries planted
             assert target["canaries"][0]["design"] == "new_token"
+        if family == "mlm":  # downstream utility: the checkpoint and its start fine-tuned on note inference
+            tuned = read_training_summary(tmp_path / "models" / "note-inference" / cell["cell"])
+            began = read_training_summary(tmp_path / "models" / "note-inference" / f"start-{start}")
+            assert (tuned["init_from"], began["init_from"]) == (report["config"]["target"], None)  # scratch: random
+            assert (measured["nli_accuracy"], measured["start_nli_accuracy"]) == (tuned["test_accuracy"], began["test_accuracy"])
+            assert measured["nli_test_pairs"] == tuned["n_test"] > 0 and tuned["epochs_run"] == 3
+            low, high = measured["nli_accuracy_interval"]
+            assert low <= measured["nli_accuracy"] <= high
         if cell["settings"]["noise"] != "non-DP" and family != "classifier":  # DP-SGD audited white-box too
             assert measured["white_box_verdict"].startswith("consistent") and measured["white_box_epsilon"] >= 0
         if cell["settings"]["noise"] == "non-DP":
@@ -230,6 +238,27 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
     assert best["epsilon"] == last["measured"]["epsilon_rdp"]  # the last epoch's: what the whole run spent
     assert best["canary epsilon"] == last["measured"]["canary_epsilon"] <= best["epsilon"]
     assert best["white-box epsilon"] == last["measured"]["white_box_epsilon"] <= best["epsilon"]
+    assert best["NLI accuracy"] == last["measured"]["nli_accuracy"]
     assert set(study["analysis"]["maximum over epochs: clm"]) == {"fine-tuned, non-DP"}
     assert set(study["analysis"]) == {f"maximum over epochs: {f}" for f in ("mlm", "clm", "classifier")}
     assert "data:image/png;base64," in (tmp_path / "study.html").read_text()
+
+
+def test_dp_at_full_size_runs_the_one_hour_grid_and_dp_paper_the_papers(tmp_path, monkeypatch):
+    """Full size: fine-tuned models only, DP-SGD for 3 epochs (the paper's), each epoch audited, at four noise levels;
+    the dp-paper study: the paper's seven noise levels and non-DP, from scratch and fine-tuned."""
+    from lmaudit.studies.dp import PAPER_NOISES, noise_label, plan
+    from lmaudit.studies.registry import study_spec
+
+    monkeypatch.setitem(DEMO_SIZES, "full", TINY)
+    monkeypatch.setitem(CLASSIFIER_DEMO_SIZES, "full", ClassifierDemoSize(users=48, max_epochs=40, bootstrap=20))
+    hour = plan(tmp_path / "hour", "full", 0)
+    noises = ("1", "0.01", "0.001", "non-DP")
+    assert [(c.settings["model"], c.settings["noise"], c.settings["epochs"]) for c in hour.cells] == [
+        *((f"{kind}, fine-tuned", noise, epoch) for kind in ("mlm", "clm") for noise in noises for epoch in (1, 2, 3)),
+        *(("classifier, fine-tuned", noise, epoch) for noise in noises for epoch in (1, 6, 40))]
+    assert hour.setup["language-model epochs"] == "3 fine-tuned"
+    paper = study_spec("dp-paper").plan(tmp_path / "paper", "full", 0)
+    assert sorted({c.settings["noise"] for c in paper.cells}) == sorted(map(noise_label, (*PAPER_NOISES, None)))
+    assert {c.settings["model"] for c in paper.cells} >= {"mlm, scratch", "mlm, fine-tuned"}
+    assert paper.setup["language-model epochs"] == "3 from scratch, 3 fine-tuned"  # TINY's epochs

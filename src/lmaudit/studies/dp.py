@@ -11,7 +11,11 @@ k the largest number of one patient's (user's) samples in training.
 
 Language models train on the demo's notes; the references are the study's, pretrained without DP on the reference
 patients, and a fine-tuned target starts from the reference of its kind, which the likelihood-ratio attack then uses
-(an attacker holds the public base model). Utility: the mean loss per token on the population's (held-out) notes.
+(an attacker holds the public base model). Utility: the mean loss per token on the population's (held-out) notes, and
+for the masked LMs the test accuracy on a note-inference task after fine-tuning (`studies/note_inference.py`, the
+paper's MedNLI, Tables 4-5). The grid (DP_GRIDS) is the size's, or the paper's whole grid (the dp-paper study): at full
+size the dp study runs in about an hour on 2 CPU cores, with the paper's own setting (pretrained start, DP-SGD for 3
+epochs) at four noise levels.
 Every language-model target also trains with the study's canaries planted (new-token canaries, each a coin flip;
 `studies/canary_epsilon.py`), and each DP-SGD target with gradient canaries in every step (`lmaudit train --audit-dp`):
 each checkpoint's canary epsilon (Steinke et al.'s one-run lower bound, and the f-DP one) and white-box epsilon stand
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 
 from lmaudit.data.roles import MEMBER, POPULATION
@@ -40,6 +45,7 @@ from lmaudit.studies.canary_epsilon import (
     with_canaries,
 )
 from lmaudit.studies.epochs import checkpoint_epochs
+from lmaudit.studies.note_inference import INFERENCE_EPOCHS, inference_accuracy, inference_task
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, held_out_loss, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
 
@@ -61,15 +67,23 @@ ATTACKS["clm"] = ATTACKS["mlm"]
 
 @dataclass(frozen=True)
 class DPGrid:
-    """What a size of the study trains: noise multipliers (the last entry None: without DP-SGD), and how many
-    checkpoints of each model are audited."""
+    """What a grid of the study trains: noise multipliers (the last entry None: without DP-SGD), the language models'
+    starts, how many checkpoints of each model are audited, and a fine-tuned language model's epochs (None: the size's,
+    as from scratch)."""
 
     noises: tuple[float | None, ...]
     checkpoints: int
+    starts: tuple[str, ...] = STARTS
+    fine_tune_epochs: int | None = None
 
 
 DP_GRIDS = {"smoke": DPGrid(noises=(1.0, 0.001, None), checkpoints=2),
-            "full": DPGrid(noises=(*PAPER_NOISES, None), checkpoints=3)}
+            # About an hour at full size on 2 CPU cores: the paper's own setting (every model starts from a pretrained
+            # one; DP-SGD for 3 epochs, each audited) at noise levels on both sides of its finding (sigma >= 0.01
+            # negligible, <= 1e-3 more than 1%).
+            "hour": DPGrid(noises=(1.0, 0.01, 0.001, None), checkpoints=3, starts=("fine-tuned",), fine_tune_epochs=3),
+            "paper": DPGrid(noises=(*PAPER_NOISES, None), checkpoints=3)}
+GRID_OF_SIZE = {"smoke": "smoke", "full": "hour"}  # the dp study's grid; the dp-paper study runs the paper's at any size
 
 
 def noise_label(noise: float | None) -> str:
@@ -113,6 +127,8 @@ def maximum_over_epochs(records: list[dict]) -> dict:
         if "white_box_epsilon" in last:
             row["white-box epsilon"] = last["white_box_epsilon"]
         row |= {key: last[key] for key in ("held_out_loss", "test_accuracy") if key in last}
+        if "nli_accuracy" in last:  # the masked LMs' downstream utility, and that of the model they started from
+            row |= {"NLI accuracy": last["nli_accuracy"], "NLI accuracy of the start": last["start_nli_accuracy"]}
         for attack, level in ATTACKS[family]:
             summaries = [s for cell in cells if (s := shown_summary(cell, attack, level)) is not None]
             row[f"{attack} {level}: max AUC"] = max((s["auc"] for s in summaries), default=None)
@@ -135,32 +151,46 @@ def group_sizes(rows, cap: int) -> int:
 
 def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> list[Cell]:
     """One cell per (kind, start, noise, checkpoint epoch) of the masked and the causal LM, each trained with the
-    `canaries` planted and measured by their one-run audit too."""
+    `canaries` planted and measured by their one-run audit too; a masked LM's cells also measure its utility on the
+    note-inference task, beside that of the model it started from."""
     from lmaudit.models.folders import read_training_summary
     from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES, DPSettings
     from lmaudit.models.trained import checkpoint_folder
 
-    epochs = checkpoint_epochs(study.size.epochs, grid.checkpoints)
     target_rows = study.notes[study.notes["role"].isin(TARGET_ROLES)]
     population = study.notes[study.notes["role"] == POPULATION]
     k = group_sizes(target_rows, PAPER_CAP)
+    task = cache(partial(inference_task, study.size.patients, study.seed))
+
+    def run_epochs(start: str) -> int:
+        return (grid.fine_tune_epochs or study.size.epochs) if start == "fine-tuned" else study.size.epochs
 
     def reference(kind: str) -> Path:
         return study.reference() if kind == "mlm" else study.train(kind, "reference-clm", study.texts(REFERENCE_TRAIN),
                                                                    seed=study.seed + 1)
 
+    def utility_downstream(name: str, checkpoint: Path, start: str) -> dict:
+        folders = study.out / "models" / "note-inference"
+        tuned = inference_accuracy(checkpoint, task(), folders / name, study.tokenizer_source)
+        began = inference_accuracy(reference("mlm") if start == "fine-tuned" else None, task(), folders / f"start-{start}",
+                                   study.tokenizer_source)
+        return {"nli_accuracy": tuned["accuracy"], "nli_accuracy_interval": tuned["interval"],
+                "nli_test_pairs": tuned["test_pairs"], "start_nli_accuracy": began["accuracy"]}
+
     def cell(kind: str, start: str, noise: float | None, epoch: int) -> Cell:
         name = f"{kind}-{start}-{'non-dp' if noise is None else f'sigma-{noise:g}'}"
         model = study.out / "models" / name
-        checkpoint = model if epoch == study.size.epochs else checkpoint_folder(model, epoch)
+        epochs = run_epochs(start)
+        checkpoint = model if epoch == epochs else checkpoint_folder(model, epoch)
 
         def prepare(folder: Path):
             texts, groups = with_canaries(target_rows, canaries)
             dp = (None if noise is None else
                   DPSettings(noise, CLIPPING_NORM, PAPER_DELTA, PAPER_CAP, DEFAULT_GRADIENT_CANARIES))
-            study.train(kind, name, texts, groups=groups, checkpoints=tuple(epochs), dp=dp,
+            saved = checkpoint_epochs(epochs, grid.checkpoints)
+            study.train(kind, name, texts, groups=groups, checkpoints=tuple(saved), dp=dp, epochs=epochs,
                         init_from=reference(kind) if start == "fine-tuned" else None)
-            record_canaries([model, *(checkpoint_folder(model, e) for e in epochs if e < study.size.epochs)], canaries)
+            record_canaries([model, *(checkpoint_folder(model, e) for e in saved if e < epochs)], canaries)
             audit = study.audit(folder, checkpoint, [reference(kind)], SIGNAL_OF[kind])
             return audit.model_copy(update={"whitebox": True,
                                             "evaluation": audit.evaluation.model_copy(update={"delta": PAPER_DELTA})})
@@ -172,13 +202,15 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
                                          study.out / "canary-audits" / f"{name}-epoch-{epoch}",
                                          default_cache_dir(study.out), PAPER_DELTA, study.seed)
             training = read_training_summary(checkpoint)
-            return dp_measurements(training, k) | {"held_out_loss": utility} | planted | white_box_measurement(training)
+            downstream = utility_downstream(f"{name}-epoch-{epoch}", checkpoint, start) if kind == "mlm" else {}
+            return (dp_measurements(training, k) | {"held_out_loss": utility} | downstream | planted
+                    | white_box_measurement(training))
 
         return Cell(f"{name}-epoch-{epoch}", {"model": f"{kind}, {start}", "noise": noise_label(noise), "epochs": epoch},
                     prepare, measure)
 
-    return [cell(kind, start, noise, epoch) for kind in SIGNAL_OF for start in STARTS for noise in grid.noises
-            for epoch in epochs]
+    return [cell(kind, start, noise, epoch) for kind in SIGNAL_OF for start in grid.starts for noise in grid.noises
+            for epoch in checkpoint_epochs(run_epochs(start), grid.checkpoints)]
 
 
 def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bool) -> list[Cell]:
@@ -223,30 +255,33 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
         return Cell(f"{name}-epoch-{epoch}", {"model": f"classifier, {start}", "noise": noise_label(noise),
                                               "epochs": epoch}, prepare, measure)
 
-    return [cell(start, noise, epoch) for start in STARTS for noise in grid.noises for epoch in epochs]
+    return [cell(start, noise, epoch) for start in grid.starts for noise in grid.noises for epoch in epochs]
 
 
-def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
-    """One cell per (family, start, noise, checkpoint epoch)."""
+def plan(out: Path, size: str, seed: int, progress: bool = False, grid: str | None = None) -> StudyPlan:
+    """One cell per (family, start, noise, checkpoint epoch) of the `grid` (DP_GRIDS; None: the size's)."""
     from lmaudit.canaries.make import reserved_tokens
     from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES
     from lmaudit.report.plots import dp_study_figure
 
-    grid = DP_GRIDS[size]
+    grid = DP_GRIDS[grid or GRID_OF_SIZE[size]]
     canaries = study_canaries(Path(out), size, seed)
     study = notes_study(out, size, seed, progress, reserved_tokens(canaries))
     cells = (language_model_cells(study, grid, canaries)
              + classifier_cells(out, size, seed, grid, progress))
     noises = ", ".join(noise_label(noise) for noise in grid.noises)
+    starts = " and ".join("from scratch" if start == "scratch" else "fine-tuned" for start in grid.starts)
+    fine_tune_epochs = grid.fine_tune_epochs or study.size.epochs
     return StudyPlan(
         study="dp",
-        description=f"A masked LM, a causal LM and a topic classifier, each from scratch and fine-tuned, trained with "
+        description=f"A masked LM, a causal LM and a topic classifier, each {starts}, trained with "
                     f"DP-SGD at noise multipliers {noises} (non-DP: without DP-SGD), clipping norm {CLIPPING_NORM:g}, "
                     f"delta {PAPER_DELTA:g}, at most {PAPER_CAP} samples per patient or user, and audited after "
                     f"{grid.checkpoints} epochs spaced on a log scale up to the last, white-box attacks included; the language "
                     f"models train with {CANARY_COUNTS[size]} new-token canaries planted (each with probability 1/2), whose "
                     f"one-run audit gives the canary epsilon, and their DP-SGD runs with gradient canaries, whose "
-                    f"white-box audit gives the white-box epsilon.",
+                    f"white-box audit gives the white-box epsilon. Each masked LM is also fine-tuned on a note-inference "
+                    f"task (the analogue of MedNLI) for its utility, beside the model it started from.",
         paper="leakage falls with noise: sigma in {2, 1, 0.1, 0.01} leaves negligible leakage (under 1%) for every "
               "attack; sigma <= 1e-3 and 1e-20 leak more than 1% to the white-box and group attacks; the accountant's "
               "epsilon is a vast overestimate (sigma 1e-3 gives about 10^4); utility falls with noise but stays above "
@@ -256,7 +291,8 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
         shown=(("loss", "sample"), ("likelihood_ratio", "sample"), ("sample_threshold", "sample")),
         analyse=maximum_over_epochs, analysis_figure=dp_study_figure, grid_figure=False,
         setup={"patients": study.size.patients, "users": CLASSIFIER_DEMO_SIZES[size].users,
-               "language-model epochs": study.size.epochs, "classifier epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs,
+               "language-model epochs": (f"{study.size.epochs} from scratch, " if "scratch" in grid.starts else "")
+                                        + f"{fine_tune_epochs} fine-tuned", "classifier epochs": CLASSIFIER_DEMO_SIZES[size].max_epochs,
                "noise multipliers": noises, "clipping norm": CLIPPING_NORM, "delta": PAPER_DELTA,
                "samples per patient or user, at most": PAPER_CAP, "seed": seed,
                "epsilon": "the RDP accountant's, as the paper's (the table has PRV too where computed); '-' and n/a: "
@@ -268,6 +304,10 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                "white-box epsilon": f"DP-SGD language models: Steinke et al.'s bound (95%, delta {PAPER_DELTA:g}) from "
                                     f"{DEFAULT_GRADIENT_CANARIES} gradient canaries in every step; the last "
                                     f"checkpoint's",
+               "NLI accuracy": f"masked LMs: test accuracy (fraction) on the note-inference task of "
+                               f"{study.size.patients} other patients' notes after {INFERENCE_EPOCHS} epochs of "
+                               f"fine-tuning (the best validation epoch's; 'of the start': the model it started from, "
+                               f"the reference or, from scratch, a random initialisation); the last checkpoint's",
                "max adv.": "at the population's 10% FPR threshold; n/a where the population is too small to calibrate "
                            "it (the patient level at smoke size); classifiers calibrate on their shadow instead"},
     )

@@ -53,7 +53,10 @@ STUDIES = [
     StudySpec("epochs", "leakage after each training epoch of a masked LM, a causal LM and a classifier, and its "
               "maximum (Jagannatha et al., Figures 1-3)", "epochs"),
     StudySpec("dp", "leakage, epsilon and utility against the DP-SGD noise for a masked LM, a causal LM and a "
-              "classifier, from scratch and fine-tuned, maximum over epochs (Jagannatha et al., Tables 2-3)", "dp"),
+              "classifier, maximum over epochs, downstream utility of the masked LMs (Jagannatha et al., Tables 2-5); "
+              "at full size the one-hour grid: fine-tuned for 3 epochs at 4 noise levels", "dp"),
+    StudySpec("dp-paper", "the dp study on the paper's whole grid: 7 noise levels and non-DP, from scratch and "
+              "fine-tuned (about 10 hours at full size on 2 CPU cores)", "dp", {"grid": "paper"}),
     StudySpec("finetune", "a causal base trained on public notes or on user posts, fine-tuned on the members in full and "
               "with LoRA, every attack on fine-tunes against the base (the fine-tuning suite as a study)", "finetune"),
     StudySpec("rare-disease", "patient-level leakage per bucket of disease-profile probability (Jagannatha et al., "
