@@ -73,7 +73,7 @@ def reference_token_values(audit: ResolvedAudit, per_model: dict[str, pd.DataFra
     truncation), for the attacks that compare the two token by token; for a causal LM also how close each model's
     first choice is to the true token, in the reference's input-embedding space (PETAL). Else nothing, and the reason
     in `missing`."""
-    from lmaudit.models.load import normalised_input_embeddings
+    from lmaudit.models.embeddings import normalised_input_embeddings
     from lmaudit.signals.variants import first_choice_similarity
 
     if not audit.references:

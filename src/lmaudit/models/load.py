@@ -184,14 +184,3 @@ def load_model(model: str | Path | ModelSource, kind: str, placement: Placement 
     family = model_family(model) if kind == "any" else kind
     loader = {"mlm": load_masked_lm, "clm": load_causal_lm, "classifier": load_classifier}[family]
     return loader(model, placement)
-
-
-def normalised_input_embeddings(model: str | Path | ModelSource, placement: Placement = DEFAULT_PLACEMENT):
-    """(vocabulary, width) float32 numpy array: the causal LM's input token embeddings, each row scaled to unit L2 norm
-    (a zero row stays zero), so a dot product of two rows is their cosine similarity."""
-    import numpy as np
-
-    table = load_causal_lm(model, placement).model.get_input_embeddings().weight.detach().float().cpu().numpy()
-    norms = np.linalg.norm(table, axis=1, keepdims=True)
-    return table / np.where(norms == 0, 1.0, norms)
-
