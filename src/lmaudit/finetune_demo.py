@@ -12,6 +12,7 @@ fine-tuned on that fine-tune's continuations of public notes; 10 neighbours per 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import replace
@@ -37,6 +38,7 @@ from lmaudit.models.self_prompt import SelfPromptSettings, self_prompt_recipe, s
 from lmaudit.models.source import ModelSource
 
 log = logging.getLogger(__name__)
+SELF_PROMPT_SOURCE = "self_prompt_source.json"  # in a self-prompt reference: the target and prompts it was made from
 
 # How each fine-tune trains from the base, for a fraction of the base's epochs: tiny models need far larger learning
 # rates than the 5e-5 (full) and 2e-4 (LoRA) that suit pretrained checkpoints, and LoRA's low-rank update a larger one
@@ -98,10 +100,24 @@ def train_self_prompt_reference(target: ModelSource, base: Path, public_texts: l
                                 full_recipe: TrainingRecipe, seed: int, progress: bool = False) -> None:
     """SPV-MIA's reference for one fine-tune: the base fully fine-tuned (models/self_prompt.py, from the suite's full
     fine-tune recipe whatever the target's, so that a LoRA and a full target get references trained alike) on the
-    fine-tune's continuations of the public texts' first tokens, into `folder` unless done."""
+    fine-tune's continuations of the public texts' first tokens, into `folder` unless made so from this very target
+    (by fingerprint: a target trained again gets a new reference) and these texts; then nothing is sampled."""
+    from lmaudit.models.fingerprints import model_fingerprint
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.train import train_language_model
+    from lmaudit.models.trained import agrees
+
+    recipe = self_prompt_recipe(full_recipe, base, seed)
+    prompts = hashlib.sha256(json.dumps(public_texts).encode("utf-8")).hexdigest()
+    made_from = {"target": model_fingerprint(target), "prompts": prompts, "seed": seed}
+    done, record = read_training_summary(folder), folder / SELF_PROMPT_SOURCE
+    if (done is not None and record.is_file() and json.loads(record.read_text(encoding="utf-8")) == made_from
+            and agrees(done, recipe.recorded("clm", done["n_samples"]))):
+        log.info("reusing %s: the self-prompt reference of this target, trained the same way", folder)
+        return
     texts = self_prompt_texts(target, public_texts, SelfPromptSettings(seed=seed))
-    train_language_model_unless_done("clm", texts, folder, self_prompt_recipe(full_recipe, base, seed),
-                                     f"self-prompt reference of {target}", progress)
+    train_language_model("clm", texts, folder, recipe, None, progress, f"self-prompt reference of {target}")
+    write_text(record, json.dumps(made_from))
 
 
 def strongest_at_low_fpr(report: dict, level: str = "sample") -> list[dict]:

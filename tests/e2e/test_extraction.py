@@ -230,3 +230,31 @@ def test_self_prompt_reference_is_trained_on_the_targets_own_continuations_and_f
                            "--out", tmp_path / "r2", "--prompt-tokens", 500)
     assert_one_line_error(code, output, "longer than 500 tokens")
     assert not (tmp_path / "r2").exists()
+
+
+def test_the_suites_self_prompt_reference_is_reused_only_for_the_same_target(memorised, tmp_path, monkeypatch):
+    """Made once; called again for the same target and prompts it samples nothing; for a target whose weights changed
+    (trained again) it samples and trains anew."""
+    import shutil
+
+    import lmaudit.finetune_demo as suite
+    from lmaudit.models.recipe import TrainingRecipe
+    from lmaudit.models.source import ModelSource
+
+    folder, _, nonmembers = memorised
+    target = tmp_path / "target"
+    shutil.copytree(folder / "model", target)
+    prompts, recipe = nonmembers["text"].tolist(), TrainingRecipe(epochs=5, learning_rate=1e-3)
+    sampled = []
+    original = suite.self_prompt_texts
+    monkeypatch.setattr(suite, "self_prompt_texts", lambda *args, **kw: sampled.append(1) or original(*args, **kw))
+    for _ in range(2):
+        suite.train_self_prompt_reference(ModelSource(str(target)), folder / "model", prompts, tmp_path / "ref", recipe, 0)
+    assert len(sampled) == 1 and (tmp_path / "ref" / "model.safetensors").is_file()
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(target / "model.safetensors")
+    save_file({name: tensor * 1.01 for name, tensor in weights.items()}, target / "model.safetensors",
+              metadata={"format": "pt"})
+    suite.train_self_prompt_reference(ModelSource(str(target)), folder / "model", prompts, tmp_path / "ref", recipe, 0)
+    assert len(sampled) == 2
