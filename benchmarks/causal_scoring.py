@@ -4,7 +4,9 @@ texts and the same random-weight models: a GPT-2-small-sized model (12 x 768, vo
 Pythia-410M-sized one (GPT-NeoX, 24 x 1024, vocabulary 50,304).
 
 Both ways run as whole processes (import, load, score, write), on 160 and on 480 texts, so that the line through the
-two times gives each way's fixed cost (its intercept) and its cost per text (its slope). The fraction of peak divides
+two times gives each way's fixed cost (its intercept) and its cost per text (its slope). Three corpora, each timed on
+both ways: the synthetic notes of 20-60 words (23-63 tokens, mean 42), texts of exactly 42 tokens, and long-tailed
+texts (5-300 words, log-normal: most short, a few long). The fraction of peak divides
 the forward FLOPs of a text (weights and attention, LM head at every position) by the seconds per text and by the fp32
 matrix-multiply peak measured in the same run. The losses of the two ways are compared text by text.
 
@@ -12,6 +14,7 @@ With --fixed it measures the fixed cost itself instead: whole processes that sco
 (median), lmaudit with the model's fingerprint already remembered (as on every run after the first) and on first sight.
 
     python benchmarks/causal_scoring.py [--out docs/performance.md] [--quick] [--fixed] [--device cuda --dtype bf16]
+                                        [--sizes NAME ...] [--corpora NAME ...] [--counts A B]
 """
 
 from __future__ import annotations
@@ -71,6 +74,46 @@ def build_model(folder: Path, family: str, layers: int, hidden: int, heads: int,
     tokenizer.save_pretrained(folder)
 
 
+def exact_length_texts(texts: list[str], tokenizer, tokens: int, count: int) -> list[str]:
+    """`count` texts of exactly `tokens` tokens (special tokens included), made of consecutive words of `texts`."""
+    words = " ".join(texts).split()
+    per_word = [len(ids) for ids in tokenizer(words, add_special_tokens=False)["input_ids"]]
+    room = tokens - (len(tokenizer("a")["input_ids"]) - len(tokenizer("a", add_special_tokens=False)["input_ids"]))
+    made, start = [], 0
+    while len(made) < count and start < len(words):
+        stop, total = start, 0
+        while stop < len(words) and total + per_word[stop] <= room:
+            total, stop = total + per_word[stop], stop + 1
+        text = " ".join(words[start:stop])
+        if total == room and len(tokenizer(text)["input_ids"]) == tokens:
+            made.append(text)
+        start = stop + 1  # the word that did not fit starts no text: the next one does
+    if len(made) < count:
+        raise SystemExit(f"only {len(made)} texts of {tokens} tokens could be made; generate more notes")
+    return made
+
+
+def long_tailed_texts(texts: list[str], count: int, seed: int = 0) -> list[str]:
+    """`count` texts of consecutive words of `texts`, with word counts drawn log-normally (median 40, sigma 0.8,
+    5 to 300 words): mostly short texts and a few long ones, as real notes and messages are."""
+    words = " ".join(texts).split()
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(np.round(rng.lognormal(np.log(40), 0.8, count)), 5, 300).astype(int)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) % max(1, len(words) - 300)
+    return [" ".join(words[start:start + length]) for start, length in zip(starts, lengths, strict=True)]
+
+
+def corpora(notes: pd.DataFrame, tokenizer, count: int) -> dict[str, pd.DataFrame]:
+    """The benchmark's corpora of `count` texts: the synthetic notes of 20-60 words (23-63 tokens), texts of exactly
+    42 tokens (their mean), and long-tailed texts (5-300 words)."""
+    words = notes["text"].str.split().str.len()
+    variable = notes[(words >= 20) & (words <= 60)].sample(frac=1.0, random_state=0)["text"].head(count).tolist()
+    everything = notes["text"].tolist()
+    made = {"notes of 20-60 words": variable, "exactly 42 tokens": exact_length_texts(everything, tokenizer, 42, count),
+            "long-tailed, 5-300 words": long_tailed_texts(everything, count)}
+    return {name: pd.DataFrame({"text": texts}) for name, texts in made.items()}
+
+
 def forward_flops(token_counts: np.ndarray, layers: int, hidden: int, vocabulary: int) -> np.ndarray:
     """Multiply-add FLOPs of one forward pass per text: 24 d^2 per token and layer (attention projections and a 4d MLP),
     4 T d per token and layer for the attention scores and mixing, and 2 d V per token for the LM head."""
@@ -93,16 +136,13 @@ def line(counts: tuple[int, int], seconds: tuple[float, float]) -> tuple[float, 
 
 def run_size(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, counts: tuple[int, int], work: Path,
              device: str, dtype: str, peak: float) -> dict:
+    """Both ways, whole processes, on the first `counts` texts of `texts` with the model already in `work`/family."""
     family, layers, hidden, heads, vocabulary = shape
     folder = work / family
-    build_model(folder, family, layers, hidden, heads, vocabulary, tokenizer)
-    # Flush the weights just written before timing, so that the first timed run does not share the disk with the
-    # kernel's write-back of them (1.6 GB for the Pythia-sized model).
-    os.sync()
     lmaudit = str(Path(sys.executable).with_name("lmaudit"))
     times: dict[str, list[float]] = {"lmaudit": [], "plain": []}
     for count in counts:
-        data = work / f"texts-{count}.csv"
+        data = work / f"texts-{count}.csv"  # each corpus in turn: the files of the one before are replaced
         texts.head(count).to_csv(data, index=False)
         times["lmaudit"].append(timed_process([
             lmaudit, "score", "--model", str(folder), "--data", str(data), "--signal", "clm_loss", "--device", device,
@@ -115,7 +155,8 @@ def run_size(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, counts: tu
     flops_per_text = forward_flops(tokens, layers, hidden, vocabulary).mean()
     fixed, per_text = zip(*(line(counts, times[way]) for way in ("lmaudit", "plain")), strict=True)
     return {
-        "model": name, "texts": f"{counts[0]} / {counts[1]}", "tokens per text": f"{tokens.mean():.0f}",
+        "model": name, "texts": f"{counts[0]} / {counts[1]}",
+        "tokens per text": f"{tokens.mean():.0f} ({tokens.min()}-{tokens.max()})",
         "lmaudit s": " / ".join(f"{t:.1f}" for t in times["lmaudit"]),
         "plain s": " / ".join(f"{t:.1f}" for t in times["plain"]),
         "lmaudit fixed s": f"{fixed[0]:.1f}", "plain fixed s": f"{fixed[1]:.1f}",
@@ -170,15 +211,16 @@ def main() -> None:
     parser.add_argument("--counts", type=int, nargs=2, default=None,
                         help="the two numbers of texts (default 160 480; a GPU needs thousands to resolve a text's cost)")
     parser.add_argument("--sizes", nargs="+", default=None, help="only these model sizes (names as in the table)")
+    parser.add_argument("--corpora", nargs="+", default=None, help="only these corpora (names as in the table)")
     args = parser.parse_args()
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.tokenizer import train_tokenizer
 
     counts = tuple(args.counts) if args.counts else (16, 48) if args.quick else (160, 480)
     notes = generate_notes(n_patients=max(120, counts[1] // 3), seed=1)  # about 4 notes of 20-60 words per patient
-    words = notes["text"].str.split().str.len()
-    texts = notes[(words >= 20) & (words <= 60)].sample(frac=1.0, random_state=0).reset_index(drop=True)
     tokenizer = train_tokenizer(notes["text"].tolist(), vocab_size=4000, max_length=1024)
+    texts = corpora(notes, tokenizer, counts[1])
+    texts = {name: frame for name, frame in texts.items() if args.corpora is None or name in args.corpora}
     sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES | (GPU_SIZES if args.device != "cpu" else {})
     sizes = {name: shape for name, shape in sizes.items() if args.sizes is None or name in args.sizes}
     peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
@@ -187,10 +229,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         for name, shape in sizes.items():
             if args.fixed:
-                rows.append(fixed_cost(name, shape, tokenizer, texts, Path(work), args.device, args.dtype))
-            else:
-                rows.append(run_size(name, shape, tokenizer, texts, counts, Path(work), args.device, args.dtype, peak))
-            print(rows[-1], flush=True)
+                rows.append(fixed_cost(name, shape, tokenizer, texts["notes of 20-60 words"], Path(work), args.device,
+                                       args.dtype))
+                print(rows[-1], flush=True)
+                continue
+            family, layers, hidden, heads, vocabulary = shape
+            build_model(Path(work) / family, family, layers, hidden, heads, vocabulary, tokenizer)
+            # Flush the weights just written before timing, so that the first timed run does not share the disk with
+            # the kernel's write-back of them (1.6 GB for the Pythia-sized model).
+            os.sync()
+            for corpus, frame in texts.items():
+                row = run_size(name, shape, tokenizer, frame, counts, Path(work), args.device, args.dtype, peak)
+                rows.append({"corpus": corpus, **row})
+                print(rows[-1], flush=True)
     text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
             f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
             f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + markdown_table(rows))

@@ -52,3 +52,28 @@ def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(t
         np.testing.assert_allclose(log_probs, expected.numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(table["top1_id"][0], output.logits[0, :-1].argmax(-1).double().numpy())
         assert -log_probs.mean() == pytest.approx(output.loss.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("batch_tokens, prefix_tokens", [(64, 0), (256, 0), (4096, 0), (256, 7)])
+def test_batches_cover_every_sample_once_within_the_token_budget_and_the_padding_share(batch_tokens, prefix_tokens):
+    """Each sample in exactly one batch; a batch of more than one sample fits the budget padded to its longest and is at
+    most PADDING_SHARE padding; lengths never go down from one batch to the next (sorted); no two neighbouring batches
+    could have been one."""
+    from lmaudit.signals.base import PADDING_SHARE, EncodedSample, length_sorted_batches
+
+    lengths = np.random.default_rng(batch_tokens).lognormal(np.log(40), 0.8, 300).astype(int) + 2
+    samples = [EncodedSample(str(i), np.zeros(n, np.int64), np.ones(n, np.int64), n, False) for i, n in enumerate(lengths)]
+    batches = length_sorted_batches(samples, batch_tokens, prefix_tokens)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(samples)))
+
+    def padded_and_real(batch: list[int]) -> tuple[int, int]:
+        sizes = lengths[batch] + prefix_tokens
+        return sizes.max() * len(batch), sizes.sum()
+
+    for batch in batches:
+        padded, real = padded_and_real(batch)
+        assert len(batch) == 1 or (padded <= batch_tokens and padded - real <= PADDING_SHARE * padded)
+    assert all(lengths[a].max() <= lengths[b].min() for a, b in zip(batches, batches[1:]))
+    for a, b in zip(batches, batches[1:]):  # greedy: the next sample did not fit
+        padded, real = padded_and_real(a + b[:1])
+        assert padded > batch_tokens or padded - real > PADDING_SHARE * padded

@@ -219,6 +219,7 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
             assert (tuned["init_from"], began["init_from"]) == (report["config"]["target"], None)  # scratch: random
             assert (measured["nli_accuracy"], measured["start_nli_accuracy"]) == (tuned["test_accuracy"], began["test_accuracy"])
             assert measured["nli_test_pairs"] == tuned["n_test"] > 0 and tuned["epochs_run"] == 3
+            assert measured["random_init_nli_accuracy"] == began["test_accuracy"]  # from scratch, the start is the floor
             low, high = measured["nli_accuracy_interval"]
             assert low <= measured["nli_accuracy"] <= high
         if cell["settings"]["noise"] != "non-DP" and family != "classifier":  # DP-SGD audited white-box too
@@ -239,6 +240,7 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
     assert best["canary epsilon"] == last["measured"]["canary_epsilon"] <= best["epsilon"]
     assert best["white-box epsilon"] == last["measured"]["white_box_epsilon"] <= best["epsilon"]
     assert best["NLI accuracy"] == last["measured"]["nli_accuracy"]
+    assert best["NLI accuracy from random initialisation"] == last["measured"]["random_init_nli_accuracy"]
     assert set(study["analysis"]["maximum over epochs: clm"]) == {"fine-tuned, non-DP"}
     assert set(study["analysis"]) == {f"maximum over epochs: {f}" for f in ("mlm", "clm", "classifier")}
     assert "data:image/png;base64," in (tmp_path / "study.html").read_text()

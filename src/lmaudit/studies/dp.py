@@ -128,7 +128,8 @@ def maximum_over_epochs(records: list[dict]) -> dict:
             row["white-box epsilon"] = last["white_box_epsilon"]
         row |= {key: last[key] for key in ("held_out_loss", "test_accuracy") if key in last}
         if "nli_accuracy" in last:  # the masked LMs' downstream utility, and that of the model they started from
-            row |= {"NLI accuracy": last["nli_accuracy"], "NLI accuracy of the start": last["start_nli_accuracy"]}
+            row |= {"NLI accuracy": last["nli_accuracy"], "NLI accuracy of the start": last["start_nli_accuracy"],
+                    "NLI accuracy from random initialisation": last["random_init_nli_accuracy"]}
         for attack, level in ATTACKS[family]:
             summaries = [s for cell in cells if (s := shown_summary(cell, attack, level)) is not None]
             row[f"{attack} {level}: max AUC"] = max((s["auc"] for s in summaries), default=None)
@@ -172,10 +173,13 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
     def utility_downstream(name: str, checkpoint: Path, start: str) -> dict:
         folders = study.out / "models" / "note-inference"
         tuned = inference_accuracy(checkpoint, task(), folders / name, study.tokenizer_source)
-        began = inference_accuracy(reference("mlm") if start == "fine-tuned" else None, task(), folders / f"start-{start}",
-                                   study.tokenizer_source)
+        # The floor: the task learnt from a random initialisation (what a model from scratch starts from).
+        floor = inference_accuracy(None, task(), folders / "start-scratch", study.tokenizer_source)
+        began = floor if start == "scratch" else inference_accuracy(reference("mlm"), task(), folders / f"start-{start}",
+                                                                    study.tokenizer_source)
         return {"nli_accuracy": tuned["accuracy"], "nli_accuracy_interval": tuned["interval"],
-                "nli_test_pairs": tuned["test_pairs"], "start_nli_accuracy": began["accuracy"]}
+                "nli_test_pairs": tuned["test_pairs"], "start_nli_accuracy": began["accuracy"],
+                "random_init_nli_accuracy": floor["accuracy"]}
 
     def cell(kind: str, start: str, noise: float | None, epoch: int) -> Cell:
         name = f"{kind}-{start}-{'non-dp' if noise is None else f'sigma-{noise:g}'}"
@@ -307,7 +311,8 @@ def plan(out: Path, size: str, seed: int, progress: bool = False, grid: str | No
                "NLI accuracy": f"masked LMs: test accuracy (fraction) on the note-inference task of "
                                f"{study.size.patients} other patients' notes after {INFERENCE_EPOCHS} epochs of "
                                f"fine-tuning (the best validation epoch's; 'of the start': the model it started from, "
-                               f"the reference or, from scratch, a random initialisation); the last checkpoint's",
+                               f"the reference or, from scratch, a random initialisation; 'from random initialisation': the "
+                               f"task's floor, no language model at all); the last checkpoint's",
                "max adv.": "at the population's 10% FPR threshold; n/a where the population is too small to calibrate "
                            "it (the patient level at smoke size); classifiers calibrate on their shadow instead"},
     )
