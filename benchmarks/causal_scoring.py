@@ -219,8 +219,8 @@ def main() -> None:
     counts = tuple(args.counts) if args.counts else (16, 48) if args.quick else (160, 480)
     notes = generate_notes(n_patients=max(120, counts[1] // 3), seed=1)  # about 4 notes of 20-60 words per patient
     tokenizer = train_tokenizer(notes["text"].tolist(), vocab_size=4000, max_length=1024)
-    texts = corpora(notes, tokenizer, counts[1])
-    texts = {name: frame for name, frame in texts.items() if args.corpora is None or name in args.corpora}
+    every_corpus = corpora(notes, tokenizer, counts[1])
+    texts = {name: frame for name, frame in every_corpus.items() if args.corpora is None or name in args.corpora}
     sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES | (GPU_SIZES if args.device != "cpu" else {})
     sizes = {name: shape for name, shape in sizes.items() if args.sizes is None or name in args.sizes}
     peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
@@ -229,7 +229,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         for name, shape in sizes.items():
             if args.fixed:
-                rows.append(fixed_cost(name, shape, tokenizer, texts["notes of 20-60 words"], Path(work), args.device,
+                rows.append(fixed_cost(name, shape, tokenizer, every_corpus["notes of 20-60 words"], Path(work), args.device,
                                        args.dtype))
                 print(rows[-1], flush=True)
                 continue

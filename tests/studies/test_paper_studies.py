@@ -169,9 +169,10 @@ def test_rare_disease_runs_and_says_when_no_bucket_is_big_enough(tmp_path):
 
 
 
-# Four cells of the dp study cover every family, both starts, DP and non-DP, and two checkpoints of one DP run.
-DP_CELLS = ("mlm-scratch-sigma-1-epoch-1", "mlm-scratch-sigma-1-epoch-2", "clm-fine-tuned-non-dp-epoch-2",
-            "classifier-fine-tuned-sigma-1-epoch-2")
+# Five cells of the dp study cover every family, both starts (and both starts' note inference), DP and non-DP, and two
+# checkpoints of one DP run.
+DP_CELLS = ("mlm-scratch-sigma-1-epoch-1", "mlm-scratch-sigma-1-epoch-2", "mlm-fine-tuned-non-dp-epoch-2",
+            "clm-fine-tuned-non-dp-epoch-2", "classifier-fine-tuned-sigma-1-epoch-2")
 
 
 def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path, monkeypatch):
@@ -214,12 +215,13 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
             assert target["n_samples"] > len(pd.read_parquet(tmp_path / "data" / "member.parquet"))  # canaries planted
             assert target["canaries"][0]["design"] == "new_token"
         if family == "mlm":  # downstream utility: the checkpoint and its start fine-tuned on note inference
-            tuned = read_training_summary(tmp_path / "models" / "note-inference" / cell["cell"])
-            began = read_training_summary(tmp_path / "models" / "note-inference" / f"start-{start}")
-            assert (tuned["init_from"], began["init_from"]) == (report["config"]["target"], None)  # scratch: random
-            assert (measured["nli_accuracy"], measured["start_nli_accuracy"]) == (tuned["test_accuracy"], began["test_accuracy"])
+            tuned, began, floor = (read_training_summary(tmp_path / "models" / "note-inference" / name)
+                                   for name in (cell["cell"], f"start-{start}", "start-scratch"))
+            started_from = report["config"]["reference"][0] if start == "fine-tuned" else None
+            assert (tuned["init_from"], began["init_from"], floor["init_from"]) == (report["config"]["target"], started_from, None)
+            assert (measured["nli_accuracy"], measured["start_nli_accuracy"], measured["random_init_nli_accuracy"]) == (
+                tuned["test_accuracy"], began["test_accuracy"], floor["test_accuracy"])
             assert measured["nli_test_pairs"] == tuned["n_test"] > 0 and tuned["epochs_run"] == 3
-            assert measured["random_init_nli_accuracy"] == began["test_accuracy"]  # from scratch, the start is the floor
             low, high = measured["nli_accuracy_interval"]
             assert low <= measured["nli_accuracy"] <= high
         if cell["settings"]["noise"] != "non-DP" and family != "classifier":  # DP-SGD audited white-box too

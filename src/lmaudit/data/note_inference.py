@@ -4,8 +4,8 @@ contradict it, or neither (neutral)?
 
 As in MedNLI, each premise gets one hypothesis of each label. The premise is a note that reports a lab or vital value
 or a drug's dose; the hypotheses all read "NAME was VALUE.": entailment names a value the note reports, contradiction
-the same name with another value seen for it elsewhere, neutral a name the note does not report (drawn as often as
-names are reported) with a value seen for that name. The three have the same form and values from the same pools, so the hypothesis alone does not give the label
+the same name with a value seen for it elsewhere and not in this note, neutral a name the note does not report (drawn
+as often as names are entailed) with a value seen for that name. The three have the same form and values from the same pools, so the hypothesis alone does not give the label
 away: telling them apart needs the premise.
 """
 
@@ -28,38 +28,41 @@ _FACT = re.compile(
 SEPARATOR = " [SEP] "  # between hypothesis and premise; the hypothesis first, so that truncation keeps it
 
 
-def note_facts(text: str) -> dict[str, str]:
-    """The (name, value) facts a note reports: lab and vital values, and drug doses with their route; a name given twice
-    keeps its first value."""
-    facts: dict[str, str] = {}
+def reported_values(text: str) -> dict[str, list[str]]:
+    """Every value a note reports for each name: lab and vital values, and drug doses with their route."""
+    values: dict[str, list[str]] = {}
     for match in _FACT.finditer(text):
-        name = match["measure"] or match["drug"]
-        facts.setdefault(name, match["value"] or match["dose"])
-    return facts
+        values.setdefault(match["measure"] or match["drug"], []).append(match["value"] or match["dose"])
+    return values
+
+
+def note_facts(text: str) -> dict[str, str]:
+    """The (name, value) facts a note reports, a name given twice with its first value."""
+    return {name: values[0] for name, values in reported_values(text).items()}
 
 
 def note_inference_pairs(notes: pd.DataFrame, seed: int) -> pd.DataFrame:
     """Three pairs (one per label) for each note of `notes` (columns text, group_id) that reports a fact: columns text
     (hypothesis, SEPARATOR, premise), label, group_id (the note's patient). Seeded: the fact and the other values drawn."""
     rng = np.random.default_rng(seed)
-    facts = [note_facts(text) for text in notes["text"]]
-    seen: dict[str, list[str]] = {}
-    for reported in facts:
-        for name, value in reported.items():
-            seen.setdefault(name, []).append(value)
-    pools = {name: sorted(set(values)) for name, values in seen.items()}
-    names = sorted(pools)
+    reported = [reported_values(text) for text in notes["text"]]
+    pools: dict[str, list[str]] = {}
+    for values in reported:
+        for name, given in values.items():
+            pools.setdefault(name, []).extend(given)
+    pools = {name: sorted(set(values)) for name, values in pools.items()}
+    # Each note's entailed name: one of its facts, uniformly. A neutral name is drawn from these choices (of all notes),
+    # so that neutral hypotheses name what entailed ones name, as often: the name alone is no cue to the label.
+    chosen = [sorted(values)[rng.integers(len(values))] if values else None for values in reported]
+    named = [name for name in chosen if name is not None]
     rows = []
-    for text, group, reported in zip(notes["text"], notes["group_id"], facts, strict=True):
-        name = sorted(reported)[rng.integers(len(reported))] if reported else None
-        others = [value for value in pools.get(name, ()) if value != reported.get(name)]
-        absent = [other for other in names if other not in reported]
+    for text, group, values, name in zip(notes["text"], notes["group_id"], reported, chosen, strict=True):
+        others = [value for value in pools.get(name, ()) if value not in values.get(name, ())]
+        absent = [other for other in named if other not in values]
         if name is None or not others or not absent:
             continue
-        # As often as each name is reported, like the entailed names: a rare name is no sign of neutral.
-        weights = np.array([len(seen[other]) for other in absent], dtype=float)
-        neutral_name = absent[rng.choice(len(absent), p=weights / weights.sum())]
-        hypotheses = {"entailment": (name, reported[name]), "contradiction": (name, others[rng.integers(len(others))]),
+        neutral_name = absent[rng.integers(len(absent))]
+        hypotheses = {"entailment": (name, values[name][0]), "contradiction": (name, others[rng.integers(len(others))]),
                       "neutral": (neutral_name, pools[neutral_name][rng.integers(len(pools[neutral_name]))])}
         rows += [{"text": f"{claim} was {value}.{SEPARATOR}{text}", "label": label, "group_id": group}
                  for label, (claim, value) in hypotheses.items()]

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource, Placement, as_source
-
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+from lmaudit.models.source import DEFAULT_PLACEMENT, TORCH_DTYPE_NAMES, ModelSource, Placement, as_source
 
 
 def normalised_input_embeddings(model: str | Path | ModelSource, placement: Placement = DEFAULT_PLACEMENT) -> np.ndarray:
@@ -39,8 +37,11 @@ def _table_from_file(model: str | Path | ModelSource, placement: Placement) -> n
         return None
     folder = resolve_model_folder(source.folder)
     config = AutoConfig.from_pretrained(folder, local_files_only=True)
-    with torch.device("meta"):  # the module tree without weights: which parameter is the input table
-        network = AutoModelForCausalLM.from_config(config)
+    try:
+        with torch.device("meta"):  # the module tree without weights: which parameter is the input table
+            network = AutoModelForCausalLM.from_config(config)
+    except Exception:  # an architecture that cannot be built so: loading the model names the table instead
+        return None
     weight = network.get_input_embeddings().weight
     name = next(name for name, parameter in network.named_parameters() if parameter is weight)
     files = _file_of_tensor(folder)
@@ -48,7 +49,7 @@ def _table_from_file(model: str | Path | ModelSource, placement: Placement) -> n
         if key in files:
             with safe_open(folder / files[key], framework="pt") as weights:
                 tensor = weights.get_tensor(key)
-            return tensor.to(getattr(torch, DTYPES[placement.dtype])).float().numpy()
+            return tensor.to(getattr(torch, TORCH_DTYPE_NAMES[placement.dtype])).float().numpy()
     return None
 
 

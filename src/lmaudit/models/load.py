@@ -16,7 +16,7 @@ from lmaudit.models.folders import (
     resolve_model_folder,
     warn_remote_code,
 )
-from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource, Placement, as_source
+from lmaudit.models.source import DEFAULT_PLACEMENT, TORCH_DTYPE_NAMES, ModelSource, Placement, as_source
 from lmaudit.models.tokenizer import load_tokenizer
 
 
@@ -135,8 +135,7 @@ def _weight_options(placement: Placement) -> dict:
     """from_pretrained's keyword arguments for the placement's dtype, device map and quantization."""
     import torch
 
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[placement.dtype]
-    options: dict = {"dtype": dtype}
+    options: dict = {"dtype": getattr(torch, TORCH_DTYPE_NAMES[placement.dtype])}
     if placement.device_map is not None:
         options["device_map"] = placement.device_map
     if placement.quantization is not None:
@@ -156,7 +155,7 @@ def _quantization_config(placement: Placement):
         raise InputError(f"--quantization {placement.quantization}: bitsandbytes quantization needs a CUDA GPU here")
     from transformers import BitsAndBytesConfig
 
-    compute = torch.float32 if placement.dtype == "fp32" else {"bf16": torch.bfloat16, "fp16": torch.float16}[placement.dtype]
+    compute = getattr(torch, TORCH_DTYPE_NAMES[placement.dtype])
     if placement.quantization == "8bit":
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute)

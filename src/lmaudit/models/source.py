@@ -42,3 +42,4 @@ class Placement:
 
 
 DEFAULT_PLACEMENT = Placement()  # fp32 weights on the CPU
+TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # each of WEIGHT_DTYPES as torch names it

@@ -79,8 +79,8 @@ class DPGrid:
 
 DP_GRIDS = {"smoke": DPGrid(noises=(1.0, 0.001, None), checkpoints=2),
             # About an hour at full size on 2 CPU cores: the paper's own setting (every model starts from a pretrained
-            # one; DP-SGD for 3 epochs, each audited) at noise levels on both sides of its finding (sigma >= 0.01
-            # negligible, <= 1e-3 more than 1%).
+            # one; the language models train 3 epochs, each audited; the classifiers their size's epochs) at noise
+            # levels on both sides of its finding (sigma >= 0.01 negligible, <= 1e-3 more than 1%).
             "hour": DPGrid(noises=(1.0, 0.01, 0.001, None), checkpoints=3, starts=("fine-tuned",), fine_tune_epochs=3),
             "paper": DPGrid(noises=(*PAPER_NOISES, None), checkpoints=3)}
 GRID_OF_SIZE = {"smoke": "smoke", "full": "hour"}  # the dp study's grid; the dp-paper study runs the paper's at any size
@@ -277,7 +277,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False, grid: str | No
     starts = " and ".join("from scratch" if start == "scratch" else "fine-tuned" for start in grid.starts)
     fine_tune_epochs = grid.fine_tune_epochs or study.size.epochs
     return StudyPlan(
-        study="dp",
+        study="dp-paper" if grid is DP_GRIDS["paper"] else "dp",
         description=f"A masked LM, a causal LM and a topic classifier, each {starts}, trained with "
                     f"DP-SGD at noise multipliers {noises} (non-DP: without DP-SGD), clipping norm {CLIPPING_NORM:g}, "
                     f"delta {PAPER_DELTA:g}, at most {PAPER_CAP} samples per patient or user, and audited after "

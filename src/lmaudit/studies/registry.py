@@ -54,7 +54,7 @@ STUDIES = [
               "maximum (Jagannatha et al., Figures 1-3)", "epochs"),
     StudySpec("dp", "leakage, epsilon and utility against the DP-SGD noise for a masked LM, a causal LM and a "
               "classifier, maximum over epochs, downstream utility of the masked LMs (Jagannatha et al., Tables 2-5); "
-              "at full size the one-hour grid: fine-tuned for 3 epochs at 4 noise levels", "dp"),
+              "at full size the one-hour grid: fine-tuned, the language models for 3 epochs, at 4 noise levels", "dp"),
     StudySpec("dp-paper", "the dp study on the paper's whole grid: 7 noise levels and non-DP, from scratch and "
               "fine-tuned (about 10 hours at full size on 2 CPU cores)", "dp", {"grid": "paper"}),
     StudySpec("finetune", "a causal base trained on public notes or on user posts, fine-tuned on the members in full and "
