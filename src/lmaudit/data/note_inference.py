@@ -5,8 +5,8 @@ contradict it, or neither (neutral)?
 As in MedNLI, each premise gets one hypothesis of each label. The premise is a note that reports a lab or vital value
 or a drug's dose; the hypotheses all read "NAME was VALUE.": entailment names a value the note reports, contradiction
 the same name with a value seen for it elsewhere and not in this note, neutral a name the note does not report (drawn
-as often as names are entailed) with a value seen for that name. The three have the same form and values from the same pools, so the hypothesis alone does not give the label
-away: telling them apart needs the premise.
+as often as names are entailed) with a value seen for that name. The three have the same form and values from the
+same pools, so the hypothesis alone does not give the label away: telling them apart needs the premise.
 """
 
 from __future__ import annotations
