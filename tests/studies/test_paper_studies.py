@@ -9,6 +9,7 @@ import pytest
 
 from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
 from lmaudit.models.folders import read_training_summary
+from lmaudit.models.trained import checkpoint_folder
 from tests.helpers import assert_one_line_error, invoke, run_cli
 
 TINY = DemoSize(patients=24, epochs=3, k=2, bootstrap=20, references=1, neighbours=2)
@@ -39,21 +40,43 @@ def test_model_size_trains_one_target_per_width_and_length(tmp_path):
 
 
 def test_reference_choice_changes_only_what_reads_the_reference(tmp_path):
+    from lmaudit.models.tokenizer import load_tokenizer
+
     invoke("study", "reference-choice", "--out", tmp_path)
     cells = study_of(tmp_path)["cells"]
-    assert [c["settings"]["reference"] for c in cells] == ["same-notes", "other-notes", "not-clinical"]
-    assert len({auc(c, "loss") for c in cells}) == 1  # one target, one store: the loss attack is the same number
-    assert len({auc(c, "likelihood_ratio") for c in cells}) == 3
-    sizes = {read_training_summary(tmp_path / "models" / name)["n_samples"]
-             for name in ("reference", "reference-other-notes", "reference-not-clinical")}
+    first, independent = "the same-notes reference's", "independent notes'"
+    assert [(c["settings"]["tokenizer"], c["settings"]["reference"]) for c in cells] == [
+        (first, "same-notes"), (first, "other-notes"), (first, "not-clinical"),
+        (independent, "same-notes"), (independent, "other-notes")]
+    # One target per tokenizer, one store: the loss attack is one number per tokenizer, and two across them.
+    assert len({auc(c, "loss") for c in cells[:3]}) == len({auc(c, "loss") for c in cells[3:]}) == 1
+    assert auc(cells[0], "loss") != auc(cells[3], "loss")
+    assert len({auc(c, "likelihood_ratio") for c in cells}) == 5
+    models = tmp_path / "models"
+    sizes = {read_training_summary(models / name)["n_samples"]
+             for name in ("reference", "reference-other-notes", "reference-not-clinical",
+                          "reference-independent-tokenizer", "reference-other-notes-independent-tokenizer")}
     assert len(sizes) == 1  # every reference trains on as many texts
+    vocabulary = {name: load_tokenizer(models / name).get_vocab() for name in (
+        "reference", "target", "reference-other-notes", "tokenizer-independent-notes", "target-independent-tokenizer",
+        "reference-independent-tokenizer", "reference-other-notes-independent-tokenizer")}
+    assert vocabulary["target"] == vocabulary["reference-other-notes"] == vocabulary["reference"]
+    assert (vocabulary["target-independent-tokenizer"] == vocabulary["reference-independent-tokenizer"]
+            == vocabulary["reference-other-notes-independent-tokenizer"] == vocabulary["tokenizer-independent-notes"])
+    assert vocabulary["tokenizer-independent-notes"] != vocabulary["reference"]
+    reports = {c["cell"]: json.loads((tmp_path / "cells" / c["cell"] / "report.json").read_text()) for c in cells}
+    assert reports["same-notes-independent-tokenizer"]["config"]["target"].endswith("target-independent-tokenizer")
+    assert reports["same-notes-independent-tokenizer"]["config"]["reference"][0].endswith("reference-independent-tokenizer")
 
 
-def test_name_insertion_puts_names_on_member_notes_only(tmp_path):
+def test_name_insertion_puts_names_on_member_notes_only(tmp_path, monkeypatch):
+    monkeypatch.setitem(DEMO_SIZES, "smoke", replace(TINY, epochs=2))  # checkpoints after epochs 1 and 2
     invoke("study", "name-insertion", "--out", tmp_path)
     cells = study_of(tmp_path)["cells"]
-    assert [(c["settings"]["target"], c["settings"]["audited members"]) for c in cells] == [
-        ("plain", "as trained"), ("names", "with names"), ("names", "without names")]
+    assert [(c["settings"]["target"], c["settings"]["audited members"], c["settings"]["epochs"]) for c in cells] == [
+        (target, audited, epoch) for target, audited in (("plain", "as trained"), ("names", "with names"),
+                                                         ("names", "without names")) for epoch in (1, 2)]
+    assert [c["cell"] for c in cells][:2] == ["plain-target-as-trained-epoch-1", "plain-target-as-trained"]
     plain = pd.read_parquet(tmp_path / "data" / "member.parquet")
     named = pd.read_parquet(tmp_path / "data" / "member-with-names.parquet")
     assert named["sample_id"].tolist() == plain["sample_id"].tolist()
@@ -62,6 +85,10 @@ def test_name_insertion_puts_names_on_member_notes_only(tmp_path):
     with_names = json.loads((tmp_path / "cells" / "names-target-with-names" / "report.json").read_text())
     assert with_names["config"]["members"].endswith("member-with-names.parquet")
     assert with_names["config"]["nonmembers"].endswith("nonmember.parquet")
+    assert with_names["config"]["target"].endswith("target-names")
+    first_epoch = json.loads((tmp_path / "cells" / "names-target-with-names-epoch-1" / "report.json").read_text())
+    assert first_epoch["config"]["target"] == str(checkpoint_folder(tmp_path / "models" / "target-names", 1))
+    assert auc(cells[2], "loss") != auc(cells[3], "loss")  # the checkpoint is another model than the last epoch's
 
 
 def test_a_study_from_yaml_over_your_own_files(tmp_path, notes):

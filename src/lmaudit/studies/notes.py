@@ -54,11 +54,12 @@ class NotesStudy:
               **changes) -> Path:
         """out/models/NAME: an LM of `kind` trained on `texts` with the demo's recipe (`changes`, TrainingRecipe fields,
         override it; `groups`: each text's patient, for DP-SGD's cap) unless already trained the same way; on the first
-        reference's tokenizer, or fine-tuned from `init_from` (a model of the study, so on that tokenizer too)."""
+        reference's tokenizer unless `tokenizer_dir` is among the changes, or fine-tuned from `init_from` (a model of
+        the study, so on that tokenizer too)."""
         folder = self.out / "models" / name
         recipe = replace(demo_recipe(self.size.epochs), seed=self.seed if seed is None else seed,
                          reserved_tokens=self.reserved_tokens, **changes)
-        if folder != self.tokenizer_source and recipe.init_from is None:
+        if folder != self.tokenizer_source and recipe.init_from is None and recipe.tokenizer_dir is None:
             self.reference()
             recipe = replace(recipe, tokenizer_dir=self.tokenizer_source)
         train_language_model_unless_done(kind, texts, folder, recipe, name, self.progress, groups)
