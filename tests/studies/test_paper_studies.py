@@ -37,6 +37,20 @@ def test_model_size_trains_one_target_per_width_and_length(tmp_path):
         assert (summary["size"], summary["epochs"]) == (cell["settings"]["model_size"], cell["settings"]["epochs"])
         assert {"loss", "likelihood_ratio"} <= {s["attack"] for s in cell["results"]}
     assert "report: " in output and len([line for line in output.splitlines() if line.startswith(("tiny", "mini"))]) == 4
+    # The paper's short (at most 20 tokens) and long samples, each result as the cell's report has it.
+    split = study["analysis"]["short and long samples (Mireshghallah et al. Tables 9-10)"]
+    for cell in study["cells"]:
+        report = json.loads((tmp_path / "cells" / cell["cell"] / "report.json").read_text())
+        assert report["config"]["evaluation"]["length_bounds"] == [21]
+        sliced = [r for r in report["results"] if r["level"] == "sample" and r["attack"] in ("loss", "likelihood_ratio")
+                  and r["slice"].startswith("length:")]
+        assert len(sliced) == 4  # two attacks, each on the short and the long samples
+        for result in sliced:
+            low, high = map(int, result["slice"].removeprefix("length:").split("-"))
+            assert high <= 20 or low >= 21
+            row = split[f"{cell['cell']}: {result['attack']}, {low}-{high} tokens"]
+            assert row["AUC"] == result["auc"] and row["samples"] == result["n_members"] + result["n_nonmembers"]
+    assert len(split) == 4 * 2 * 2
 
 
 def test_reference_choice_changes_only_what_reads_the_reference(tmp_path):
@@ -112,8 +126,20 @@ def test_a_study_from_yaml_over_your_own_files(tmp_path, notes):
     assert {"nonmembers:here", "nonmembers:there"} <= {r["slice"] for r in report["results"]}
 
 
+def test_a_grid_of_audit_settings_shares_one_target(tmp_path):
+    """k and normalize change the audit, not the model: both cells audit one target, each with its own signal."""
+    (tmp_path / "study.yaml").write_text("study: energy\nsize: smoke\ngrid:\n  normalize: [sum, mean]\n")
+    invoke("study", "--config", tmp_path / "study.yaml", "--out", tmp_path / "out")
+    cells = study_of(tmp_path / "out")["cells"]
+    configs = [json.loads((tmp_path / "out" / "cells" / c["cell"] / "report.json").read_text())["config"] for c in cells]
+    assert [c["signal"]["normalize"] for c in configs] == ["sum", "mean"]
+    assert configs[0]["target"] == configs[1]["target"] == str(tmp_path / "out" / "models" / "target-default")
+    assert auc(cells[0], "loss") != auc(cells[1], "loss")
+
+
 @pytest.mark.parametrize(("text", "fragments"), [
     ("grid:\n  colour: [1]\n", ("study.yaml: grid", "cannot vary colour")),
+    ("grid:\n  normalize: [avg]\n", ("study.yaml: grid", "normalize takes sum")),
     ("data: {members: m.csv, nonmembers: {a b: n.csv}, population: p.csv, reference_train: r.csv}\ngrid:\n  epochs: [1]\n",
      ("study.yaml: data.nonmembers", "'a b' cannot name a non-member set")),
     ("grid:\n  epochs: [1]\nx: k\n", ("study.yaml: x: 'k' is not a setting of the grid",)),
@@ -176,6 +202,8 @@ def test_epochs_audits_every_checkpoint_of_every_kind_and_takes_the_maximum(tmp_
         expected = f"target-{kind}" + ("" if epoch == 2 else f"-epoch-{epoch}")
         assert report["config"]["target"].endswith(expected)
         assert read_training_summary(report["config"]["target"])["epochs"] == epoch
+        whitebox = {(r["attack"], r["signal"]) for r in report["results"] if r["attack"].startswith("logistic_")}
+        assert {("logistic_split", "attention_concentration"), ("logistic_split", "gradient_norms")} <= whitebox
     best = study["analysis"]["maximum over epochs"]["clm loss sample"]
     aucs = {c["settings"]["epochs"]: auc(c, "loss") for c in study["cells"] if c["settings"]["kind"] == "clm"}
     assert best["max AUC"] == max(aucs.values()) and aucs[best["at epoch"]] == best["max AUC"]

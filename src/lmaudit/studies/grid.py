@@ -10,8 +10,8 @@ target per combination, trained on the demo's notes or on your files and audited
       nonmembers: nonmembers.csv  #   or several sets: {mimic: a.csv, i2b2: b.csv}
       population: population.csv
       reference_train: public.csv #   the reference trains on these, never on an audited sample
-    grid:                         # every combination is a cell
-      epochs: [10, 30]
+    grid:                         # every combination is a cell; cells that differ in audit settings only
+      epochs: [10, 30]            #   (k, normalize) share their target
       learning_rate: [0.001, 0.003]
     x: epochs                     # the plot's x axis (default: the grid's first setting)
     series: learning_rate         # one line per value (default: the grid's second setting, if any)
@@ -35,7 +35,7 @@ from lmaudit.studies.runner import Cell, StudyPlan
 
 # What a grid may vary: the target's training (train_language_model's settings, `model_size` its size) and the audit.
 TRAINING_SETTINGS = ("model_size", "epochs", "learning_rate", "dropout", "batch_size")
-AUDIT_SETTINGS = ("k",)
+AUDIT_SETTINGS = ("k", "normalize")  # masks per sample; the energy summed over masked tokens or their mean
 SIGNAL_OF_KIND = {"mlm": "mlm_energy", "clm": "clm_loss"}
 
 
@@ -78,6 +78,8 @@ class GridConfig(BaseModel):
             raise ValueError(f"cannot vary {', '.join(unknown)}; a grid varies {', '.join(TRAINING_SETTINGS + AUDIT_SETTINGS)}")
         if not grid or any(not values for values in grid.values()):
             raise ValueError("the grid needs at least one setting with at least one value")
+        if not set(grid.get("normalize", [])) <= {"sum", "mean"}:
+            raise ValueError("normalize takes sum (the energy summed over the masked tokens) or mean (their mean)")
         return grid
 
     @model_validator(mode="after")
@@ -113,10 +115,12 @@ def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bo
                       {role: Path(path) for role, path in roles.items()}, progress, nonmembers=files.nonmembers)
 
 
-def plan_from_config(config: GridConfig, out: Path, progress: bool = False) -> StudyPlan:
-    """One cell per combination of the grid's values, in the order the grid lists them."""
+def plan_from_config(config: GridConfig, out: Path, progress: bool = False,
+                     length_bounds: tuple[int, ...] = ()) -> StudyPlan:
+    """One cell per combination of the grid's values, in the order the grid lists them; cells that differ only in
+    audit settings share their target. `length_bounds`: see NotesStudy (the demo's notes only)."""
     study = (_files_study(out, config.data, config.size, config.seed, progress) if config.data
-             else notes_study(out, config.size, config.seed, progress))
+             else notes_study(out, config.size, config.seed, progress, length_bounds=length_bounds))
     keys = list(config.grid)
 
     def cell(values: tuple) -> Cell:
@@ -124,15 +128,16 @@ def plan_from_config(config: GridConfig, out: Path, progress: bool = False) -> S
         name = "-".join(f"{key}={value}" for key, value in settings.items())
         training = {("size" if key == "model_size" else key): value for key, value in settings.items()
                     if key in TRAINING_SETTINGS}
+        target_name = "-".join(f"{key}={value}" for key, value in settings.items() if key in TRAINING_SETTINGS)
+        signal = {key: (int(value) if key == "k" else value) for key, value in settings.items() if key in AUDIT_SETTINGS}
 
         def prepare(folder: Path):
-            target = study.train(config.kind, f"target-{name}", study.texts(*TARGET_ROLES), **training)
+            target = study.train(config.kind, f"target-{target_name or 'default'}", study.texts(*TARGET_ROLES),
+                                 **training)
             reference = study.train(config.kind, "reference-" + config.kind, study.texts(REFERENCE_TRAIN),
                                     seed=config.seed + 1) if config.kind == "clm" else study.reference()
             audit = study.audit(folder, target, [reference], SIGNAL_OF_KIND[config.kind])
-            if "k" in settings:
-                audit = audit.model_copy(update={"signal": audit.signal.model_copy(update={"k": int(settings["k"])})})
-            return audit
+            return audit.model_copy(update={"signal": audit.signal.model_copy(update=signal)})
 
         return Cell(name, settings, prepare)
 

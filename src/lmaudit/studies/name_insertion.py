@@ -4,7 +4,8 @@ audited member notes, beside the target trained on the notes as they are. Non-me
 names: a name never seen in training is what a non-member's note would carry too, had it one.
 
 Every target is audited after epochs spaced on a log scale as well as at the end: whether the loss attack falls with
-names (the paper) or rises depends on whether the target has learnt the names yet."""
+names (the paper) or rises depends on whether the target has learnt the names yet. The last epoch's cells are analysed
+on the paper's short and long samples apart (its Tables 9-10, column Base-b)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from lmaudit.data.corpus import write_table
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER
 from lmaudit.studies.epochs import checkpoint_epochs
+from lmaudit.studies.length_split import PAPER_LENGTH_BOUNDS, short_and_long
 from lmaudit.studies.notes import TARGET_ROLES, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
 
@@ -25,8 +27,9 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.trained import checkpoint_folder
 
-    study = notes_study(out, size, seed, progress)
+    study = notes_study(out, size, seed, progress, length_bounds=PAPER_LENGTH_BOUNDS)
     epochs = checkpoint_epochs(study.size.epochs)
+    tabulate_lengths = short_and_long(out)
     named = generate_notes(study.size.patients, seed, insert_names=True).set_index("sample_id")["text"]
 
     def named_files() -> dict[str, Path]:
@@ -63,6 +66,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
               "sample-level AUC 0.900 on Base, 0.960 on Base-b; the loss 0.662 and 0.561), at the patient level too.",
         cells=[cell(target_name, audited, epoch) for target_name, audited in AUDITS for epoch in epochs],
         x="epochs", series="audited members",
+        analyse=lambda records: tabulate_lengths([r for r in records if r["settings"]["epochs"] == study.size.epochs]),
         shown=(("loss", "sample"), ("likelihood_ratio", "sample"), ("likelihood_ratio", "group")),
         setup={"patients": study.size.patients, "seed": seed, "roles with names": f"{MEMBER}, {CALIBRATION_MEMBER}",
                "checkpoints": ", ".join(map(str, epochs))},

@@ -40,6 +40,7 @@ class NotesStudy:
     progress: bool = False
     nonmembers: str | dict[str, str] | None = None  # the audits' non-members: files[NONMEMBER] unless given (sets)
     reserved_tokens: tuple[str, ...] = ()  # in every model's vocabulary (the DP study's new-token canaries)
+    length_bounds: tuple[int, ...] = ()  # the audits' length slices at these token counts (default: length tertiles)
 
     def texts(self, *roles: str) -> list[str]:
         """The texts of the notes in `roles`."""
@@ -101,7 +102,8 @@ class NotesStudy:
             calibration_members=str(files[CALIBRATION_MEMBER]) if CALIBRATION_MEMBER in files else None, out=str(folder),
             cache_dir=str(default_cache_dir(self.out)),
             signal={"signal": signal, "k": self.size.k, "seed": self.seed},
-            evaluation={"bootstrap": self.size.bootstrap, "seed": self.seed},
+            evaluation={"bootstrap": self.size.bootstrap, "seed": self.seed,
+                        **({"length_bounds": self.length_bounds} if self.length_bounds else {})},
         )
 
 
@@ -117,13 +119,14 @@ def held_out_loss(model_dir: Path | ModelSource, signal: str, sample_ids: list[s
 
 
 def notes_study(out: str | Path, size: str, seed: int, progress: bool = False,
-                reserved_tokens: tuple[str, ...] = ()) -> NotesStudy:
+                reserved_tokens: tuple[str, ...] = (), length_bounds: tuple[int, ...] = ()) -> NotesStudy:
     """Generate the demo's notes for `size` and write their roles (by patient, seeded) to out/data; every model of the
-    study reserves `reserved_tokens` in its vocabulary."""
+    study reserves `reserved_tokens` in its vocabulary; every audit slices by length at `length_bounds` if given."""
     from lmaudit.data.synth import generate_notes
 
     out = Path(out)
     demo = DEMO_SIZES[size]
     notes = generate_notes(demo.patients, seed)
     files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-    return NotesStudy(out, demo, seed, notes, files, progress, reserved_tokens=reserved_tokens)
+    return NotesStudy(out, demo, seed, notes, files, progress, reserved_tokens=reserved_tokens,
+                      length_bounds=length_bounds)
