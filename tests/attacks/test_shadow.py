@@ -137,6 +137,8 @@ def test_attack_scores_are_higher_for_members_and_decisions_match_the_algorithms
     called = pd.Series(sample.frame["score"].to_numpy() >= 0).groupby(sample.frame["group_id"].to_numpy()).mean()
     s2u = names["sample_to_user"].frame.set_index("id")["score"]
     assert np.allclose(s2u.loc[called.index].to_numpy(), called.to_numpy())
+    assert names["sample_to_user"].calibration["posts_called_members"] == pytest.approx(
+        (sample.frame["score"].to_numpy() >= 0).mean())
     # Algorithm 2: the user's average of -loss, minus the threshold fitted on shadow users.
     average = (-audited["loss"]).groupby(audited["group_id"]).mean()
     threshold = names["user_threshold_avg"].calibration["threshold"]

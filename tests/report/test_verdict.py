@@ -136,6 +136,16 @@ def test_warnings_for_a_shadow_unlike_the_target_and_for_truncation():
     assert audit_warnings(document([result("loss")], alike)) == []
 
 
+def test_a_warning_when_algorithm_4_calls_no_sample_or_every_sample_a_member():
+    def vote(called, signal="loss"):
+        return dict(result("sample_to_user", level="group"), signal=signal, calibration={"posts_called_members": called})
+
+    [warning] = audit_warnings(document([vote(0.0), vote(0.97, "rank"), vote(0.5, "confidence"), vote(0.06, "mentropy")]))
+    assert warning.startswith("sample_to_user (Algorithm 4) on loss (0% called), rank (97% called): the shadow model's "
+                              "thresholds call almost none or almost all")
+    assert audit_warnings(document([vote(0.5), result("sample_threshold")])) == []
+
+
 def test_a_warning_when_an_attack_gets_no_threshold_at_all_names_its_cause():
     """No threshold because there is no population: give population data; because the population is too small (or
     tied): give more, and the population warning gives the counts. Never 'no population data' beside a population."""

@@ -199,7 +199,10 @@ def sample_to_user(data: AttackInput) -> Scored:
     thresholds, _, audited_threshold = _class_thresholds(sides)
     decisions = (sides.audited_score >= audited_threshold).astype(float)
     share_called = pd.Series(decisions).groupby(sides.audited["group_id"].to_numpy(), sort=True).mean()
-    return Scored(user_frame(sides.audited, share_called), [Threshold("majority", 0.5)], {"class_thresholds": thresholds})
+    # Where the shadow's thresholds call (almost) no post or every post a member, every user's share is alike and the
+    # ranking says nothing of the model (report/checks.py warns): how many were called is part of the calibration.
+    return Scored(user_frame(sides.audited, share_called), [Threshold("majority", 0.5)],
+                  {"class_thresholds": thresholds, "posts_called_members": float(decisions.mean())})
 
 
 _SHADOW = {"fitted_on": SHADOW_ROLES, "reads": (CLASSIFIER_FEATURE, CLASSIFIER_RAW_FEATURE),

@@ -1,5 +1,6 @@
 """Warnings an auditor must see before trusting the numbers, read from report.json's document: inverted signals,
-a shadow model unlike the target, too little population to calibrate, no threshold at all, truncated samples."""
+a shadow model unlike the target, Algorithm 4's vote cut where it calls no or every sample, too little population to
+calibrate, no threshold at all, truncated samples."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from lmaudit.attacks.base import LEVELS
 
 INVERTED_AUC = 0.4  # an AUC below this, with its whole interval under 0.5, is a strong signal the wrong way round
 ACCURACY_MISMATCH = 0.10  # shadow and target train accuracies further apart than this (fraction) calibrate badly
+VOTE_SATURATION = 0.05  # Algorithm 4's thresholds calling fewer (or more, of the rest) audited samples than this
 
 
 def inverted_signal_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
@@ -38,6 +40,20 @@ def shadow_mismatch_warnings(models: dict) -> list[str]:
             f"({target['train_accuracy']:.1%}) by {100 * difference:.0f} points: thresholds calibrated on the shadow "
             "model assume it overfits like the target, so accuracy and precision at them mislead; train the shadow "
             "model like the target (same architecture, size, epochs and amount of data)"]
+
+
+def saturated_vote_warnings(results: list[dict]) -> list[str]:
+    """A warning when Algorithm 4's shadow thresholds call at most VOTE_SATURATION or at least 1 - VOTE_SATURATION of
+    the audited samples members: every user's share is then about the same, and its AUC reflects the cut, not the model."""
+    saturated = [r for r in results if r["attack"] == "sample_to_user" and r["slice"] == "all"
+                 and (called := (r.get("calibration") or {}).get("posts_called_members")) is not None
+                 and min(called, 1 - called) <= VOTE_SATURATION]
+    if not saturated:
+        return []
+    listed = ", ".join(f"{r['signal']} ({r['calibration']['posts_called_members']:.0%} called)" for r in saturated)
+    return [f"sample_to_user (Algorithm 4) on {listed}: the shadow model's thresholds call almost none or almost all of "
+            "the audited samples members, so every user's share is about the same and its AUC says where the shadow "
+            "cut, not what the target leaks; read Algorithm 2 (user_threshold_*), whose AUC needs no threshold"]
 
 
 def population_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
@@ -103,5 +119,6 @@ def audit_warnings(document: dict) -> list[str]:
     """Every check above on a report.json document."""
     names = document.get("level_names", {})
     return (inverted_signal_warnings(document["results"], names) + shadow_mismatch_warnings(document.get("models") or {})
+            + saturated_vote_warnings(document["results"])
             + population_warnings(document["results"], names) + uncalibrated_warnings(document["results"], names)
             + truncation_warnings(document["data"]))
