@@ -140,6 +140,7 @@ def test_a_grid_of_audit_settings_shares_one_target(tmp_path):
 @pytest.mark.parametrize(("text", "fragments"), [
     ("grid:\n  colour: [1]\n", ("study.yaml: grid", "cannot vary colour")),
     ("grid:\n  normalize: [avg]\n", ("study.yaml: grid", "normalize takes sum")),
+    ("grid:\n  signal: [clm_loss]\n", ("study.yaml", "signal clm_loss: a mlm grid audits mlm_energy or mlm_pll")),
     ("data: {members: m.csv, nonmembers: {a b: n.csv}, population: p.csv, reference_train: r.csv}\ngrid:\n  epochs: [1]\n",
      ("study.yaml: data.nonmembers", "'a b' cannot name a non-member set")),
     ("grid:\n  epochs: [1]\nx: k\n", ("study.yaml: x: 'k' is not a setting of the grid",)),

@@ -11,7 +11,7 @@ target per combination, trained on the demo's notes or on your files and audited
       population: population.csv
       reference_train: public.csv #   the reference trains on these, never on an audited sample
     grid:                         # every combination is a cell; cells that differ in audit settings only
-      epochs: [10, 30]            #   (k, normalize) share their target
+      epochs: [10, 30]            #   (k, normalize, signal) share their target
       learning_rate: [0.001, 0.003]
     x: epochs                     # the plot's x axis (default: the grid's first setting)
     series: learning_rate         # one line per value (default: the grid's second setting, if any)
@@ -35,7 +35,10 @@ from lmaudit.studies.runner import Cell, StudyPlan
 
 # What a grid may vary: the target's training (train_language_model's settings, `model_size` its size) and the audit.
 TRAINING_SETTINGS = ("model_size", "epochs", "learning_rate", "dropout", "batch_size")
-AUDIT_SETTINGS = ("k", "normalize")  # masks per sample; the energy summed over masked tokens or their mean
+# Masks per sample; the energy summed over the masked tokens or their mean; the signal itself (mlm_pll: each token
+# masked alone, Mireshghallah et al.'s "normalised energy").
+AUDIT_SETTINGS = ("k", "normalize", "signal")
+GRID_SIGNALS = {"mlm": ("mlm_energy", "mlm_pll"), "clm": ("clm_loss",)}
 SIGNAL_OF_KIND = {"mlm": "mlm_energy", "clm": "clm_loss"}
 
 
@@ -80,7 +83,16 @@ class GridConfig(BaseModel):
             raise ValueError("the grid needs at least one setting with at least one value")
         if not set(grid.get("normalize", [])) <= {"sum", "mean"}:
             raise ValueError("normalize takes sum (the energy summed over the masked tokens) or mean (their mean)")
+
         return grid
+
+    @model_validator(mode="after")
+    def _signals_of_the_kind(self):
+        unknown = [value for value in self.grid.get("signal", []) if value not in GRID_SIGNALS[self.kind]]
+        if unknown:
+            raise ValueError(f"signal {', '.join(map(str, unknown))}: a {self.kind} grid audits "
+                             f"{' or '.join(GRID_SIGNALS[self.kind])}")
+        return self
 
     @model_validator(mode="after")
     def _axes_in_grid(self):
