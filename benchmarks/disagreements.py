@@ -33,8 +33,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from lmaudit.attacks.shadow import classwise_thresholds, user_statistics
+from lmaudit.demos import OTHER_HOSPITAL_SECTIONS
 
-OTHER_HOSPITAL_SECTIONS = ("nursing", "radiology")
 LOSS_ATTACKS = ("score_loss_mlm_energy", "score_likelihood_ratio")
 
 
@@ -44,12 +44,17 @@ def member_auc(members: pd.Series, nonmembers: pd.Series) -> float:
     return float(roc_auc_score(labels, np.r_[members.to_numpy(), nonmembers.to_numpy()]))
 
 
+def scores_with_sections(run: Path) -> pd.DataFrame:
+    """The run's scores.parquet with each sample's note section (from the run's data files)."""
+    scores = pd.read_parquet(run / "scores.parquet")
+    sections = pd.concat([pd.read_parquet(path, columns=["sample_id", "section"]) for path in (run / "data").glob("*.parquet")])
+    return scores.merge(sections.drop_duplicates("sample_id"), on="sample_id", how="left")
+
+
 def section_table(run: Path) -> list[dict]:
     """Per attack and level: AUC of all member notes, and of the members' notes of the other hospital's sections,
     against each hospital's non-members (the same hospital's also restricted to those sections)."""
-    scores = pd.read_parquet(run / "scores.parquet")
-    sections = pd.concat([pd.read_parquet(path, columns=["sample_id", "section"]) for path in (run / "data").glob("*.parquet")])
-    scores = scores.merge(sections.drop_duplicates("sample_id"), on="sample_id", how="left")
+    scores = scores_with_sections(run)
     kept = scores["section"].isin(OTHER_HOSPITAL_SECTIONS)
     members = scores["role"] == "member"
     same, other = (scores["nonmember_set"] == "same-hospital"), (scores["nonmember_set"] == "other-hospital")
@@ -75,9 +80,7 @@ def section_table(run: Path) -> list[dict]:
 
 def section_energy_table(run: Path) -> list[dict]:
     """The target's mean energy per note (nats), per section, of the members and of each hospital's non-members."""
-    scores = pd.read_parquet(run / "scores.parquet")
-    sections = pd.concat([pd.read_parquet(path, columns=["sample_id", "section"]) for path in (run / "data").glob("*.parquet")])
-    scores = scores.merge(sections.drop_duplicates("sample_id"), on="sample_id", how="left")
+    scores = scores_with_sections(run)
     audited = scores["role"].isin(["member", "nonmember"])
     who = scores["nonmember_set"].where(scores["role"] == "nonmember", "members")
     means = scores[audited].groupby(["section", who[audited]])["target_mlm_energy"].mean().unstack()

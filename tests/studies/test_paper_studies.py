@@ -72,12 +72,14 @@ def test_reference_choice_changes_only_what_reads_the_reference(tmp_path):
                           "reference-independent-tokenizer", "reference-other-notes-independent-tokenizer")}
     assert len(sizes) == 1  # every reference trains on as many texts
     vocabulary = {name: load_tokenizer(models / name).get_vocab() for name in (
-        "reference", "target", "reference-other-notes", "tokenizer-independent-notes", "target-independent-tokenizer",
+        "reference", "target", "reference-other-notes", "tokenizer-independent-notes-seed-0-texts-" + str(sizes.pop()),
+        "target-independent-tokenizer",
         "reference-independent-tokenizer", "reference-other-notes-independent-tokenizer")}
     assert vocabulary["target"] == vocabulary["reference-other-notes"] == vocabulary["reference"]
     assert (vocabulary["target-independent-tokenizer"] == vocabulary["reference-independent-tokenizer"]
-            == vocabulary["reference-other-notes-independent-tokenizer"] == vocabulary["tokenizer-independent-notes"])
-    assert vocabulary["tokenizer-independent-notes"] != vocabulary["reference"]
+            == vocabulary["reference-other-notes-independent-tokenizer"])
+    assert vocabulary["target-independent-tokenizer"] == next(v for k, v in vocabulary.items() if k.startswith("tokenizer-"))
+    assert vocabulary["target-independent-tokenizer"] != vocabulary["reference"]
     reports = {c["cell"]: json.loads((tmp_path / "cells" / c["cell"] / "report.json").read_text()) for c in cells}
     assert reports["same-notes-independent-tokenizer"]["config"]["target"].endswith("target-independent-tokenizer")
     assert reports["same-notes-independent-tokenizer"]["config"]["reference"][0].endswith("reference-independent-tokenizer")
@@ -103,6 +105,9 @@ def test_name_insertion_puts_names_on_member_notes_only(tmp_path, monkeypatch):
     first_epoch = json.loads((tmp_path / "cells" / "names-target-with-names-epoch-1" / "report.json").read_text())
     assert first_epoch["config"]["target"] == str(checkpoint_folder(tmp_path / "models" / "target-names", 1))
     assert auc(cells[2], "loss") != auc(cells[3], "loss")  # the checkpoint is another model than the last epoch's
+    analysis = study_of(tmp_path)["analysis"]["short and long samples (Mireshghallah et al. Tables 9-10)"]
+    assert {row.split(":")[0] for row in analysis} == {"plain-target-as-trained", "names-target-with-names",
+                                                       "names-target-without-names"}  # the last epoch's cells only
 
 
 def test_a_study_from_yaml_over_your_own_files(tmp_path, notes):
@@ -127,20 +132,25 @@ def test_a_study_from_yaml_over_your_own_files(tmp_path, notes):
 
 
 def test_a_grid_of_audit_settings_shares_one_target(tmp_path):
-    """k and normalize change the audit, not the model: both cells audit one target, each with its own signal."""
-    (tmp_path / "study.yaml").write_text("study: energy\nsize: smoke\ngrid:\n  normalize: [sum, mean]\n")
+    """normalize and signal change the audit, not the model: every cell audits one target, each with its own signal."""
+    (tmp_path / "study.yaml").write_text(
+        "study: energy\nsize: smoke\ngrid:\n  signal: [mlm_energy, mlm_pll]\n  normalize: [sum, mean]\n")
     invoke("study", "--config", tmp_path / "study.yaml", "--out", tmp_path / "out")
     cells = study_of(tmp_path / "out")["cells"]
     configs = [json.loads((tmp_path / "out" / "cells" / c["cell"] / "report.json").read_text())["config"] for c in cells]
-    assert [c["signal"]["normalize"] for c in configs] == ["sum", "mean"]
-    assert configs[0]["target"] == configs[1]["target"] == str(tmp_path / "out" / "models" / "target-default")
-    assert auc(cells[0], "loss") != auc(cells[1], "loss")
+    assert [(c["signal"]["signal"], c["signal"]["normalize"]) for c in configs] == [
+        ("mlm_energy", "sum"), ("mlm_energy", "mean"), ("mlm_pll", "sum"), ("mlm_pll", "mean")]
+    assert {c["target"] for c in configs} == {str(tmp_path / "out" / "models" / "target-default")}
+    assert len({auc(c, "loss") for c in cells}) == 4  # four signals of one model: four different loss attacks
+    assert [r["signal"] for r in cells[2]["results"] if r["attack"] == "loss"] == ["mlm_pll"] * 3
 
 
 @pytest.mark.parametrize(("text", "fragments"), [
     ("grid:\n  colour: [1]\n", ("study.yaml: grid", "cannot vary colour")),
     ("grid:\n  normalize: [avg]\n", ("study.yaml: grid", "normalize takes sum")),
     ("grid:\n  signal: [clm_loss]\n", ("study.yaml", "signal clm_loss: a mlm grid audits mlm_energy or mlm_pll")),
+    ("kind: clm\ngrid:\n  normalize: [sum]\n", ("study.yaml", "a clm grid cannot vary them")),
+    ("grid:\n  k: [0]\n", ("study.yaml", "k takes whole numbers of masks, 1 or more")),
     ("data: {members: m.csv, nonmembers: {a b: n.csv}, population: p.csv, reference_train: r.csv}\ngrid:\n  epochs: [1]\n",
      ("study.yaml: data.nonmembers", "'a b' cannot name a non-member set")),
     ("grid:\n  epochs: [1]\nx: k\n", ("study.yaml: x: 'k' is not a setting of the grid",)),

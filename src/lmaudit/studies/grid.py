@@ -30,6 +30,7 @@ from lmaudit.config import checked_nonmember_sets, read_yaml_settings, relative_
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.demos import DEMO_SIZES, REFERENCE_TRAIN
+from lmaudit.signals.settings import SignalSettings
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
 
@@ -38,8 +39,8 @@ TRAINING_SETTINGS = ("model_size", "epochs", "learning_rate", "dropout", "batch_
 # Masks per sample; the energy summed over the masked tokens or their mean; the signal itself (mlm_pll: each token
 # masked alone, Mireshghallah et al.'s "normalised energy").
 AUDIT_SETTINGS = ("k", "normalize", "signal")
-GRID_SIGNALS = {"mlm": ("mlm_energy", "mlm_pll"), "clm": ("clm_loss",)}
-SIGNAL_OF_KIND = {"mlm": "mlm_energy", "clm": "clm_loss"}
+GRID_SIGNALS = {"mlm": ("mlm_energy", "mlm_pll"), "clm": ("clm_loss",)}  # the first: the kind's signal by default
+SIGNAL_OF_KIND = {kind: signals[0] for kind, signals in GRID_SIGNALS.items()}
 
 
 class GridFiles(BaseModel):
@@ -87,11 +88,15 @@ class GridConfig(BaseModel):
         return grid
 
     @model_validator(mode="after")
-    def _signals_of_the_kind(self):
+    def _audit_settings_of_the_kind(self):
         unknown = [value for value in self.grid.get("signal", []) if value not in GRID_SIGNALS[self.kind]]
         if unknown:
             raise ValueError(f"signal {', '.join(map(str, unknown))}: a {self.kind} grid audits "
                              f"{' or '.join(GRID_SIGNALS[self.kind])}")
+        if self.kind == "clm" and {"k", "normalize"} & set(self.grid):
+            raise ValueError("k and normalize are a masked LM's (its masks and energy); a clm grid cannot vary them")
+        if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.grid.get("k", [])):
+            raise ValueError("k takes whole numbers of masks, 1 or more")
         return self
 
     @model_validator(mode="after")
@@ -111,7 +116,8 @@ def load_grid_config(path: str | Path) -> GridConfig:
     return validated(values, str(path), GridConfig)
 
 
-def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bool) -> NotesStudy:
+def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bool,
+                 length_bounds: tuple[int, ...] = ()) -> NotesStudy:
     """A NotesStudy over your files: each read and validated, the reference's texts as their own part."""
     from lmaudit.audit.corpus import load_audit_corpus
     from lmaudit.config import RoleFile
@@ -124,14 +130,15 @@ def _files_study(out: Path, files: GridFiles, size: str, seed: int, progress: bo
                                [RoleFile(NONMEMBER, path, name) for name, path in sets.items()])
     reference = load_corpus(files.reference_train).assign(role=REFERENCE_TRAIN)
     return NotesStudy(out, DEMO_SIZES[size], seed, pd.concat([corpus, reference], ignore_index=True),
-                      {role: Path(path) for role, path in roles.items()}, progress, nonmembers=files.nonmembers)
+                      {role: Path(path) for role, path in roles.items()}, progress, nonmembers=files.nonmembers,
+                      length_bounds=length_bounds)
 
 
 def plan_from_config(config: GridConfig, out: Path, progress: bool = False,
                      length_bounds: tuple[int, ...] = ()) -> StudyPlan:
     """One cell per combination of the grid's values, in the order the grid lists them; cells that differ only in
-    audit settings share their target. `length_bounds`: see NotesStudy (the demo's notes only)."""
-    study = (_files_study(out, config.data, config.size, config.seed, progress) if config.data
+    audit settings share their target. `length_bounds`: see NotesStudy."""
+    study = (_files_study(out, config.data, config.size, config.seed, progress, length_bounds) if config.data
              else notes_study(out, config.size, config.seed, progress, length_bounds=length_bounds))
     keys = list(config.grid)
 
@@ -140,8 +147,9 @@ def plan_from_config(config: GridConfig, out: Path, progress: bool = False,
         name = "-".join(f"{key}={value}" for key, value in settings.items())
         training = {("size" if key == "model_size" else key): value for key, value in settings.items()
                     if key in TRAINING_SETTINGS}
-        target_name = "-".join(f"{key}={value}" for key, value in settings.items() if key in TRAINING_SETTINGS)
-        signal = {key: (int(value) if key == "k" else value) for key, value in settings.items() if key in AUDIT_SETTINGS}
+        # In TRAINING_SETTINGS order, whatever the file's: grids that list the same settings name the same targets.
+        target_name = "-".join(f"{key}={settings[key]}" for key in TRAINING_SETTINGS if key in settings)
+        signal = {key: value for key, value in settings.items() if key in AUDIT_SETTINGS}
 
         def prepare(folder: Path):
             target = study.train(config.kind, f"target-{target_name or 'default'}", study.texts(*TARGET_ROLES),
@@ -149,7 +157,7 @@ def plan_from_config(config: GridConfig, out: Path, progress: bool = False,
             reference = study.train(config.kind, "reference-" + config.kind, study.texts(REFERENCE_TRAIN),
                                     seed=config.seed + 1) if config.kind == "clm" else study.reference()
             audit = study.audit(folder, target, [reference], SIGNAL_OF_KIND[config.kind])
-            return audit.model_copy(update={"signal": audit.signal.model_copy(update=signal)})
+            return audit.model_copy(update={"signal": SignalSettings.model_validate(audit.signal.model_dump() | signal)})
 
         return Cell(name, settings, prepare)
 

@@ -34,8 +34,9 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     n_texts = len(study.texts(REFERENCE_TRAIN))
 
     def independent_tokenizer() -> Path:
-        """out/models/tokenizer-independent-notes: a tokenizer fitted on as many texts of a third generated corpus."""
-        folder = out / "models" / "tokenizer-independent-notes"
+        """out/models/tokenizer-independent-notes-...: a tokenizer fitted on as many texts of a third generated corpus
+        (named by its corpus's seed and size, so that a run of another seed or size fits its own)."""
+        folder = out / "models" / f"tokenizer-independent-notes-seed-{seed}-texts-{n_texts}"
         if not folder.is_dir():
             texts = generate_notes(study.size.patients, seed + TOKENIZER_SOURCE_SEED)["text"].head(n_texts).tolist()
             with staged(folder) as (temporary,):
