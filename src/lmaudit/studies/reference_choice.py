@@ -46,9 +46,6 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
     def other_notes() -> list[str]:
         return generate_notes(study.size.patients, seed + OTHER_SOURCE_SEED)["text"].head(n_texts).tolist()
 
-    def on_independent_tokenizer() -> dict:
-        return {"tokenizer_dir": independent_tokenizer()}
-
     references = {
         (FIRST_REFERENCES, "same-notes"): lambda: study.reference(),
         (FIRST_REFERENCES, "other-notes"): lambda: study.train("mlm", "reference-other-notes", other_notes(),
@@ -58,10 +55,10 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
             seed=seed + 1),
         (INDEPENDENT, "same-notes"): lambda: study.train(
             "mlm", "reference-independent-tokenizer", study.texts(REFERENCE_TRAIN), seed=seed + 1,
-            **on_independent_tokenizer()),
+            tokenizer_dir=independent_tokenizer()),
         (INDEPENDENT, "other-notes"): lambda: study.train(
             "mlm", "reference-other-notes-independent-tokenizer", other_notes(), seed=seed + 1,
-            **on_independent_tokenizer()),
+            tokenizer_dir=independent_tokenizer()),
     }
 
     def cell(tokenizer: str, name: str) -> Cell:
@@ -70,7 +67,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
                 target = study.train("mlm", "target", study.texts(*TARGET_ROLES))
             else:
                 target = study.train("mlm", "target-independent-tokenizer", study.texts(*TARGET_ROLES),
-                                     **on_independent_tokenizer())
+                                     tokenizer_dir=independent_tokenizer())
             return study.audit(folder, target, [references[tokenizer, name]()])
 
         after = "" if tokenizer == FIRST_REFERENCES else "-independent-tokenizer"
