@@ -10,10 +10,14 @@ texts (5-300 words, log-normal: most short, a few long). The fraction of peak di
 the forward FLOPs of a text (weights and attention, LM head at every position) by the seconds per text and by the fp32
 matrix-multiply peak measured in the same run. The losses of the two ways are compared text by text.
 
+With --head it measures the LM head alone, in process: GPT-2's 50,257 x 768 output embedding on 667 and 2,048 positions,
+run as one product (a fresh logits tensor each time) against `logits_in_tiles` (vocabulary tiles, reused buffers),
+then each with its log-softmax; best and median of repeated runs, as a fraction of the peak measured beside them.
+
 With --fixed it measures the fixed cost itself instead: whole processes that score one text, each way, repeated
 (median), lmaudit with the model's fingerprint already remembered (as on every run after the first) and on first sight.
 
-    python benchmarks/causal_scoring.py [--out docs/performance.md] [--quick] [--fixed] [--device cuda --dtype bf16]
+    python benchmarks/causal_scoring.py [--out docs/performance.md] [--quick] [--fixed] [--head] [--device cuda --dtype bf16]
                                         [--sizes NAME ...] [--corpora NAME ...] [--counts A B]
 """
 
@@ -201,6 +205,36 @@ def fixed_cost(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, work: Pa
             "first seen - plain s": f"{median['lmaudit, model first seen'] - median['plain']:.2f}"}
 
 
+def head_rows(peak: float, rounds: int = 5) -> list[dict]:
+    """The LM head's product alone, one call against vocabulary tiles, with and without the log-softmax after it."""
+    from lmaudit.models.heads import VOCABULARY_TILE, logits_in_tiles
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(768, 50257, bias=False)
+    rows = []
+    for positions in (667, 2048):
+        hidden = torch.randn(positions, 768)
+        logits, log_probs, tile = torch.empty(positions, 50257), torch.empty(positions, 50257), torch.empty(positions, VOCABULARY_TILE)
+        ways = {
+            "one product": lambda: layer(hidden),
+            "vocabulary tiles": lambda: logits_in_tiles(layer, hidden, logits, tile),
+            "one product, log-softmax": lambda: torch.log_softmax(layer(hidden), -1),
+            "vocabulary tiles, log-softmax": lambda: torch.log_softmax(logits_in_tiles(layer, hidden, logits, tile), -1, out=log_probs),
+        }
+        seconds: dict[str, list[float]] = {way: [] for way in ways}
+        with torch.inference_mode():
+            for _ in range(rounds):  # the ways take turns, so that a slow spell of the machine falls on each
+                for way, run in ways.items():
+                    tick = time.perf_counter()
+                    run()
+                    seconds[way].append(time.perf_counter() - tick)
+        flops = 2 * positions * 768 * 50257
+        rows += [{"positions": positions, "way": way, "best ms": f"{1000 * min(times):.0f}",
+                  "best fraction of peak": f"{flops / min(times) / peak:.0%}",
+                  "median fraction of peak": f"{flops / float(np.median(times)) / peak:.0%}"} for way, times in seconds.items()]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=None)
@@ -208,6 +242,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
     parser.add_argument("--fixed", action="store_true", help="the fixed cost of a process: one text, repeated")
+    parser.add_argument("--head", action="store_true", help="the LM head alone, in process: one product against tiles")
     parser.add_argument("--counts", type=int, nargs=2, default=None,
                         help="the two numbers of texts (default 160 480; a GPU needs thousands to resolve a text's cost)")
     parser.add_argument("--sizes", nargs="+", default=None, help="only these model sizes (names as in the table)")
@@ -225,9 +260,9 @@ def main() -> None:
     sizes = {name: shape for name, shape in sizes.items() if args.sizes is None or name in args.sizes}
     peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
                        device=args.device)
-    rows = []
+    rows = head_rows(peak) if args.head else []
     with tempfile.TemporaryDirectory() as work:
-        for name, shape in sizes.items():
+        for name, shape in ({} if args.head else sizes).items():
             if args.fixed:
                 rows.append(fixed_cost(name, shape, tokenizer, every_corpus["notes of 20-60 words"], Path(work), args.device,
                                        args.dtype))
@@ -247,7 +282,7 @@ def main() -> None:
             f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + markdown_table(rows))
     print(text)
     if args.out:
-        section = "causal-fixed-cost" if args.fixed else "causal-scoring"
+        section = "causal-head" if args.head else "causal-fixed-cost" if args.fixed else "causal-scoring"
         scale = f"-{counts[1]}" if args.counts else ""
         replace_section(args.out, f"{section}-{args.device}-{args.dtype}{scale}", text)
 

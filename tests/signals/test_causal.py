@@ -34,10 +34,13 @@ def test_causal_loss_equals_the_models_own_loss(tiny_gpt2, tiny_tokenizer, notes
 
 
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(tiny_tokenizer, notes, family):
-    """The chunked head (base model, then output embedding on chunks of positions) of every causal family gives what
-    the model's own forward pass gives: its loss, each token's log-probability, and whether the token is its first
-    choice."""
+def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(tiny_tokenizer, notes, family,
+                                                                                monkeypatch):
+    """The chunked head (base model, then output embedding on chunks of positions, in vocabulary tiles of 37 rows here
+    so that a tiny vocabulary makes several, the last one short) of every causal family gives what the model's own
+    forward pass gives: its loss, each token's log-probability, and whether the token is its first choice."""
+    monkeypatch.setattr("lmaudit.models.heads.VOCABULARY_TILE", 37)
+    monkeypatch.setattr("lmaudit.signals.causal.VOCABULARY_TILE", 37)
     model = tiny_family_model(family, "clm", tiny_tokenizer)
     texts, ids = notes["text"].tolist()[:6], notes["sample_id"].tolist()[:6]
     settings = SignalSettings(signal="clm_tokens", max_length=64, batch_tokens=128)

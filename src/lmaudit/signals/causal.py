@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from lmaudit.models.heads import checked_encoder_and_head, input_device
+from lmaudit.models.heads import VOCABULARY_TILE, checked_encoder_and_head, input_device, logits_in_tiles, tileable_head
 from lmaudit.models.inputs import pad_batch
 from lmaudit.models.text import model_max_length
 from lmaudit.signals.base import (
@@ -52,6 +52,10 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
         return results
     encoder, head = checked_encoder_and_head(model, torch.from_numpy(samples[0].input_ids[:16])[None])
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
+    tiled = None if settings.precision == "bf16" else tileable_head(head)
+    # Reused by every chunk: a fresh 128 MiB tensor per chunk costs its page faults each time.
+    widths = (tiled.out_features, tiled.out_features, VOCABULARY_TILE) if tiled else ()
+    buffers = [torch.empty(position_chunk, width) for width in widths]
 
     def run(batch: Sequence[int]) -> None:
         ids, attention = pad_batch([np.concatenate([prefix, samples[i].input_ids]) for i in batch], pad)
@@ -65,9 +69,15 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
         values = torch.empty((len(rows), len(STATISTICS) if statistics else 1), device=hidden.device, dtype=torch.float64)
         for start in range(0, len(rows), position_chunk):
             stop = start + position_chunk
-            with autocast:
-                logits = head(hidden[rows[start:stop].to(hidden.device), cols[start:stop].to(hidden.device)])
-            log_probs = torch.log_softmax(logits.float(), dim=-1)
+            chosen = hidden[rows[start:stop].to(hidden.device), cols[start:stop].to(hidden.device)]
+            if tiled:
+                logits_buffer, log_probs_buffer, tile = buffers
+                log_probs = torch.log_softmax(logits_in_tiles(tiled, chosen, logits_buffer, tile), dim=-1,
+                                              out=log_probs_buffer[: len(chosen)])
+            else:
+                with autocast:
+                    logits = head(chosen)
+                log_probs = torch.log_softmax(logits.float(), dim=-1)
             chunk_targets = targets[start:stop].to(log_probs.device)
             values[start:stop] = (token_statistics(log_probs, chunk_targets) if statistics
                                   else log_probs.gather(1, chunk_targets[:, None])).to(values.device)
