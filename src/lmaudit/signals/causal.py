@@ -70,7 +70,7 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
         for start in range(0, len(rows), position_chunk):
             stop = start + position_chunk
             chosen = hidden[rows[start:stop].to(hidden.device), cols[start:stop].to(hidden.device)]
-            if tiled:
+            if tiled and chosen.device == tiled.weight.device:  # under a device map the last layer may sit elsewhere
                 logits_buffer, log_probs_buffer, tile = buffers
                 log_probs = torch.log_softmax(logits_in_tiles(tiled, chosen, logits_buffer, tile), dim=-1,
                                               out=log_probs_buffer[: len(chosen)])
