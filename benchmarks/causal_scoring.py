@@ -235,34 +235,20 @@ def head_rows(peak: float, rounds: int = 5) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--quick", action="store_true", help="GPT-2-small-sized only, 16 and 48 texts")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
-    parser.add_argument("--fixed", action="store_true", help="the fixed cost of a process: one text, repeated")
-    parser.add_argument("--head", action="store_true", help="the LM head alone, in process: one product against tiles")
-    parser.add_argument("--counts", type=int, nargs=2, default=None,
-                        help="the two numbers of texts (default 160 480; a GPU needs thousands to resolve a text's cost)")
-    parser.add_argument("--sizes", nargs="+", default=None, help="only these model sizes (names as in the table)")
-    parser.add_argument("--corpora", nargs="+", default=None, help="only these corpora (names as in the table)")
-    args = parser.parse_args()
+def process_rows(args: argparse.Namespace, counts: tuple[int, int], peak: float) -> list[dict]:
+    """Whole processes, each way (or, with --fixed, their fixed cost), per model size and corpus."""
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.tokenizer import train_tokenizer
 
-    counts = tuple(args.counts) if args.counts else (16, 48) if args.quick else (160, 480)
     notes = generate_notes(n_patients=max(120, counts[1] // 3), seed=1)  # about 4 notes of 20-60 words per patient
     tokenizer = train_tokenizer(notes["text"].tolist(), vocab_size=4000, max_length=1024)
     every_corpus = corpora(notes, tokenizer, counts[1])
     texts = {name: frame for name, frame in every_corpus.items() if args.corpora is None or name in args.corpora}
     sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES | (GPU_SIZES if args.device != "cpu" else {})
     sizes = {name: shape for name, shape in sizes.items() if args.sizes is None or name in args.sizes}
-    peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
-                       device=args.device)
-    rows = head_rows(peak) if args.head else []
+    rows = []
     with tempfile.TemporaryDirectory() as work:
-        for name, shape in ({} if args.head else sizes).items():
+        for name, shape in sizes.items():
             if args.fixed:
                 rows.append(fixed_cost(name, shape, tokenizer, every_corpus["notes of 20-60 words"], Path(work), args.device,
                                        args.dtype))
@@ -277,6 +263,26 @@ def main() -> None:
                 row = run_size(name, shape, tokenizer, frame, counts, Path(work), args.device, args.dtype, peak)
                 rows.append({"corpus": corpus, **row})
                 print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="GPT-2-small-sized only, 16 and 48 texts")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
+    parser.add_argument("--fixed", action="store_true", help="the fixed cost of a process: one text, repeated")
+    parser.add_argument("--head", action="store_true", help="the LM head alone, in process: one product against tiles")
+    parser.add_argument("--counts", type=int, nargs=2, default=None,
+                        help="the two numbers of texts (default 160 480; a GPU needs thousands to resolve a text's cost)")
+    parser.add_argument("--sizes", nargs="+", default=None, help="only these model sizes (names as in the table)")
+    parser.add_argument("--corpora", nargs="+", default=None, help="only these corpora (names as in the table)")
+    args = parser.parse_args()
+    counts = tuple(args.counts) if args.counts else (16, 48) if args.quick else (160, 480)
+    peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
+                       device=args.device)
+    rows = head_rows(peak) if args.head else process_rows(args, counts, peak)
     text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
             f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
             f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + markdown_table(rows))

@@ -84,7 +84,6 @@ class GridConfig(BaseModel):
             raise ValueError("the grid needs at least one setting with at least one value")
         if not set(grid.get("normalize", [])) <= {"sum", "mean"}:
             raise ValueError("normalize takes sum (the energy summed over the masked tokens) or mean (their mean)")
-
         return grid
 
     @model_validator(mode="after")
