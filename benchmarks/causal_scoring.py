@@ -8,11 +8,14 @@ two times gives each way's fixed cost (its intercept) and its cost per text (its
 both ways: the synthetic notes of 20-60 words (23-63 tokens, mean 42), texts of exactly 42 tokens, and long-tailed
 texts (5-300 words, log-normal: most short, a few long). The fraction of peak divides
 the forward FLOPs of a text (weights and attention, LM head at every position) by the seconds per text and by the fp32
-matrix-multiply peak measured in the same run. The losses of the two ways are compared text by text.
+matrix-multiply peak of the same run (the largest of measurements taken before, between and after the timed runs: the
+machine's speed drifts, and a peak caught in a slow spell flatters every fraction). The losses of the two ways are
+compared text by text.
 
-With --head it measures the LM head alone, in process: GPT-2's 50,257 x 768 output embedding on 667 and 2,048 positions,
-run as one product (a fresh logits tensor each time) against `logits_in_tiles` (vocabulary tiles, reused buffers),
-then each with its log-softmax; best and median of repeated runs, as a fraction of the peak measured beside them.
+With --head it measures an LM head alone, in process: GPT-2's 50,257 x 768 output embedding on 667 and 2,048
+positions, and a BERT-base decoder (30,522 x 768, with its bias) on 640, run as one product (a fresh logits tensor each
+time) against `logits_in_tiles` (vocabulary tiles, reused buffers), then each with its log-softmax; best and median of
+repeated runs, as a fraction of the peak measured after every round.
 
 With --fixed it measures the fixed cost itself instead: whole processes that score one text, each way, repeated
 (median), lmaudit with the model's fingerprint already remembered (as on every run after the first) and on first sight.
@@ -36,7 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 from markdown_section import markdown_table, replace_section
-from scoring import matmul_peak
+from scoring import PeakMeter
 
 PLAIN_SCRIPT = """
 import sys, time
@@ -139,7 +142,7 @@ def line(counts: tuple[int, int], seconds: tuple[float, float]) -> tuple[float, 
 
 
 def run_size(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, counts: tuple[int, int], work: Path,
-             device: str, dtype: str, peak: float) -> dict:
+             device: str, dtype: str) -> dict:
     """Both ways, whole processes, on the first `counts` texts of `texts` with the model already in `work`/family."""
     family, layers, hidden, heads, vocabulary = shape
     folder = work / family
@@ -166,8 +169,7 @@ def run_size(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, counts: tu
         "lmaudit fixed s": f"{fixed[0]:.1f}", "plain fixed s": f"{fixed[1]:.1f}",
         "lmaudit ms/text": f"{1000 * per_text[0]:.0f}", "plain ms/text": f"{1000 * per_text[1]:.0f}",
         "speed-up per text": f"{per_text[1] / per_text[0]:.2f}x",
-        "lmaudit fraction of peak": f"{flops_per_text / per_text[0] / peak:.0%}",
-        "plain fraction of peak": f"{flops_per_text / per_text[1] / peak:.0%}",
+        "lmaudit GFLOP/s": flops_per_text / per_text[0] / 1e9, "plain GFLOP/s": flops_per_text / per_text[1] / 1e9,
         "max abs loss diff": f"{np.abs(ours - plain).max():.1e}",
     }
 
@@ -205,16 +207,23 @@ def fixed_cost(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, work: Pa
             "first seen - plain s": f"{median['lmaudit, model first seen'] - median['plain']:.2f}"}
 
 
-def head_rows(peak: float, rounds: int = 5) -> list[dict]:
-    """The LM head's product alone, one call against vocabulary tiles, with and without the log-softmax after it."""
+# The heads timed alone: (model, hidden, vocabulary, bias, positions). GPT-2's output embedding on a 667-position chunk
+# (the scorer's) and on 2,048; a BERT-base decoder on the 640 masked positions of a 4,096-token batch of 32-token copies.
+HEADS = [("GPT-2", 768, 50257, False, 667), ("GPT-2", 768, 50257, False, 2048), ("BERT-base decoder", 768, 30522, True, 640)]
+
+
+def head_rows(meter: PeakMeter, rounds: int = 5) -> list[dict]:
+    """An LM head's product alone, one call against vocabulary tiles, with and without the log-softmax after it; the
+    peak measured again after every round."""
     from lmaudit.models.heads import VOCABULARY_TILE, logits_in_tiles
 
-    torch.manual_seed(0)
-    layer = torch.nn.Linear(768, 50257, bias=False)
     rows = []
-    for positions in (667, 2048):
-        hidden = torch.randn(positions, 768)
-        logits, log_probs, tile = torch.empty(positions, 50257), torch.empty(positions, 50257), torch.empty(positions, VOCABULARY_TILE)
+    for model, width, vocabulary, bias, positions in HEADS:
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(width, vocabulary, bias=bias)
+        hidden = torch.randn(positions, width)
+        logits, log_probs = torch.empty(positions, vocabulary), torch.empty(positions, vocabulary)
+        tile = torch.empty(positions, VOCABULARY_TILE)
         ways = {
             "one product": lambda: layer(hidden),
             "vocabulary tiles": lambda: logits_in_tiles(layer, hidden, logits, tile),
@@ -228,14 +237,25 @@ def head_rows(peak: float, rounds: int = 5) -> list[dict]:
                     tick = time.perf_counter()
                     run()
                     seconds[way].append(time.perf_counter() - tick)
-        flops = 2 * positions * 768 * 50257
-        rows += [{"positions": positions, "way": way, "best ms": f"{1000 * min(times):.0f}",
-                  "best fraction of peak": f"{flops / min(times) / peak:.0%}",
-                  "median fraction of peak": f"{flops / float(np.median(times)) / peak:.0%}"} for way, times in seconds.items()]
+                meter.measure()
+        flops = 2 * positions * width * vocabulary
+        rows += [{"head": model, "positions": positions, "way": way, "best ms": f"{1000 * min(times):.0f}",
+                  "best GFLOP/s": flops / min(times) / 1e9, "median GFLOP/s": flops / float(np.median(times)) / 1e9}
+                 for way, times in seconds.items()]
     return rows
 
 
-def process_rows(args: argparse.Namespace, counts: tuple[int, int], peak: float) -> list[dict]:
+def with_fractions(rows: list[dict], peak: float) -> list[dict]:
+    """Each row with every 'X GFLOP/s' column printed to whole GFLOP/s and followed by 'X fraction of peak'."""
+    def cells(key: str, value) -> dict:
+        if not key.endswith(" GFLOP/s"):
+            return {key: value}
+        return {key: f"{value:.0f}", key.replace("GFLOP/s", "fraction of peak"): f"{value * 1e9 / peak:.0%}"}
+
+    return [{name: cell for key, value in row.items() for name, cell in cells(key, value).items()} for row in rows]
+
+
+def process_rows(args: argparse.Namespace, counts: tuple[int, int], meter: PeakMeter) -> list[dict]:
     """Whole processes, each way (or, with --fixed, their fixed cost), per model size and corpus."""
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.tokenizer import train_tokenizer
@@ -260,7 +280,8 @@ def process_rows(args: argparse.Namespace, counts: tuple[int, int], peak: float)
             # the kernel's write-back of them (1.6 GB for the Pythia-sized model).
             os.sync()
             for corpus, frame in texts.items():
-                row = run_size(name, shape, tokenizer, frame, counts, Path(work), args.device, args.dtype, peak)
+                meter.measure()
+                row = run_size(name, shape, tokenizer, frame, counts, Path(work), args.device, args.dtype)
                 rows.append({"corpus": corpus, **row})
                 print(rows[-1], flush=True)
     return rows
@@ -280,12 +301,14 @@ def main() -> None:
     parser.add_argument("--corpora", nargs="+", default=None, help="only these corpora (names as in the table)")
     args = parser.parse_args()
     counts = tuple(args.counts) if args.counts else (16, 48) if args.quick else (160, 480)
-    peak = matmul_peak(torch.float32 if args.dtype == "fp32" else torch.bfloat16, size=2048 if args.device == "cpu" else 8192,
-                       device=args.device)
-    rows = head_rows(peak) if args.head else process_rows(args, counts, peak)
+    meter = PeakMeter(torch.float32 if args.dtype == "fp32" else torch.bfloat16, 2048 if args.device == "cpu" else 8192,
+                      args.device)
+    meter.measure()
+    rows = head_rows(meter) if args.head else process_rows(args, counts, meter)
+    meter.measure()
     text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
             f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
-            f"peak: {peak / 1e9:.0f} GFLOP/s.\n\n" + markdown_table(rows))
+            f"peak: {meter.describe()}.\n\n" + markdown_table(with_fractions(rows, meter.peak)))
     print(text)
     if args.out:
         section = "causal-head" if args.head else "causal-fixed-cost" if args.fixed else "causal-scoring"
