@@ -38,7 +38,8 @@ def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(t
                                                                                 monkeypatch):
     """The chunked head (base model, then output embedding on chunks of positions, in vocabulary tiles of 37 rows here
     so that a tiny vocabulary makes several, the last one short) of every causal family gives what the model's own
-    forward pass gives: its loss, each token's log-probability, and whether the token is its first choice."""
+    forward pass gives: its loss, each token's log-probability, the mean and standard deviation of log p under its
+    predictive distribution (computed in reused scratch, chunk after chunk), and whether the token is its first choice."""
     monkeypatch.setattr("lmaudit.models.heads.VOCABULARY_TILE", 37)
     monkeypatch.setattr("lmaudit.signals.causal.VOCABULARY_TILE", 37)
     model = tiny_family_model(family, "clm", tiny_tokenizer)
@@ -49,10 +50,15 @@ def test_every_causal_lm_family_gives_its_own_loss_and_token_log_probabilities(t
         input_ids = tiny_tokenizer(text, truncation=True, max_length=64, return_tensors="pt")["input_ids"]
         with torch.no_grad():
             output = model(input_ids=input_ids, labels=input_ids)
-        expected = torch.log_softmax(output.logits[0, :-1].double(), -1).gather(1, input_ids[0, 1:, None])[:, 0]
+        every = torch.log_softmax(output.logits[0, :-1].double(), -1)
+        expected = every.gather(1, input_ids[0, 1:, None])[:, 0]
+        mean = (every.exp() * every).sum(-1)
+        std = (every.exp() * (every - mean[:, None]) ** 2).sum(-1).sqrt()
         table = unpack_token_values([values])
         log_probs = table["log_prob"][0]
         np.testing.assert_allclose(log_probs, expected.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(table["mean"][0], mean.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(table["std"][0], std.numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(table["top1_id"][0], output.logits[0, :-1].argmax(-1).double().numpy())
         assert -log_probs.mean() == pytest.approx(output.loss.item(), rel=1e-5)
 

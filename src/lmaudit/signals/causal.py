@@ -53,8 +53,9 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
     encoder, head = checked_encoder_and_head(model, torch.from_numpy(samples[0].input_ids[:16])[None])
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
     tiled = None if settings.precision == "bf16" else tileable_head(head)
-    # Reused by every chunk: a fresh 128 MiB tensor per chunk costs its page faults each time.
-    widths = (tiled.out_features, tiled.out_features, VOCABULARY_TILE) if tiled else ()
+    # Reused by every chunk: a fresh 128 MiB tensor per chunk costs its page faults each time. The logits' buffer, free
+    # once the log-softmax has run, and one more hold token_statistics' probabilities and centred log-probabilities.
+    widths = (tiled.out_features, tiled.out_features, VOCABULARY_TILE) + ((tiled.out_features,) if statistics else ()) if tiled else ()
     buffers = [torch.empty(position_chunk, width) for width in widths]
 
     def run(batch: Sequence[int]) -> None:
@@ -70,16 +71,18 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
         for start in range(0, len(rows), position_chunk):
             stop = start + position_chunk
             chosen = hidden[rows[start:stop].to(hidden.device), cols[start:stop].to(hidden.device)]
+            scratch = None
             if tiled and chosen.device == tiled.weight.device:  # under a device map the last layer may sit elsewhere
-                logits_buffer, log_probs_buffer, tile = buffers
+                logits_buffer, log_probs_buffer, tile, *extra = buffers
                 log_probs = torch.log_softmax(logits_in_tiles(tiled, chosen, logits_buffer, tile), dim=-1,
                                               out=log_probs_buffer[: len(chosen)])
+                scratch = (logits_buffer, *extra) if statistics else None
             else:
                 with autocast:
                     logits = head(chosen)
                 log_probs = torch.log_softmax(logits.float(), dim=-1)
             chunk_targets = targets[start:stop].to(log_probs.device)
-            values[start:stop] = (token_statistics(log_probs, chunk_targets) if statistics
+            values[start:stop] = (token_statistics(log_probs, chunk_targets, scratch) if statistics
                                   else log_probs.gather(1, chunk_targets[:, None])).to(values.device)
         values = values.double().cpu().numpy()
         row_numbers = rows.numpy()
