@@ -15,7 +15,9 @@ compared text by text.
 With --head it measures an LM head alone, in process: GPT-2's 50,257 x 768 output embedding on 667 and 2,048
 positions, and a BERT-base decoder (30,522 x 768, with its bias) on 640, run as one product (a fresh logits tensor each
 time) against `logits_in_tiles` (vocabulary tiles, reused buffers), then each with its log-softmax; best and median of
-repeated runs, as a fraction of the peak measured after every round.
+repeated runs, as a fraction of the peak measured after every round. Then, on one batch of 97 texts of 42 tokens, the
+GPT-2-small-sized encoder alone and lmaudit's whole clm_loss and clm_tokens passes, in process (no start-up, no
+tokenizer): the ceiling that the whole process's fraction of peak is read against.
 
 With --fixed it measures the fixed cost itself instead: whole processes that score one text, each way, repeated
 (median), lmaudit with the model's fingerprint already remembered (as on every run after the first) and on first sight.
@@ -245,6 +247,46 @@ def head_rows(meter: PeakMeter, rounds: int = 5) -> list[dict]:
     return rows
 
 
+def pass_rows(meter: PeakMeter, texts: int = 97, tokens: int = 42, rounds: int = 5) -> list[dict]:
+    """In process, on one batch of `texts` random texts of `tokens` tokens: the GPT-2-small-sized encoder alone, and
+    lmaudit's whole clm_loss and clm_tokens passes (encoder, head in tiles, log-softmax, and the predictive mean and
+    standard deviation for clm_tokens), the peak measured again after every round."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from lmaudit.models.load import fuse_activations
+    from lmaudit.signals.base import EncodedSample
+    from lmaudit.signals.causal import causal_passes
+    from lmaudit.signals.settings import SignalSettings
+
+    _, layers, hidden, heads, vocabulary = SIZES["GPT-2-small-sized"]
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=vocabulary, n_embd=hidden, n_layer=layers, n_head=heads)).eval()
+    fuse_activations(model)  # as lmaudit loads it
+    ids = torch.randint(0, vocabulary, (texts, tokens))
+    samples = [EncodedSample(f"t{i}", row.numpy(), np.arange(1, tokens), tokens, False) for i, row in enumerate(ids)]
+    padding = argparse.Namespace(pad_token_id=0)  # every text has the same length: nothing is padded
+    ways = {"encoder alone": (lambda: model.transformer(input_ids=ids, attention_mask=torch.ones_like(ids)), 0),
+            "whole clm_loss pass": (lambda: causal_passes(model, padding, samples, SignalSettings(signal="clm_loss")),
+                                    vocabulary),
+            "whole clm_tokens pass": (lambda: causal_passes(model, padding, samples, SignalSettings(signal="clm_tokens"),
+                                                            statistics=True), vocabulary)}
+    seconds: dict[str, list[float]] = {way: [] for way in ways}
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for way, (run, _) in ways.items():
+                tick = time.perf_counter()
+                run()
+                seconds[way].append(time.perf_counter() - tick)
+            meter.measure()
+    rows = []
+    for way, (_, head_vocabulary) in ways.items():
+        flops = forward_flops(np.full(texts, tokens), layers, hidden, head_vocabulary).sum()
+        best, median = min(seconds[way]), float(np.median(seconds[way]))
+        rows.append({"part": way, "texts x tokens": f"{texts} x {tokens}", "best ms per text": f"{1000 * best / texts:.0f}",
+                     "best GFLOP/s": flops / best / 1e9, "median GFLOP/s": flops / median / 1e9})
+    return rows
+
+
 def with_fractions(rows: list[dict], peak: float) -> list[dict]:
     """Each row with every 'X GFLOP/s' column printed to whole GFLOP/s and followed by 'X fraction of peak'."""
     def cells(key: str, value) -> dict:
@@ -294,7 +336,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
     parser.add_argument("--fixed", action="store_true", help="the fixed cost of a process: one text, repeated")
-    parser.add_argument("--head", action="store_true", help="the LM head alone, in process: one product against tiles")
+    parser.add_argument("--head", action="store_true",
+                        help="the LM head alone, one product against tiles; the encoder alone and the whole pass; in process")
     parser.add_argument("--counts", type=int, nargs=2, default=None,
                         help="the two numbers of texts (default 160 480; a GPU needs thousands to resolve a text's cost)")
     parser.add_argument("--sizes", nargs="+", default=None, help="only these model sizes (names as in the table)")
@@ -304,11 +347,11 @@ def main() -> None:
     meter = PeakMeter(torch.float32 if args.dtype == "fp32" else torch.bfloat16, 2048 if args.device == "cpu" else 8192,
                       args.device)
     meter.measure()
-    rows = head_rows(meter) if args.head else process_rows(args, counts, meter)
+    tables = [head_rows(meter), pass_rows(meter)] if args.head else [process_rows(args, counts, meter)]
     meter.measure()
     text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
             f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
-            f"peak: {meter.describe()}.\n\n" + markdown_table(with_fractions(rows, meter.peak)))
+            f"peak: {meter.describe()}.\n\n" + "\n\n".join(markdown_table(with_fractions(rows, meter.peak)) for rows in tables))
     print(text)
     if args.out:
         section = "causal-head" if args.head else "causal-fixed-cost" if args.fixed else "causal-scoring"
