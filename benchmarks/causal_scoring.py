@@ -35,12 +35,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import torch
-from markdown_section import markdown_table, replace_section
+from markdown_section import machine_line, markdown_table, publish
 from scoring import PeakMeter
 
 PLAIN_SCRIPT = """
@@ -126,6 +128,8 @@ def corpora(notes: pd.DataFrame, tokenizer, count: int) -> dict[str, pd.DataFram
 def forward_flops(token_counts: np.ndarray, layers: int, hidden: int, vocabulary: int) -> np.ndarray:
     """Multiply-add FLOPs of one forward pass per text: 24 d^2 per token and layer (attention projections and a 4d MLP),
     4 T d per token and layer for the attention scores and mixing, and 2 d V per token for the LM head."""
+    # The head counts at every position, as the plain way runs it; lmaudit runs it at T - 1 positions, so lmaudit's
+    # rate is overstated by 1/T of the head's share (about 0.7% at 42 tokens).
     per_token = layers * (24 * hidden * hidden) + 2 * hidden * vocabulary
     return token_counts * per_token + layers * 4 * token_counts**2 * hidden
 
@@ -214,9 +218,21 @@ def fixed_cost(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, work: Pa
 HEADS = [("GPT-2", 768, 50257, False, 667), ("GPT-2", 768, 50257, False, 2048), ("BERT-base decoder", 768, 30522, True, 640)]
 
 
+def timed_in_turns(ways: dict[str, Callable[[], object]], rounds: int, meter: PeakMeter) -> dict[str, list[float]]:
+    """Seconds of each way in each of `rounds` rounds, in inference mode, the peak measured again after every round."""
+    seconds: dict[str, list[float]] = {way: [] for way in ways}
+    with torch.inference_mode():
+        for _ in range(rounds):  # the ways take turns, so that a slow spell of the machine falls on each
+            for way, run in ways.items():
+                tick = time.perf_counter()
+                run()
+                seconds[way].append(time.perf_counter() - tick)
+            meter.measure()
+    return seconds
+
+
 def head_rows(meter: PeakMeter, rounds: int = 5) -> list[dict]:
-    """An LM head's product alone, one call against vocabulary tiles, with and without the log-softmax after it; the
-    peak measured again after every round."""
+    """Each of HEADS alone (ms, GFLOP/s): one product against vocabulary tiles, each with and without the log-softmax."""
     from lmaudit.models.heads import VOCABULARY_TILE, logits_in_tiles
 
     rows = []
@@ -232,14 +248,7 @@ def head_rows(meter: PeakMeter, rounds: int = 5) -> list[dict]:
             "one product, log-softmax": lambda: torch.log_softmax(layer(hidden), -1),
             "vocabulary tiles, log-softmax": lambda: torch.log_softmax(logits_in_tiles(layer, hidden, logits, tile), -1, out=log_probs),
         }
-        seconds: dict[str, list[float]] = {way: [] for way in ways}
-        with torch.inference_mode():
-            for _ in range(rounds):  # the ways take turns, so that a slow spell of the machine falls on each
-                for way, run in ways.items():
-                    tick = time.perf_counter()
-                    run()
-                    seconds[way].append(time.perf_counter() - tick)
-                meter.measure()
+        seconds = timed_in_turns(ways, rounds, meter)
         flops = 2 * positions * width * vocabulary
         rows += [{"head": model, "positions": positions, "way": way, "best ms": f"{1000 * min(times):.0f}",
                   "best GFLOP/s": flops / min(times) / 1e9, "median GFLOP/s": flops / float(np.median(times)) / 1e9}
@@ -248,9 +257,8 @@ def head_rows(meter: PeakMeter, rounds: int = 5) -> list[dict]:
 
 
 def pass_rows(meter: PeakMeter, texts: int = 97, tokens: int = 42, rounds: int = 5) -> list[dict]:
-    """In process, on one batch of `texts` random texts of `tokens` tokens: the GPT-2-small-sized encoder alone, and
-    lmaudit's whole clm_loss and clm_tokens passes (encoder, head in tiles, log-softmax, and the predictive mean and
-    standard deviation for clm_tokens), the peak measured again after every round."""
+    """In process (ms per text, GFLOP/s), one batch of `texts` random texts of `tokens` tokens: the GPT-2-small-sized
+    encoder alone, and lmaudit's whole clm_loss and clm_tokens passes."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from lmaudit.models.load import fuse_activations
@@ -264,20 +272,13 @@ def pass_rows(meter: PeakMeter, texts: int = 97, tokens: int = 42, rounds: int =
     fuse_activations(model)  # as lmaudit loads it
     ids = torch.randint(0, vocabulary, (texts, tokens))
     samples = [EncodedSample(f"t{i}", row.numpy(), np.arange(1, tokens), tokens, False) for i, row in enumerate(ids)]
-    padding = argparse.Namespace(pad_token_id=0)  # every text has the same length: nothing is padded
+    padding = SimpleNamespace(pad_token_id=0)  # the tokenizer's one field read; every text has the same length
     ways = {"encoder alone": (lambda: model.transformer(input_ids=ids, attention_mask=torch.ones_like(ids)), 0),
             "whole clm_loss pass": (lambda: causal_passes(model, padding, samples, SignalSettings(signal="clm_loss")),
                                     vocabulary),
             "whole clm_tokens pass": (lambda: causal_passes(model, padding, samples, SignalSettings(signal="clm_tokens"),
                                                             statistics=True), vocabulary)}
-    seconds: dict[str, list[float]] = {way: [] for way in ways}
-    with torch.inference_mode():
-        for _ in range(rounds):
-            for way, (run, _) in ways.items():
-                tick = time.perf_counter()
-                run()
-                seconds[way].append(time.perf_counter() - tick)
-            meter.measure()
+    seconds = timed_in_turns({way: run for way, (run, _) in ways.items()}, rounds, meter)
     rows = []
     for way, (_, head_vocabulary) in ways.items():
         flops = forward_flops(np.full(texts, tokens), layers, hidden, head_vocabulary).sum()
@@ -297,7 +298,7 @@ def with_fractions(rows: list[dict], peak: float) -> list[dict]:
     return [{name: cell for key, value in row.items() for name, cell in cells(key, value).items()} for row in rows]
 
 
-def process_rows(args: argparse.Namespace, counts: tuple[int, int], meter: PeakMeter) -> list[dict]:
+def process_rows(args: argparse.Namespace, counts: tuple[int, int], meter: PeakMeter | None) -> list[dict]:
     """Whole processes, each way (or, with --fixed, their fixed cost), per model size and corpus."""
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.tokenizer import train_tokenizer
@@ -344,19 +345,30 @@ def main() -> None:
     parser.add_argument("--corpora", nargs="+", default=None, help="only these corpora (names as in the table)")
     args = parser.parse_args()
     counts = tuple(args.counts) if args.counts else (16, 48) if args.quick else (160, 480)
+    if args.head and (args.device, args.dtype) != ("cpu", "fp32"):
+        parser.error("--head measures the CPU's fp32 head and passes: leave out --device and --dtype")
+    if args.fixed:  # whole processes of one text: no FLOP rate, so no peak
+        publish(f"{run_line(args)}\n\n" + markdown_table(process_rows(args, counts, None)), args.out,
+                section_name(args, counts, "causal-fixed-cost"))
+        return
     meter = PeakMeter(torch.float32 if args.dtype == "fp32" else torch.bfloat16, 2048 if args.device == "cpu" else 8192,
                       args.device)
     meter.measure()
     tables = [head_rows(meter), pass_rows(meter)] if args.head else [process_rows(args, counts, meter)]
     meter.measure()
-    text = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} threads; device {args.device}, "
-            f"{args.dtype}; Python {platform.python_version()}, torch {torch.__version__}. Measured {args.dtype} matrix-multiply "
-            f"peak: {meter.describe()}.\n\n" + "\n\n".join(markdown_table(with_fractions(rows, meter.peak)) for rows in tables))
-    print(text)
-    if args.out:
-        section = "causal-head" if args.head else "causal-fixed-cost" if args.fixed else "causal-scoring"
-        scale = f"-{counts[1]}" if args.counts else ""
-        replace_section(args.out, f"{section}-{args.device}-{args.dtype}{scale}", text)
+    text = (f"{run_line(args)} Measured {args.dtype} matrix-multiply peak: {meter.describe()}.\n\n"
+            + "\n\n".join(markdown_table(with_fractions(rows, meter.peak)) for rows in tables))
+    publish(text, args.out, section_name(args, counts, "causal-head" if args.head else "causal-scoring"))
+
+
+def run_line(args: argparse.Namespace) -> str:
+    """What the run's numbers were measured on: machine_line, then the device, the dtype and Python."""
+    return f"{machine_line()} Device {args.device}, {args.dtype}; Python {platform.python_version()}."
+
+
+def section_name(args: argparse.Namespace, counts: tuple[int, int], kind: str) -> str:
+    """The docs section of a run: its kind, the device, the dtype and, with --counts, the larger count."""
+    return f"{kind}-{args.device}-{args.dtype}" + (f"-{counts[1]}" if args.counts else "")
 
 
 if __name__ == "__main__":

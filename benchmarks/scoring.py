@@ -62,12 +62,12 @@ def matmul_peak(dtype: torch.dtype, size: int = 2048, seconds: float = 3.0, devi
     return best
 
 
+# This machine's speed drifts: two 3-second peak measurements minutes apart gave 86 and 136 GFLOP/s, so a peak caught
+# in a slow spell flattered every "fraction of peak" divided by it. A run measures again around its timed parts and
+# divides by the largest measurement.
 @dataclass
 class PeakMeter:
-    """The matrix-multiply peak of one benchmark run, measured again before, between and after its timed parts.
-
-    This machine's speed drifts: two 3-second measurements minutes apart gave 86 and 136 GFLOP/s, so a peak caught in
-    a slow spell flattered every "fraction of peak" divided by it. The largest measurement of the run counts."""
+    """The matrix-multiply peak of one benchmark run (FLOP/s), measured before, between and after its timed parts."""
 
     dtype: torch.dtype
     size: int = 2048
@@ -84,7 +84,8 @@ class PeakMeter:
         return max(self.measured)
 
     def describe(self) -> str:
-        """'207 GFLOP/s (the largest of 5 measurements taken around the timed runs: 150-207)'."""
+        """'207 GFLOP/s (the largest of 5 measurements of 2048x2048, best of 3 s each, taken before, between and after
+        the timed runs: 150-207)'."""
         low, high = min(self.measured) / 1e9, self.peak / 1e9
         return (f"{high:.0f} GFLOP/s (the largest of {len(self.measured)} measurements of {self.size}x{self.size}, "
                 f"best of 3 s each, taken before, between and after the timed runs: {low:.0f}-{high:.0f})")
@@ -190,6 +191,7 @@ def markdown(rows: list[dict], meters: dict[str, PeakMeter], machine: str) -> st
         "max abs energy diff | lmaudit bf16 seq/s | bf16 / fp32 | fraction of bf16 peak | bf16 max abs diff |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
     def fraction(result: dict, precision: str) -> str:
         return f"{result['gflops'] * 1e9 / meters[precision].peak:.0%}"
 

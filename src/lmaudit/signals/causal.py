@@ -55,7 +55,9 @@ def causal_passes(model: torch.nn.Module, tokenizer, samples: Sequence[EncodedSa
     tiled = None if settings.precision == "bf16" else tileable_head(head)
     # Reused by every chunk: a fresh 128 MiB tensor per chunk costs its page faults each time. The logits' buffer, free
     # once the log-softmax has run, and one more hold token_statistics' probabilities and centred log-probabilities.
-    widths = (tiled.out_features, tiled.out_features, VOCABULARY_TILE) + ((tiled.out_features,) if statistics else ()) if tiled else ()
+    widths: tuple[int, ...] = ()
+    if tiled:
+        widths = (tiled.out_features, tiled.out_features, VOCABULARY_TILE) + ((tiled.out_features,) if statistics else ())
     buffers = [torch.empty(position_chunk, width) for width in widths]
 
     def run(batch: Sequence[int]) -> None:

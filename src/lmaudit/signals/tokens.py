@@ -12,7 +12,8 @@ def token_statistics(log_probs: torch.Tensor, targets: torch.Tensor,
     """(positions, 4) float64, the columns of signals/base.py:STATISTICS: log p of each target, the mean and standard
     deviation of log p(z) for z drawn from the predictive distribution at its position, and the id of that
     distribution's most likely token (a greedy decoder's next token), from fp32 log-probabilities (positions,
-    vocabulary). `scratch`: two fp32 tensors of at least that shape on the same device, written over."""
+    vocabulary). `scratch`: two fp32 tensors on the same device, written over: at least `positions` rows, exactly the
+    vocabulary wide."""
     positions = len(log_probs)
     # A caller scoring chunk after chunk passes the same scratch each time: two fresh positions x vocabulary tensors
     # per chunk (128 MiB each for GPT-2's 667-position chunks) pay their page faults every time.
