@@ -219,7 +219,9 @@ def main() -> None:
         Case("BERT-base 12x768", 32, 8), Case("BERT-base 12x768", 128, 4),
     ]
     bf16 = has_fast_bf16("cpu") or torch.cuda.is_available()
-    meters = {name: PeakMeter(dtype) for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))[: 2 if bf16 else 1]}
+    meters = {"fp32": PeakMeter(torch.float32)}
+    if bf16:
+        meters["bf16"] = PeakMeter(torch.bfloat16)
     rows = []
     for case in cases:
         case.sequences = max(2, int(case.sequences * scale))

@@ -110,8 +110,9 @@ def checked_encoder_and_head(model: torch.nn.Module, probe_ids: torch.Tensor) ->
 
 
 # Vocabulary rows per tile of a CPU LM head's product. Written straight into (positions x vocabulary) rows, 200 KB
-# apart for a 50k vocabulary, the product ran at 51-56% of the fp32 peak on 2 cores; tiles of 2,048 rows written to a
-# small contiguous buffer and copied into place, at 85-90% (`benchmarks/causal_scoring.py --head`; 1,024-4,096 alike).
+# apart for a 50k vocabulary, the product ran at 47-50% of the fp32 peak on 2 cores; tiles of 2,048 rows written to a
+# small contiguous buffer and copied into place, at 68% on 667 positions and 87% on 2,048 (`benchmarks/causal_scoring.py
+# --head`, the peak measured around the timed runs; tiles of 1,024-4,096 rows alike).
 VOCABULARY_TILE = 2048
 
 
