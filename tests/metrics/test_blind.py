@@ -10,8 +10,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
 from lmaudit.errors import InputError
+from lmaudit.metrics.auc_interval import auc_interval
 from lmaudit.metrics.blind import blind_classifier, blind_scores, group_means, member_features, word_counts
-from lmaudit.metrics.uncertainty import bootstrap_auc_interval
 
 WORDS = "patient admitted with chest pain fever cough stable discharged home follow up clinic blood pressure".split()
 
@@ -42,7 +42,7 @@ def test_a_collection_difference_is_found_and_one_distribution_is_not():
     assert roc_auc_score(np.repeat([True, False], 150), shifted) > 0.95
     labels = rng.permutation(np.repeat([True, False], 150))
     same = blind_scores(notes(300, rng), labels)
-    low, high = bootstrap_auc_interval(labels, same, 500, seed=0)
+    low, high = auc_interval(labels, same, roc_auc_score(labels, same), n_boot=500, seed=0)
     assert low < 0.5 < high
     assert "st mary" in " ".join(member_features(notes(150, rng, " at st mary's") + notes(150, rng, " at general"),
                                                  np.repeat([True, False], 150)))

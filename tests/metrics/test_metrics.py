@@ -16,13 +16,7 @@ from sklearn.metrics import (
 from lmaudit.attacks.thresholds import mean_member_loss_threshold, population_threshold
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.threshold import threshold_metrics
-from lmaudit.metrics.uncertainty import (
-    FEW_UNITS,
-    auc_interval,
-    balanced_subsets,
-    bootstrap_auc_interval,
-    clopper_pearson,
-)
+from lmaudit.metrics.uncertainty import balanced_subsets, clopper_pearson
 
 
 @pytest.fixture
@@ -132,44 +126,6 @@ def test_clopper_pearson_hand_values():
     assert low == pytest.approx(0.025 ** (1 / 10)) and high == 1.0
 
 
-def test_bootstrap_auc_interval_matches_sklearn_on_the_same_resamples(scored):
-    labels, scores = scored
-    low, high = bootstrap_auc_interval(labels, scores, n_boot=200, seed=4)
-    rng = np.random.default_rng(4)
-    members, nonmembers = scores[labels], scores[~labels]
-    m = members[rng.integers(0, len(members), size=(200, len(members)))]
-    n = nonmembers[rng.integers(0, len(nonmembers), size=(200, len(nonmembers)))]
-    aucs = [roc_auc_score(np.r_[np.ones(len(a)), np.zeros(len(b))], np.r_[a, b]) for a, b in zip(m, n, strict=True)]
-    assert (low, high) == (pytest.approx(np.quantile(aucs, 0.025)), pytest.approx(np.quantile(aucs, 0.975)))
-    assert low < auc(labels, scores) < high
-
-
-def test_a_perfectly_separated_auc_of_few_units_keeps_an_honest_interval():
-    """15 members all above 8 non-members: every bootstrap resample gives AUC 1, but the interval is that of 8
-    independent pairs all ranked right, [0.025^(1/8), 1] (Clopper-Pearson), never [1, 1]."""
-    labels = np.r_[np.ones(15, bool), np.zeros(8, bool)]
-    scores = np.r_[np.arange(15) + 100.0, np.arange(8.0)]
-    assert bootstrap_auc_interval(labels, scores, n_boot=200) == (1.0, 1.0)
-    low, high = auc_interval(labels, scores, 1.0, n_boot=200)
-    assert low == pytest.approx(0.025 ** (1 / 8)) and high == 1.0
-    flipped = auc_interval(labels, -scores, 0.0, n_boot=200)
-    assert flipped[0] == 0.0 and flipped[1] == pytest.approx(1 - 0.025 ** (1 / 8))
-
-
-def test_with_enough_units_the_auc_interval_is_the_bootstraps(scored):
-    """With at least FEW_UNITS members and non-members the interval is the bootstrap's, unchanged; with fewer it covers
-    both the bootstrap's and the pairs' exact interval."""
-    labels, scores = scored
-    assert min(labels.sum(), (~labels).sum()) >= FEW_UNITS
-    area = auc(labels, scores)
-    assert auc_interval(labels, scores, area, n_boot=200, seed=4) == bootstrap_auc_interval(labels, scores, 200, seed=4)
-    few = np.r_[np.flatnonzero(labels)[:30], np.flatnonzero(~labels)[:20]]
-    area = auc(labels[few], scores[few])
-    low, high = auc_interval(labels[few], scores[few], area, n_boot=200, seed=4)
-    boot, pairs = bootstrap_auc_interval(labels[few], scores[few], 200, seed=4), clopper_pearson(round(area * 20), 20)
-    assert (low, high) == (min(boot[0], pairs[0]), max(boot[1], pairs[1]))
-
-
 def test_balanced_subsets_have_equal_sides_and_whole_rows():
     labels = np.r_[np.ones(30, bool), np.zeros(8, bool)]
     subsets = balanced_subsets(labels, repeats=5, seed=0)
@@ -206,7 +162,7 @@ def test_population_mismatch_warning_fires_on_a_shifted_population_only():
 
 def test_population_fit_test_keeps_its_false_alarm_rate_under_the_null():
     """Same distribution, threshold refitted each time: p < 0.05 in about 5% of data sets, not more."""
-    from lmaudit.metrics.uncertainty import population_fit_p_value
+    from lmaudit.metrics.population_fit import population_fit_p_value
 
     rng = np.random.default_rng(1)
     p_values = [population_fit_p_value(rng.normal(size=150), rng.normal(size=150), 0.1, permutations=200, seed=i)
@@ -216,7 +172,7 @@ def test_population_fit_test_keeps_its_false_alarm_rate_under_the_null():
 
 def test_population_fit_test_over_groups_accounts_for_correlated_samples():
     """Clustered samples: the group-level test keeps its false-alarm rate; the sample-level one does not."""
-    from lmaudit.metrics.uncertainty import population_fit_p_value
+    from lmaudit.metrics.population_fit import population_fit_p_value
 
     rng = np.random.default_rng(2)
 
@@ -263,7 +219,7 @@ def test_the_population_fit_test_is_the_plain_permutation_loop(alpha):
     rounded to 0.1, so thresholds fall on ties)."""
     from scipy.stats import norm
 
-    from lmaudit.metrics.uncertainty import population_fit_p_value
+    from lmaudit.metrics.population_fit import population_fit_p_value
 
     rng = np.random.default_rng(5)
     nonmembers, population = np.round(rng.normal(0.3, 1, 80), 1), np.round(rng.normal(0, 1, 90), 1)
@@ -290,7 +246,7 @@ def test_every_splits_nonmember_fpr_is_the_threshold_rule_applied_alone():
     """`nonmember_fprs` on tie-heavy scores (an infinite one among them) and random masks, small ones included (where
     alpha allows no false positive, the threshold is infinite and only an infinite score reaches it), against
     `population_threshold` and a plain mean, split by split."""
-    from lmaudit.metrics.uncertainty import nonmember_fprs
+    from lmaudit.metrics.population_fit import nonmember_fprs
 
     rng = np.random.default_rng(11)
     for _ in range(200):

@@ -25,6 +25,7 @@ from lmaudit.attacks.base import AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
+from lmaudit.metrics.clusters import cluster_codes
 from lmaudit.metrics.slices import nonmember_set_names
 
 PAPER_LEVEL = 0.1  # Maini et al.'s decision rule: p < 0.1
@@ -168,6 +169,8 @@ def members_against_nonmembers(samples: pd.DataFrame, attacks: list[AttackScores
         audited = audited[(audited["role"] == MEMBER) | (audited[NONMEMBER_SET] == names[0])]
     audited = audited.set_index("sample_id")
     audited = audited.loc[audited.index.intersection(features.index)]
-    groups = (audited["group_id"].to_numpy() if "group_id" in audited and audited["group_id"].notna().all() else None)
+    grouped = "group_id" in audited and audited["group_id"].notna().any()
+    # A sample without a group id is a group of its own; one missing id must not split the others' patients in halves.
+    groups = cluster_codes(audited.index.to_numpy(), audited["group_id"].to_numpy()) if grouped else None
     return dataset_inference(features.loc[audited.index], (audited["role"] == MEMBER).to_numpy(), groups,
-                             unit if groups is not None else "sample", seed)
+                             unit if grouped else "sample", seed)

@@ -12,7 +12,10 @@ import pandas as pd
 from lmaudit.attacks.base import AttackScores, Skipped, Threshold
 from lmaudit.attacks.thresholds import population_threshold
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER, POPULATION
-from lmaudit.metrics.privacy import empirical_epsilon
+from lmaudit.metrics.auc_interval import auc_interval
+from lmaudit.metrics.clusters import frame_clusters
+from lmaudit.metrics.population_fit import population_fit_p_value
+from lmaudit.metrics.privacy import epsilon_from_bounds
 from lmaudit.metrics.results import (
     AttackResult,
     BalancedResult,
@@ -24,20 +27,19 @@ from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import NONMEMBER_SLICE, NonmemberSets, slice_order
 from lmaudit.metrics.threshold import threshold_metrics
-from lmaudit.metrics.uncertainty import (
-    auc_interval,
-    balanced_subsets,
-    clopper_pearson,
-    population_fit_p_value,
-)
+from lmaudit.metrics.uncertainty import balanced_subsets, rate_interval
 
 # How messages name the units of each level when the caller does not say (an audit says patients, users, admissions).
 LEVEL_UNITS = {"sample": "samples", "subgroup": "subgroups", "group": "groups"}
 
 
-def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, population: np.ndarray,
-                      groups: tuple[np.ndarray | None, np.ndarray | None], delta: float) -> ThresholdResult:
+def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, clusters: np.ndarray,
+                      population: np.ndarray, groups: tuple[np.ndarray | None, np.ndarray | None],
+                      delta: float) -> ThresholdResult:
     metrics = threshold_metrics(labels, scores, threshold.value)
+    called = scores >= threshold.value
+    recall_ci = rate_interval(called[labels], clusters[labels])
+    fpr_ci = rate_interval(called[~labels], clusters[~labels])
     unavailable = None
     if metrics.tp + metrics.fp == 0:
         unavailable = {"precision": "no audited unit scores at or above the threshold, so precision (TP / called) is "
@@ -49,8 +51,7 @@ def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
             population_match_p = population_fit_p_value(scores[~labels], population, threshold.alpha, *groups)
     return ThresholdResult(
         rule=threshold.rule, alpha=threshold.alpha, value=threshold.value, **asdict(metrics),
-        recall_ci=clopper_pearson(metrics.tp, metrics.tp + metrics.fn), fpr_ci=clopper_pearson(metrics.fp, metrics.fp + metrics.tn),
-        epsilon_lower_bound=empirical_epsilon(metrics.tp, metrics.fn, metrics.fp, metrics.tn, delta),
+        recall_ci=recall_ci, fpr_ci=fpr_ci, epsilon_lower_bound=epsilon_from_bounds(recall_ci[0], fpr_ci[1], delta),
         population_fpr=population_fpr, population_match_p=population_match_p, unavailable=unavailable,
     )
 
@@ -131,10 +132,15 @@ def _balanced_result(labels: np.ndarray, scores: np.ndarray, thresholds: list[Th
                           auc_mean=float(np.mean(aucs)), auc_std=float(np.std(aucs)), thresholds=per_threshold)
 
 
-def _tpr_record(labels: np.ndarray, scores: np.ndarray, alpha: float) -> TprRecord:
+def _tpr_record(labels: np.ndarray, scores: np.ndarray, clusters: np.ndarray, alpha: float) -> TprRecord:
+    """The ROC's step lookup at `alpha` with both rates' intervals at its threshold. The threshold is fitted on these
+    non-members, yet the FPR's upper bound holds: the FPR of the (k+1)-th highest of n units is Beta(k+1, n-k), the
+    Clopper-Pearson bound's own distribution."""
     point = tpr_at_fpr(labels, scores, alpha)
+    called = scores >= point.threshold if np.isfinite(point.threshold) else np.zeros(len(scores), bool)
     return TprRecord(tpr=point.tpr, fpr=point.fpr, tp=point.tp, fp=point.fp,
-                     tpr_ci=clopper_pearson(point.tp, int(labels.sum())), resolution_limited=point.resolution_limited)
+                     tpr_ci=rate_interval(called[labels], clusters[labels]), resolution_limited=point.resolution_limited,
+                     fpr_ci=rate_interval(called[~labels], clusters[~labels]))
 
 
 def population_thresholds(population_scores: np.ndarray, alphas: tuple[float, ...], units: str
@@ -175,13 +181,15 @@ def evaluate_slice(
         unavailable["balanced"] = (f"members and non-members are equal in number ({int(labels.sum())} each), so the full "
                                    "data is already balanced")
     groups = _groups(audited, population, labels)
+    clusters = frame_clusters(audited)
     area = auc(labels, scores)
     return AttackResult(
         attack=attack.attack, signal=attack.signal, level=attack.level, slice=slice_name,
         auc=area,
-        auc_ci=auc_interval(labels, scores, area, settings.bootstrap, seed=settings.seed),
-        tpr_at_fpr={str(alpha): _tpr_record(labels, scores, alpha) for alpha in settings.alphas},
-        thresholds=[_threshold_result(t, labels, scores, population_scores, groups, settings.delta) for t in thresholds],
+        auc_ci=auc_interval(labels, scores, area, clusters, settings.bootstrap, seed=settings.seed),
+        tpr_at_fpr={str(alpha): _tpr_record(labels, scores, clusters, alpha) for alpha in settings.alphas},
+        thresholds=[_threshold_result(t, labels, scores, clusters, population_scores, groups, settings.delta)
+                    for t in thresholds],
         balanced=balanced,
         n_members=int(labels.sum()), n_nonmembers=int((~labels).sum()), n_population=int(len(population_scores)),
         calibration=attack.calibration or None, unavailable=unavailable or None,

@@ -22,24 +22,28 @@ def verdict_against(empirical: float, claimed: float, bound: str = "the bound") 
             f"its accounting is wrong")
 
 
-def empirical_epsilon(tp: int, fn: int, fp: int, tn: int, delta: float, level: float = 0.95) -> float:
-    """Lower bound on the epsilon of any (epsilon, delta)-DP training that allows these attack counts (nats).
+def epsilon_from_bounds(tpr_low: float, fpr_high: float, delta: float) -> float:
+    """Lower bound on the epsilon of any (epsilon, delta)-DP training that allows a membership test whose TPR is at
+    least `tpr_low` and whose FPR is at most `fpr_high` (nats; 0 where they prove nothing).
 
     DP bounds every membership test: TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta
-    (Kairouz et al. 2015). Solving for eps with the TPR at the low end and the FPR at the high end
-    of their two-sided Clopper-Pearson intervals at `level` gives a bound that holds with
-    confidence at least `level` (each end is one-sided at (1 + level) / 2; Bonferroni). It is
-    valid only for a threshold chosen without the audited samples' labels, as every threshold
-    lmaudit reports is (population, calibration or shadow data).
-    """
-    tpr_low = clopper_pearson(tp, tp + fn, level)[0]
-    fpr_high = clopper_pearson(fp, fp + tn, level)[1]
+    (Kairouz et al. 2015), solved for eps. The bound is a DP statement only where the members and the non-members were
+    drawn alike (DP compares the same record in and out; a shift between the two sets looks like leakage), and only for
+    a threshold chosen without the audited units' labels, as every threshold lmaudit reports is (population,
+    calibration or shadow data)."""
     bounds = [0.0]
     if tpr_low - delta > 0 and fpr_high > 0:
         bounds.append(math.log((tpr_low - delta) / fpr_high))
     if 1 - delta - fpr_high > 0 and tpr_low < 1:
         bounds.append(math.log((1 - delta - fpr_high) / (1 - tpr_low)))
     return max(bounds)
+
+
+def empirical_epsilon(tp: int, fn: int, fp: int, tn: int, delta: float, level: float = 0.95) -> float:
+    """`epsilon_from_bounds` at the low end of the TPR's and the high end of the FPR's two-sided Clopper-Pearson
+    intervals at `level` for independent units: the bound holds with confidence at least `level` (each end is one-sided
+    at (1 + level) / 2; Bonferroni). Units that come in groups take `rate_interval`'s bounds instead."""
+    return epsilon_from_bounds(clopper_pearson(tp, tp + fn, level)[0], clopper_pearson(fp, fp + tn, level)[1], delta)
 
 
 def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:

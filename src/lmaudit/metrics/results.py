@@ -14,7 +14,8 @@ OPTIONAL = {"optional": True}
 
 @dataclass(frozen=True)
 class TprRecord:
-    """The best TPR at FPR <= alpha (a step lookup of the ROC), its counts and its Clopper-Pearson interval."""
+    """The best TPR at FPR <= alpha (a step lookup of the ROC), its counts, and both rates' intervals at its threshold
+    (Clopper-Pearson; on effective counts where units come in groups: metrics/uncertainty.py:rate_interval)."""
 
     tpr: float
     fpr: float
@@ -22,6 +23,7 @@ class TprRecord:
     fp: int
     tpr_ci: tuple[float, float]
     resolution_limited: bool
+    fpr_ci: tuple[float, float] | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
