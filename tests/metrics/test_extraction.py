@@ -1,14 +1,20 @@
 """Extraction maths: the edit distance equal to the textbook recursion; exact, common-prefix and approximate matches as
-read by hand; n*(p) by hand and by its definition; rates with exact intervals per sample and per group."""
+read by hand; n*(p) by hand, by its definition and against a 400-digit reference from p_z = 1e-300 to 1; rates per
+group with exact intervals, per sample with intervals clustered by patient; the audit's groups used wherever any
+sample has one."""
 
 from __future__ import annotations
 
+from decimal import ROUND_CEILING, Context, Decimal
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from lmaudit.metrics.extraction import (
     edit_distance,
     extractable_share,
+    group_rates_by_side,
     queries_needed,
     rates_by_side,
     suffix_matches,
@@ -61,16 +67,86 @@ def test_queries_needed_by_hand_and_by_definition():
         queries_needed(np.array([0.0]), 1.0)
 
 
+def slow_queries_needed(log_p: float, p: float) -> int:
+    """n*(p) at 400 digits (1 - p_z exact for p_z down to 1e-300): the closed form's n, checked against the definition,
+    1 - (1 - p_z)^n >= p where 1 - (1 - p_z)^(n - 1) < p (zero queries give nothing, so n >= 1)."""
+    context = Context(prec=400)
+    miss, p = context.subtract(1, context.exp(Decimal(log_p))), Decimal(p)
+    if miss == 0:
+        return 1
+    ratio = context.divide(context.ln(context.subtract(1, p)), context.ln(miss))
+    n = max(1, int(ratio.to_integral_value(rounding=ROUND_CEILING)))
+    def given_back(queries: int) -> Decimal:  # 1 - (1 - p_z)^queries, at the reference's precision
+        return context.subtract(1, context.power(miss, queries))
+
+    assert given_back(n) >= p and (n == 1 or given_back(n - 1) < p)
+    return n
+
+
+def test_queries_needed_equals_a_slow_reference_from_tiny_p_z_to_one():
+    """n*(p) for p_z from 1e-300 (about 1e300 queries: relative float precision) to 1 - 1e-17 and 1 itself (one
+    query, never zero), exact wherever it is below a billion."""
+    rng = np.random.default_rng(1)
+    log_p = np.r_[np.log(10.0 ** -np.arange(300, 0, -7)), np.log1p(-(10.0 ** -np.arange(1, 18))), 0.0,
+                  np.log(rng.uniform(1e-9, 1, 100)), -rng.exponential(1e-8, 20)]
+    for p in (0.5, 0.8, 0.95):
+        needed = queries_needed(log_p, p)
+        expected = np.array([slow_queries_needed(value, p) for value in log_p], dtype=float)
+        np.testing.assert_allclose(needed, expected, rtol=1e-15)
+        small = expected < 1e9
+        np.testing.assert_array_equal(needed[small], expected[small])
+    assert queries_needed(np.array([np.log1p(-1e-17), 0.0]), 0.999).tolist() == [1.0, 1.0]
+
+
 def test_rates_per_sample_and_per_group_with_exact_intervals():
     exposed = np.array([True, False, False, True, False, False])
     member = np.array([True, True, True, False, False, False])
     groups = np.array(["a", "a", "b", "c", "d", "d"])
-    per_sample = rates_by_side(exposed, member)
+    per_sample = rates_by_side(exposed, member)  # no clusters: independent samples, exact intervals
     assert (per_sample["member"].exposed, per_sample["member"].units) == (1, 3)
     assert per_sample["member"].interval == clopper_pearson(1, 3)
-    per_group = rates_by_side(exposed, member, groups)  # patient a exposed by one of two notes
+    assert rates_by_side(exposed, member, np.arange(6))["member"].interval == pytest.approx(clopper_pearson(1, 3))
+    per_group = group_rates_by_side(exposed, member, groups)  # patient a exposed by one of two notes
     assert (per_group["member"].exposed, per_group["member"].units) == (1, 2)
     assert (per_group["nonmember"].exposed, per_group["nonmember"].units) == (1, 2)
+    assert per_group["member"].interval == clopper_pearson(1, 2)
+
+
+def test_a_patients_correlated_notes_do_not_narrow_the_per_sample_interval():
+    """Six members' notes, all given back, from two patients, against six non-members' notes, none given back, from
+    six patients: the notes of one patient count as one unit (rate 1: the effective trials are the clusters), so the
+    members' interval is that of 2 of 2, which overlaps the non-members' 0 of 6, where six independent notes (6 of 6)
+    would lie wholly above it and read as the model giving training text back."""
+    exposed = np.r_[np.ones(6, bool), np.zeros(6, bool)]
+    member = np.r_[np.ones(6, bool), np.zeros(6, bool)]
+    clusters = np.array([0, 0, 0, 1, 1, 1, 2, 3, 4, 5, 6, 7])
+    rates = rates_by_side(exposed, member, clusters)
+    assert (rates["member"].exposed, rates["member"].units, rates["member"].rate) == (6, 6, 1.0)
+    assert rates["member"].interval == pytest.approx(clopper_pearson(2, 2))
+    assert rates["nonmember"].interval == pytest.approx(clopper_pearson(0, 6))
+    assert rates["member"].interval[0] < rates["nonmember"].interval[1]
+    assert clopper_pearson(6, 6)[0] > clopper_pearson(0, 6)[1]  # what notes taken as independent would say
+
+
+def test_the_audit_uses_groups_where_any_sample_has_one():
+    """One member note without a patient is a patient of its own: the per-patient level is reported (it vanished when
+    one id was missing), and the per-sample interval counts patient p's two notes as one unit."""
+    from lmaudit.audit.extraction import per_set_summaries
+    from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
+
+    exact = [True, True, True, False, False]
+    table = pd.DataFrame({"sample_id": ["m1", "m2", "m3", "n1", "n2"], "role": [MEMBER] * 3 + [NONMEMBER] * 2,
+                          "group_id": ["p", "p", None, "r", "s"], NONMEMBER_SET: [None] * 3 + ["nonmembers"] * 2,
+                          "exact": exact, "common_prefix": [4, 4, 4, 0, 0], "similarity": np.array(exact, float),
+                          "approximate": exact})
+    [summary] = per_set_summaries(table, np.empty((5, 0)), []).values()
+    greedy = summary["greedy"]
+    assert greedy["group"]["exact"]["member"] == {"exposed": 2, "units": 2, "rate": 1.0,
+                                                  "interval": clopper_pearson(2, 2)}
+    assert (greedy["group"]["exact"]["nonmember"]["exposed"], greedy["group"]["exact"]["nonmember"]["units"]) == (0, 2)
+    sample = greedy["sample"]["exact"]["member"]
+    assert (sample["exposed"], sample["units"]) == (3, 3)
+    assert sample["interval"] == pytest.approx(clopper_pearson(2, 2))  # two independent units, not three
 
 
 def test_the_summary_reads_each_side_and_level_and_each_schemes_curves():
@@ -82,7 +158,7 @@ def test_the_summary_reads_each_side_and_level_and_each_schemes_curves():
     member = np.array([True, True, False, False])
     log_p = np.log([[0.5, 0.9], [1e-3, 0.2], [1e-9, 1e-4], [0.0 + 1e-12, 1e-6]])
     schemes = [SamplingScheme(), SamplingScheme(top_k=40)]
-    summary = extraction_summary(matches, log_p, schemes, member, np.array(["a", "a", "b", "c"]))
+    summary = extraction_summary(matches, log_p, schemes, member, np.array([0, 0, 1, 2]))
     assert summary["greedy"]["sample"]["exact"]["member"]["exposed"] == 1
     assert summary["greedy"]["sample"]["approximate"]["member"]["exposed"] == 2  # 3 of 4 tokens right: 0.75
     assert summary["greedy"]["group"]["exact"]["member"] == {"exposed": 1, "units": 1, "rate": 1.0,

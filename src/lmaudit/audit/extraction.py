@@ -24,6 +24,7 @@ from lmaudit.config import AuditConfig
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
+from lmaudit.metrics.clusters import frame_clusters
 from lmaudit.metrics.extraction import SuffixMatch, extraction_summary, suffix_matches
 from lmaudit.metrics.slices import members_against_each_set
 from lmaudit.models.source import ModelSource
@@ -33,7 +34,9 @@ from lmaudit.signals.sampling import ExtractionSettings
 RESULT_FILE, TABLE_FILE = "extraction.json", "extraction.parquet"
 MATCH_FIELDS = tuple(field.name for field in fields(SuffixMatch))  # columns of the per-sample table
 RULES = ("greedy exact: every suffix token reproduced (a generation that ends early fails); approximate: token edit "
-         "similarity >= 0.75; probabilistic: (n, p)-extractable when 1 - (1 - p_z)^n >= p")
+         "similarity >= 0.75; probabilistic: (n, p)-extractable when 1 - (1 - p_z)^n >= p; per-sample intervals: "
+         "Clopper-Pearson on Korn-Graubard effective counts over patients (a sample without a patient is its own), "
+         "per-patient intervals exact")
 
 
 def checked_generator(source: ModelSource) -> None:
@@ -62,10 +65,11 @@ def per_set_summaries(table: pd.DataFrame, log_p: np.ndarray, schemes) -> dict:
     for name, rows in members_against_each_set(table):
         part = table[rows]
         matches = SuffixMatch(*(part[field].to_numpy() for field in MATCH_FIELDS))
-        groups = part["group_id"].to_numpy() if part["group_id"].notna().all() else None
+        # groups wherever any sample has one: a sample without a group id is a group of its own
+        clusters = frame_clusters(part, "sample_id") if part["group_id"].notna().any() else None
         sets[name] = {
             "n_member": int((part["role"] == MEMBER).sum()), "n_nonmember": int((part["role"] != MEMBER).sum()),
-            **extraction_summary(matches, log_p[rows], schemes, (part["role"] == MEMBER).to_numpy(), groups)}
+            **extraction_summary(matches, log_p[rows], schemes, (part["role"] == MEMBER).to_numpy(), clusters)}
     return sets
 
 

@@ -26,14 +26,23 @@ from lmaudit.data.fields import FieldRule, candidate_values, field_values
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
-from lmaudit.metrics.reconstruction import exposure_bits, frequency_ranks, reconstruction_summary, truth_ranks
+from lmaudit.metrics.clusters import frame_clusters
+from lmaudit.metrics.reconstruction import (
+    candidates_scored,
+    exposure_bits,
+    frequency_ranks,
+    reconstruction_summary,
+    truth_ranks,
+)
 from lmaudit.metrics.slices import members_against_each_set
 from lmaudit.report.build import environment_info, json_ready
 
 RESULT_FILE, TABLE_FILE = "reconstruction.json", "reconstruction.parquet"
-RULE = ("rank: 1 + candidates scored above the truth + half of those tied (1 = restored first); exposure: "
-        "log2(candidates) - log2(rank) bits; chance: 1 / candidates; frequency baseline: candidates ordered by how often "
-        "they occur in the audited texts")
+RULE = ("rank: 1 + candidates scored above the truth + half of those tied (1 = restored first), among the candidates "
+        "scored for the span (one cut off by truncation takes no part); exposure: log2(candidates) - log2(rank) bits; "
+        "chance: 1 / candidates; frequency baseline: candidates ordered by how often they occur in the audited texts, "
+        "the span's own occurrence left out; per-span intervals: Clopper-Pearson on Korn-Graubard effective counts over "
+        "patients (a span without a patient is its own), per-patient intervals exact")
 
 
 @dataclass(frozen=True)
@@ -75,23 +84,24 @@ def load_scored_model(target: str):
 
 def kind_result(corpus: pd.DataFrame, values: pd.Series, candidates: list[str], scores: np.ndarray) -> tuple[dict, pd.DataFrame]:
     """One kind's summaries per non-member set and its per-span table, from the candidate scores of the spans that
-    have a value among the candidates (`values`, rows of `corpus`)."""
+    have a value among the candidates (`values`, rows of `corpus`; NaN: a candidate cut off by truncation)."""
     index = {value: column for column, value in enumerate(candidates)}
     truth = np.array([index[value] for value in values])
-    ranked = np.nan_to_num(scores, nan=-np.inf)  # a candidate cut off by truncation ranks last
-    ranks = truth_ranks(ranked, truth)
-    scored = np.isfinite(scores[np.arange(len(truth)), truth])  # the truth cut off by truncation: not ranked
-    baseline = frequency_ranks(values.to_numpy(), Counter(values), candidates)
-    table = corpus.loc[values.index, ["sample_id", "role", "group_id", NONMEMBER_SET]].assign(
-        rank=ranks, exposure_bits=exposure_bits(ranks, len(candidates)), candidates=len(candidates),
-        value=values.to_numpy(), first_choice=[candidates[i] for i in ranked.argmax(axis=1)])
-    table, ranks, baseline = table[scored], ranks[scored], baseline[scored]
+    scored = ~np.isnan(scores[np.arange(len(truth)), truth])  # the truth cut off by truncation: the span is not ranked
+    counts = Counter(values)  # every span's value, those cut off included: they occur in the audited texts
+    kept, scores, truth = values[scored], scores[scored], truth[scored]
+    # a candidate cut off for a span is no candidate of that span: ranks, chance and exposure count only those scored
+    ranks, ranked_among = truth_ranks(scores, truth), candidates_scored(scores)
+    baseline = frequency_ranks(kept.to_numpy(), counts, candidates, ~np.isnan(scores))
+    table = corpus.loc[kept.index, ["sample_id", "role", "group_id", NONMEMBER_SET]].assign(
+        rank=ranks, exposure_bits=exposure_bits(ranks, ranked_among), candidates=ranked_among,
+        value=kept.to_numpy(), first_choice=[candidates[i] for i in np.nanargmax(scores, axis=1)])
     sets = {}
     for name, rows in members_against_each_set(table):
         part = table[rows]
-        groups = part["group_id"].to_numpy() if part["group_id"].notna().all() else None
+        clusters = frame_clusters(part, "sample_id") if part["group_id"].notna().any() else None
         sets[name] = reconstruction_summary(ranks[rows], baseline[rows], len(candidates),
-                                            (part["role"] == MEMBER).to_numpy(), groups)
+                                            (part["role"] == MEMBER).to_numpy(), clusters, ranked_among[rows])
     return {"cut_off": int((~scored).sum()), "sets": sets}, table
 
 
