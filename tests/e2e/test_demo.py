@@ -97,30 +97,36 @@ def test_every_result_is_also_reported_per_nonmember_set(demo_run):
     assert '<details id="nonmember-sets"><summary>Per non-member set' in html and "the first, same-hospital" in html
 
 
-def test_the_blind_baseline_flags_the_other_hospital_and_the_terminal_says_so_first(demo_run):
+def test_the_blind_baseline_flags_the_other_hospital_and_the_terminal_says_so_beside_the_verdict(demo_run):
     """The texts alone (no model) tell members from the other hospital's notes, which keep no discharge summaries, and
-    not from the same hospital's: the shift is said before the verdict, in report.json, on the page and in the
-    terminal; each level of the verdict's set carries the lift of its strongest attack."""
+    not from the same hospital's: the shift is said in report.json, on the page and in the terminal as one about
+    another set than the verdict's, which it does not change; each level of the verdict's set carries the lift of its
+    strongest attack."""
     out, output = demo_run
     report = json.loads((out / "report.json").read_text())
     sets = report["validity"]["sets"]
     assert list(sets) == ["same-hospital", "other-hospital"]
     same, other = (sets[name]["levels"] for name in sets)
     assert set(same) == set(other) == {"sample", "subgroup", "group"}
-    assert other["sample"]["texts_separate"] and not same["sample"]["texts_separate"]
+    assert any(level["texts_separate"] for level in other.values())
+    assert not any(level["texts_separate"] for level in same.values())
     assert other["sample"]["auc"] > same["sample"]["auc"]
     strongest = report["summary"]["levels"]["sample"]["strongest"]
     assert same["sample"]["lift"] == pytest.approx(strongest["auc"] - same["sample"]["auc"])
-    [shift] = report["summary"]["shift"]
-    assert "other-hospital non-members" in shift
+    assert "shift" not in report["summary"] and report["summary"]["nonmember_set"] == "same-hospital"
+    [shift] = report["summary"]["shift_elsewhere"]
+    assert "other-hospital non-members" in shift and "does not change it" in shift
     lines = output.splitlines()
-    assert next(i for i, line in enumerate(lines) if line.startswith("SHIFT:")) < next(
-        i for i, line in enumerate(lines) if line.startswith("VERDICT:"))
+    assert not any(line.startswith("SHIFT:") for line in lines)
+    assert next(i for i, line in enumerate(lines) if line.startswith("VERDICT:")) < next(
+        i for i, line in enumerate(lines) if line.strip().startswith("Another non-member set:"))
     html = (out / "report.html").read_text()
-    assert "<strong>Shift:</strong>" in html and "Is it leakage or shift?" in html and "lift over blind" in html
+    assert "<strong>Another non-member set:</strong>" in html and "<strong>Shift:</strong>" not in html
+    assert "Is it leakage or shift?" in html and "lift over blind" in html
     # the verdict's own set (the same hospital) is not shifted: its levels read the attacks, with the blind AUC beside
     for level, entry in report["summary"]["levels"].items():
         assert "shift" not in entry and entry["blind"]["auc"] == same[level]["auc"]
+        assert "members against the same-hospital non-members" in entry["statement"]
     assert report["validity"]["population"]["tested"] > 0
 
 
@@ -136,10 +142,13 @@ def test_audited_against_the_other_hospital_the_verdict_names_the_shift(demo_run
         "--cache-dir", str(out / "cache"), "--out", str(tmp_path / "other")])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "other" / "report.json").read_text())
-    note = report["summary"]["levels"]["sample"]
-    assert note["blind"]["texts_separate"] and note["shift"] and note["risk"] == "inconclusive"
-    assert note["statement"].startswith(f"Inconclusive at {note['name']} level: the texts alone separate members from "
-                                        "non-members")
+    shifted = [entry for entry in report["summary"]["levels"].values() if entry.get("shift")]
+    assert shifted, report["summary"]["levels"]
+    for entry in shifted:
+        assert entry["blind"]["texts_separate"] and entry["risk"] == "inconclusive"
+        assert entry["statement"].startswith(f"Inconclusive at {entry['name']} level: the texts alone separate members "
+                                             "from non-members")
+    assert report["summary"]["shift"] and "SHIFT:" in result.output
     assert "VERDICT:" in result.output and "the texts alone separate" in result.output
 
 

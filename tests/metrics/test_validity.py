@@ -61,8 +61,14 @@ def test_a_shift_is_a_caveat_with_the_lift_of_the_verdicts_strongest_attack(audi
     assert "lift" not in validity["sets"]["same"]["levels"]["sample"]  # only the verdict's set
     rows = ranking_with_lift(ranking, validity)["sample"]  # every row, against the verdict's set
     assert [row["lift_over_blind"] for row in rows] == pytest.approx([0.9 - sample["auc"], 0.6 - sample["auc"]])
-    [caveat] = shift_caveats(validity, {"sample": "note", "group": "patient"})
+    [caveat], elsewhere = shift_caveats(validity, {"sample": "note", "group": "patient"})
     assert "the other non-members" in caveat and "goes" in caveat and "same" not in caveat.split(":")[0]
+    assert "how the data was collected" in caveat and elsewhere == []  # the verdict's own set: it bears on the verdict
+    swapped = blind_validity(pd.concat([ordered[ordered["nonmember_set"] != "other"],
+                                        ordered[ordered["nonmember_set"] == "other"]]).drop(columns="text"), texts,
+                             bootstrap=200)
+    verdicts, [other] = shift_caveats(swapped, {"sample": "note"})
+    assert verdicts == [] and "the other non-members" in other and "does not change it" in other
 
 
 def test_too_few_groups_is_a_reason_not_an_error(audited):

@@ -13,8 +13,9 @@ from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extra
 
 
 def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
-           members=200, nonmembers=200, epsilons=(0.0,), limited=False, unavailable=None):
-    point = {"tpr": tpr, "tpr_ci": list(tpr_ci), "tp": tp, "fp": fp, "fpr": 0.005, "resolution_limited": limited}
+           members=2000, nonmembers=2000, epsilons=(0.0,), limited=False, unavailable=None, fpr_ci=(0.003, 0.015)):
+    point = {"tpr": tpr, "tpr_ci": list(tpr_ci), "fpr_ci": list(fpr_ci), "tp": tp, "fp": fp, "fpr": 0.005,
+             "resolution_limited": limited}
     return {"attack": attack, "signal": "loss", "level": level, "slice": "all", "auc": auc, "auc_ci": list(auc_ci),
             "tpr_at_fpr": {"0.01": point, "0.001": point},
             "thresholds": [{"rule": "population", "alpha": 0.1, "epsilon_lower_bound": e} for e in epsilons],
@@ -22,49 +23,73 @@ def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_c
             **({"unavailable": unavailable} if unavailable else {})}
 
 
-def summary_of(*results, names=None):
+def leakage_section(p_values: dict) -> dict:
+    """report.json's `leakage_tests` with one AUC test per (attack, level) at the given family-wise p-values."""
+    return {"tests": [{"attack": attack, "signal": "loss", "level": level, "statistic": "auc", "observed": 0.6,
+                       "p_value": p, "family_p_value": p} for (attack, level), p in p_values.items()]}
+
+
+def summary_of(*results, names=None, p_values=None, blind=None, nonmember_set=None):
     results = list(results)
-    return verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"}, 1e-5)
+    p_values = p_values if p_values is not None else {(r["attack"], r["level"]): 0.5 for r in results}
+    return verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"}, 1e-5, blind,
+                   leakage_section(p_values), nonmember_set)
 
 
-@pytest.mark.parametrize(("kwargs", "risk"), [
-    ({"tpr_ci": (0.05, 0.2)}, "high"),  # TPR at 1% FPR at least 5% with 95% confidence
-    ({"epsilons": (0.2, 1.0)}, "high"),  # counts prove epsilon >= 1
-    ({"tpr_ci": (0.011, 0.04)}, "moderate"),  # better than the 1% that guessing gives
-    ({"epsilons": (0.01,)}, "moderate"),  # any epsilon proven
-    ({"auc_ci": (0.6, 0.7)}, "moderate"),  # clearly better than chance on average
-    ({}, "low"),  # none of these, with 200 non-members
-    ({"nonmembers": 99}, "inconclusive"),  # none of these, but 1% FPR cannot be resolved
+@pytest.mark.parametrize(("kwargs", "p_value", "risk"), [
+    # the test rejects at 1% and the TPR's lower bound is 5 times the FPR's upper bound (and at least 5%)
+    ({"tpr_ci": (0.08, 0.2), "fpr_ci": (0.005, 0.016)}, 0.005, "high"),
+    ({"epsilons": (0.2, 1.0)}, 0.005, "high"),  # ... or the counts prove epsilon >= 1
+    ({"tpr_ci": (0.08, 0.2), "fpr_ci": (0.005, 0.016)}, 0.02, "moderate"),  # rejects at 5% only: moderate whatever
+    ({"tpr_ci": (0.07, 0.2), "fpr_ci": (0.005, 0.016)}, 0.005, "moderate"),  # 0.07 < 5 x 0.016: not exposed enough
+    ({"tpr_ci": (0.04, 0.2), "fpr_ci": (0.0, 0.005)}, 0.005, "moderate"),  # 5 times at least 1%, not the FPR's bound
+    ({"epsilons": (2.0,)}, 0.2, "low"),  # no rejection: nothing else counts, and 1% FPR is resolved (bound <= 2%)
+    ({}, 0.049, "moderate"),  # the attacks beat chance
+    ({}, 0.05, "low"),
+    ({"fpr_ci": (0.0, 0.021)}, 0.3, "inconclusive"),  # no rejection, but 1% FPR is not resolved
 ])
-def test_the_risk_follows_the_stated_rule(kwargs, risk):
-    summary = summary_of(result("loss", **kwargs))
+def test_the_risk_follows_the_stated_rule(kwargs, p_value, risk):
+    summary = summary_of(result("loss", **kwargs), p_values={("loss", "sample"): p_value})
     assert summary["levels"]["sample"]["risk"] == risk and summary["risk"] == risk
+    assert summary["levels"]["sample"]["p_value"] == p_value
     assert summary["rule"] == RISK_RULE
 
 
-def test_each_level_reports_its_strongest_attack_best_low_fpr_attack_and_largest_bound():
+def test_without_a_test_no_level_reads_leakage():
+    summary = summary_of(result("loss", tpr_ci=(0.5, 0.9), epsilons=(3.0,)), p_values={})
+    assert summary["levels"]["sample"]["risk"] == "low" and summary["levels"]["sample"]["p_value"] is None
+    assert "no permutation test could run" in summary["levels"]["sample"]["statement"]
+
+
+def test_each_level_reports_its_strongest_attack_most_exposing_attack_and_largest_bound():
     summary = summary_of(
         result("loss", auc=0.7, auc_ci=(0.66, 0.74), tpr=0.02, tpr_ci=(0.006, 0.05), epsilons=(0.1, 0.3)),
-        result("likelihood_ratio", auc=0.65, tpr=0.12, tpr_ci=(0.08, 0.17), tp=24, fp=2, epsilons=(0.8,)),
+        result("likelihood_ratio", auc=0.65, tpr=0.12, tpr_ci=(0.08, 0.17), tp=240, fp=20, epsilons=(0.8,)),
         result("loss", level="group", auc=0.55, auc_ci=(0.4, 0.7), members=30, nonmembers=30, tpr=0.0,
-               tpr_ci=(0.0, 0.1), tp=0, fp=0, limited=True),
-    )
+               tpr_ci=(0.0, 0.1), fpr_ci=(0.0, 0.116), tp=0, fp=0, limited=True),
+        p_values={("loss", "sample"): 0.004, ("likelihood_ratio", "sample"): 0.2, ("loss", "group"): 0.3},
+        nonmember_set="same-hospital")
     sample = summary["levels"]["sample"]
     assert sample["strongest"]["attack"] == "loss" and sample["strongest"]["auc"] == 0.7
-    assert sample["tpr_at_1pct_fpr"]["attack"] == "likelihood_ratio" and sample["tpr_at_1pct_fpr"]["tp"] == 24
+    assert sample["tpr_at_1pct_fpr"]["attack"] == "likelihood_ratio" and sample["tpr_at_1pct_fpr"]["tp"] == 240
     assert sample["epsilon_lower_bound"] == {"attack": "likelihood_ratio", "signal": "loss", "rule": "population",
-                                             "alpha": 0.1, "epsilon_lower_bound": 0.8}
-    assert sample["risk"] == "high"
-    assert sample["statement"].startswith("High risk at sample level: an attacker can tell member samples from "
-                                          "non-members. Strongest attack: loss on loss, AUC 0.700 [0.660, 0.740]; ")
-    assert ("likelihood_ratio on loss exposes 12.0% of member samples (24 of 200, 2 of 200 non-members wrongly accused)"
-            in sample["statement"])
-    assert "epsilon below 0.80 (at delta 1e-05) could allow the counts of likelihood_ratio on loss" in sample["statement"]
+                                             "alpha": 0.1, "epsilon_lower_bound": 0.8, "bounds": 3}
+    assert sample["risk"] == "high" and sample["p_value"] == 0.004  # the level's smallest family-wise p-value
+    assert sample["statement"].startswith(
+        "High risk at sample level, members against the same-hospital non-members: an attacker can tell member samples "
+        "from non-members (family-wise p = 0.004, below 0.01). Strongest attack: loss on loss, AUC 0.700 [0.660, 0.740]; ")
+    assert ("at the threshold that accuses at most 1% of the non-members, likelihood_ratio on loss exposes 12.0% of "
+            "member samples (240 of 2000, 20 of 2000 non-members wrongly accused; their false-positive rate at most "
+            "1.5%)" in sample["statement"])
+    assert ("if members and non-members were drawn alike, no training that is (epsilon, 1e-05)-differentially private "
+            "per sample with epsilon below 0.80 could allow the counts of likelihood_ratio on loss, with 95% confidence "
+            "(the largest of 3 bounds, each at 95%)" in sample["statement"])
     group = summary["levels"]["group"]
     assert group["name"] == "patient" and group["risk"] == "inconclusive"
-    assert "with 30 non-members, 1% false positives cannot be resolved" in group["statement"]
+    assert ("no attack beat chance (family-wise p = 0.3), but the non-member patients cannot resolve a 1% "
+            "false-positive rate (at the 1% threshold it could be as high as 11.6%)") in group["statement"]
     assert summary["risk"] == "high"  # the highest level's
-    assert summary["delta"] == 1e-5
+    assert summary["delta"] == 1e-5 and summary["nonmember_set"] == "same-hospital"
 
 
 def blind(auc, low, high):
@@ -72,21 +97,25 @@ def blind(auc, low, high):
     return {"auc": auc, "auc_ci": [low, high], "texts_separate": low > 0.5}
 
 
+STRONG = {"tpr_ci": (0.08, 0.2), "fpr_ci": (0.005, 0.016)}
+
+
 @pytest.mark.parametrize(("attack", "texts", "risk"), [
     # the texts separate and the blind interval reaches the attack's: inconclusive, whatever the attack shows
-    ({"tpr_ci": (0.05, 0.2), "auc": 0.66, "auc_ci": (0.62, 0.70)}, blind(0.62, 0.55, 0.69), "inconclusive"),
+    ({**STRONG, "auc": 0.66, "auc_ci": (0.62, 0.70)}, blind(0.62, 0.55, 0.69), "inconclusive"),
     # the attack is clearly beyond a weak blind baseline: the attacks decide
-    ({"tpr_ci": (0.05, 0.2), "auc": 0.80, "auc_ci": (0.75, 0.85)}, blind(0.60, 0.53, 0.67), "high"),
+    ({**STRONG, "auc": 0.80, "auc_ci": (0.75, 0.85)}, blind(0.60, 0.53, 0.67), "high"),
     # the blind AUC is at least 0.7: inconclusive even with the attack far beyond it
-    ({"tpr_ci": (0.05, 0.2), "auc": 0.95, "auc_ci": (0.93, 0.97)}, blind(0.72, 0.66, 0.78), "inconclusive"),
+    ({**STRONG, "auc": 0.95, "auc_ci": (0.93, 0.97)}, blind(0.72, 0.66, 0.78), "inconclusive"),
     # the blind interval holds 0.5: no shift shown, the attacks decide (even with overlapping intervals)
     ({"auc_ci": (0.55, 0.65)}, blind(0.55, 0.45, 0.65), "low"),
     # a shift hides leakage as well as it fakes it: a low reading becomes inconclusive
     ({}, blind(0.60, 0.52, 0.68), "inconclusive"),
 ])
 def test_a_shift_the_texts_alone_show_makes_the_level_inconclusive(attack, texts, risk):
-    results = [result("loss", **attack)]
-    summary = verdict(results, ranking(results), {"sample": "note"}, 1e-5, {"sample": texts})
+    results = [result("loss", epsilons=(0.5,), **attack)]
+    p_value = 0.001 if "tpr_ci" in attack else 0.4
+    summary = summary_of(*results, names={"sample": "note"}, blind={"sample": texts}, p_values={("loss", "sample"): p_value})
     level = summary["levels"]["sample"]
     assert level["risk"] == risk and summary["risk"] == risk
     assert level["blind"] == texts
@@ -96,14 +125,16 @@ def test_a_shift_the_texts_alone_show_makes_the_level_inconclusive(attack, texts
                                              f"non-members. A blind classifier that never sees the model reaches AUC "
                                              f"{texts['auc']:.3f} [")
         assert f"this level would read {level['risk_from_attacks']}" in level["statement"]
+        assert "differentially private" not in level["statement"]  # no DP reading where the sets differ
     else:
         assert "shift" not in level and "risk_from_attacks" not in level
+        assert "differentially private per note with epsilon below 0.50" in level["statement"]
     assert summary["blind_baseline_ran"] is True
     assert summary_of(*results)["blind_baseline_ran"] is False  # no texts, no blind baseline: the attacks decide
 
 
 def test_inconclusive_outranks_low_overall():
-    summary = summary_of(result("loss"), result("loss", level="group", nonmembers=40))
+    summary = summary_of(result("loss"), result("loss", level="group", nonmembers=40, fpr_ci=(0.0, 0.088)))
     assert [e["risk"] for e in summary["levels"].values()] == ["low", "inconclusive"]
     assert summary["risk"] == "inconclusive"
 

@@ -17,6 +17,7 @@ from lmaudit.metrics.evaluate import (
     population_fit,
     population_mismatch_warnings,
 )
+from lmaudit.metrics.leakage_test import leakage_tests
 from lmaudit.metrics.per_class import correct_decisions, per_class_report
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
@@ -74,8 +75,9 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
     population = population_fit(results)
     warnings = population_mismatch_warnings(population, facts.level_names) + extreme_score_warnings(findings.attacks)
     validity = {**(findings.validity or NO_TEXTS), "population": population}
+    tests = leakage_tests(findings.attacks, nonmember_sets(findings.samples), evaluation.permutations, evaluation.seed)
     report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
-                          classifier_per_class(findings.samples, findings.attacks), validity)
+                          classifier_per_class(findings.samples, findings.attacks), validity, tests)
     report["dataset_inference"] = dataset_inference_section(findings, facts.level_names.get("group", "group"),
                                                             evaluation.seed)
     if findings.extraction is not None:

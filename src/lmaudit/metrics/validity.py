@@ -12,36 +12,39 @@ import pandas as pd
 from lmaudit.attacks.base import LEVEL_COLUMNS
 from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
+from lmaudit.metrics.auc_interval import auc_interval
 from lmaudit.metrics.blind import BLIND_FOLDS, every_blind_score, group_means, member_features
+from lmaudit.metrics.clusters import cluster_codes
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.slices import nonmember_set_names
-from lmaudit.metrics.uncertainty import auc_interval
 
 # validity's blind part where the audit has no texts (an audit from precomputed losses)
 NO_TEXTS = {"blind_baseline": None, "sets": {}, "unavailable": "no texts: the audit started from precomputed scores"}
 SHIFT_AUC = 0.5  # a blind AUC whose lower bound (95%, Bonferroni-corrected) is above this: the texts alone separate
 
 
-def unit_summary(labels: np.ndarray, scores: np.ndarray, bootstrap: int, seed: int) -> dict:
-    """One blind classifier's result at one level: AUC with its interval, TPR at 1% FPR with its counts, the units on
-    each side."""
+def unit_summary(labels: np.ndarray, scores: np.ndarray, clusters: np.ndarray, bootstrap: int, seed: int) -> dict:
+    """One blind classifier's result at one level: AUC with its interval (whole `clusters` resampled), TPR at 1% FPR
+    with its counts, the units on each side."""
     area = auc(labels, scores)
-    low, high = auc_interval(labels, scores, area, bootstrap, seed=seed)
+    low, high = auc_interval(labels, scores, area, clusters, bootstrap, seed=seed)
     point = tpr_at_fpr(labels, scores, 0.01)
     return {"auc": area, "auc_ci": [low, high], "tpr_at_1pct_fpr": point.tpr, "tp": point.tp, "fp": point.fp,
             "n_members": int(labels.sum()), "n_nonmembers": int((~labels).sum())}
 
 
-def level_summary(labels: np.ndarray, scores: dict[str, np.ndarray], bootstrap: int, seed: int) -> dict:
+def level_summary(labels: np.ndarray, scores: dict[str, np.ndarray], clusters: np.ndarray, bootstrap: int,
+                  seed: int) -> dict:
     """One level's blind result: the strongest blind classifier's `unit_summary` (by AUC), named, with every
     classifier's AUC and interval; `texts_separate` where the strongest one's AUC interval, Bonferroni-corrected for
     having picked the best of the classifiers that score anything (not all tied), lies above SHIFT_AUC."""
-    results = {name: unit_summary(labels, values, bootstrap, seed) for name, values in scores.items()}
+    results = {name: unit_summary(labels, values, clusters, bootstrap, seed) for name, values in scores.items()}
     informative = [name for name, values in scores.items() if np.ptp(values) > 0]
     strongest = max(informative or list(results), key=lambda name: results[name]["auc"])
     level = 1 - 0.05 / max(1, len(informative))
     separate = (strongest in informative and
-                auc_interval(labels, scores[strongest], results[strongest]["auc"], bootstrap, level, seed)[0] > SHIFT_AUC)
+                auc_interval(labels, scores[strongest], results[strongest]["auc"], clusters, bootstrap, level,
+                             seed)[0] > SHIFT_AUC)
     return {**results[strongest], "classifier": strongest, "texts_separate": bool(separate),
             "classifiers": {name: {"auc": r["auc"], "auc_ci": r["auc_ci"]} for name, r in results.items()}}
 
@@ -50,20 +53,22 @@ def set_validity(rows: pd.DataFrame, texts: pd.Series, bootstrap: int, seed: int
     """The blind baselines on `rows` (members and one set's non-members: sample_id, role, group_id, subgroup_id): per
     level, its `level_summary`; the words that say 'member'; or why they could not run."""
     labels = (rows["role"] == MEMBER).to_numpy()
-    groups = (rows["group_id"].fillna(rows["sample_id"]) if "group_id" in rows else rows["sample_id"]).to_numpy()
+    groups = cluster_codes(rows["sample_id"].to_numpy(), rows["group_id"].to_numpy() if "group_id" in rows else None)
     documents = texts.loc[rows["sample_id"]].tolist()
     try:
         scores = every_blind_score(documents, labels, groups, BLIND_FOLDS, seed)
     except InputError as error:
         return {"unavailable": str(error)}
-    levels = {"sample": level_summary(labels, scores, bootstrap, seed)}
+    levels = {"sample": level_summary(labels, scores, groups, bootstrap, seed)}
     for level, column in LEVEL_COLUMNS.items():
         if column in rows and rows[column].notna().all():
             means = {name: group_means(values, rows[column]) for name, values in scores.items()}
             index = next(iter(means.values())).index
-            member_units = rows.groupby(column)["role"].first().loc[index] == MEMBER
-            levels[level] = level_summary(member_units.to_numpy(), {name: m.to_numpy() for name, m in means.items()},
-                                          bootstrap, seed)
+            units = rows.groupby(column).first().loc[index]
+            patients = (cluster_codes(index.to_numpy(), units["group_id"].to_numpy()) if level == "subgroup"
+                        else np.arange(len(index)))
+            levels[level] = level_summary((units["role"] == MEMBER).to_numpy(),
+                                          {name: m.to_numpy() for name, m in means.items()}, patients, bootstrap, seed)
     return {"levels": levels, "member_words": member_features(documents, labels)}
 
 
@@ -112,11 +117,12 @@ def ranking_with_lift(ranking: dict[str, list[dict]], validity: dict | None) -> 
     return ranking
 
 
-def shift_caveats(validity: dict, level_names: dict[str, str]) -> list[str]:
-    """One caveat per non-member set that the texts alone separate from the members at some level (the lower 95% bound
-    of the blind AUC above SHIFT_AUC), naming the level, the blind AUC and, for the verdict's set, the lift."""
-    caveats = []
-    for name, entry in validity["sets"].items():
+def shift_caveats(validity: dict, level_names: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Per non-member set that the texts alone separate from the members at some level (the lower 95% bound of the
+    blind AUC above SHIFT_AUC), a caveat naming the level, the blind AUC and, for the verdict's set, the lift: those of
+    the verdict's set (the first), which bear on the verdict, and those of the other sets, which do not."""
+    caveats: tuple[list[str], list[str]] = ([], [])
+    for position, (name, entry) in enumerate(validity["sets"].items()):
         separated = [(level, result) for level, result in entry.get("levels", {}).items() if result["texts_separate"]]
         if not separated:
             continue
@@ -124,8 +130,12 @@ def shift_caveats(validity: dict, level_names: dict[str, str]) -> list[str]:
         lift = (f"; the strongest attack ({result['strongest_attack']}) goes {result['lift']:+.3f} beyond it"
                 if "lift" in result else "")
         who = "the non-members" if name == "nonmembers" else f"the {name} non-members"  # an unnamed set
-        caveats.append(f"the texts alone, with no model, separate members from {who}: a blind "
-                       f"classifier ({result['classifier'].replace('_', ' ')}) reaches AUC {result['auc']:.3f} [{result['auc_ci'][0]:.3f}, {result['auc_ci'][1]:.3f}] "
-                       f"per {level_names.get(level, level)}{lift}. Part of what the attacks find against these "
-                       f"non-members is how the data was collected, not the model (README, Reading the verdict).")
+        reading = ("Part of what the attacks find against these non-members is how the data was collected, not the "
+                   "model (README, Reading the verdict)." if position == 0 else
+                   "The verdict audits another set, so this does not change it; it says how far these non-members "
+                   "differ from the members as texts.")
+        caveats[position > 0].append(
+            f"the texts alone, with no model, separate members from {who}: a blind classifier "
+            f"({result['classifier'].replace('_', ' ')}) reaches AUC {result['auc']:.3f} [{result['auc_ci'][0]:.3f}, "
+            f"{result['auc_ci'][1]:.3f}] per {level_names.get(level, level)}{lift}. {reading}")
     return caveats

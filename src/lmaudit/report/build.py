@@ -17,6 +17,8 @@ from lmaudit.atomic import staged
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.data.roles import NONMEMBER_SET
 from lmaudit.errors import InputError
+from lmaudit.metrics.clusters import ungrouped_count
+from lmaudit.metrics.leakage_test import LeakageTests
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.validity import ranking_with_lift, shift_caveats, verdict_set_levels, with_lift
 from lmaudit.models.source import SUMMARY_FILE
@@ -57,8 +59,9 @@ def environment_info(device: str = "cpu") -> dict:
 
 
 def data_summary(signals: pd.DataFrame) -> dict:
-    """Counts per role, groups per role, truncated samples, and the non-member samples of each set when there are
-    several (in the order given: the first is the one the main results audit)."""
+    """Counts per role, groups per role, truncated samples, the samples without a group id where others have one
+    (`ungrouped`, when any), and the non-member samples of each set when there are several (in the order given: the
+    first is the one the main results audit)."""
     groups = signals.dropna(subset=["group_id"]).groupby("role")["group_id"].nunique()
     truncated = int(signals["truncated"].fillna(False).astype(bool).sum()) if "truncated" in signals else 0
     summary = {
@@ -66,6 +69,8 @@ def data_summary(signals: pd.DataFrame) -> dict:
         "groups": {role: int(n) for role, n in groups.items()},
         "truncated": truncated,
     }
+    if ungrouped_count(signals):
+        summary["ungrouped"] = ungrouped_count(signals)
     if NONMEMBER_SET in signals:
         sets = signals[NONMEMBER_SET].dropna()
         summary["nonmember_sets"] = {name: int((sets == name).sum()) for name in dict.fromkeys(sets)}
@@ -102,11 +107,13 @@ class AuditFacts:
 
 
 def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped], warnings: list[str],
-                 delta: float, per_class: dict | None = None, validity: dict | None = None) -> dict:
+                 delta: float, per_class: dict | None = None, validity: dict | None = None,
+                 tests: LeakageTests | None = None) -> dict:
     """The report.json document (docs/design.md schema, version 1): the verdict (`summary`) first, the attacks ranked at
     each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
     audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds;
-    `validity`: the blind baseline and the population test (metrics/validity.py), which the verdict reads."""
+    `validity`: the blind baseline and the population test (metrics/validity.py), and `tests`: the permutation tests
+    (metrics/leakage_test.py), both of which the verdict reads."""
     document = json_ready({
         "schema_version": SCHEMA_VERSION,
         "lmaudit_version": __version__,
@@ -121,19 +128,24 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
         **({"model_files": facts.model_files} if facts.model_files else {}),
         **({"per_class": per_class} if per_class else {}),
         "level_names": facts.level_names,
+        **({"leakage_tests": tests} if tests is not None else {}),
     })
     document["warnings"] += audit_warnings(document)
     validity = json_ready(validity)
     document["ranking"] = ranking_with_lift(ranking(document["results"]), validity)
     blind = verdict_set_levels(validity) or None
-    summary = verdict(document["results"], document["ranking"], document["level_names"], delta, blind)
+    sets = list(data.get("nonmember_sets", {}))
+    summary = verdict(document["results"], document["ranking"], document["level_names"], delta, blind,
+                      document.get("leakage_tests"), sets[0] if sets else None)
     if facts.caveats:
         summary["caveats"] = list(facts.caveats)
     if validity is not None:
         document["validity"] = with_lift(validity, document["ranking"])
-        shift = shift_caveats(validity, document["level_names"])
+        shift, elsewhere = shift_caveats(validity, document["level_names"])
         if shift:
             summary["shift"] = shift
+        if elsewhere:
+            summary["shift_elsewhere"] = elsewhere
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
 
 

@@ -115,10 +115,20 @@ def truncation_warnings(data: dict) -> list[str]:
             "(or --max-length) and were truncated: the text beyond it was not scored, so leakage there is not measured"]
 
 
+def ungrouped_warnings(data: dict, level_names: dict[str, str]) -> list[str]:
+    """A warning when some samples lack the group id the others have: each is audited as a group of its own."""
+    ungrouped = data.get("ungrouped", 0)
+    if not ungrouped:
+        return []
+    total, unit = sum(data.get("counts", {}).values()), level_names.get("group", "group")
+    return [f"{ungrouped} of {total} samples have no group_id: each is audited as a {unit} of its own; if they share "
+            f"{unit}s, intervals and tests count them as independent, so give every sample its group_id"]
+
+
 def audit_warnings(document: dict) -> list[str]:
     """Every check above on a report.json document."""
     names = document.get("level_names", {})
     return (inverted_signal_warnings(document["results"], names) + shadow_mismatch_warnings(document.get("models") or {})
             + saturated_vote_warnings(document["results"])
             + population_warnings(document["results"], names) + uncalibrated_warnings(document["results"], names)
-            + truncation_warnings(document["data"]))
+            + truncation_warnings(document["data"]) + ungrouped_warnings(document["data"], names))
