@@ -143,9 +143,11 @@ def _bits(value: float | None) -> str:
 
 
 def fdp_line(fdp: dict) -> str:
-    """The f-DP bound as one line: mu, and the epsilon it implies at the delta where there is one."""
+    """The f-DP bound as one line: mu, and the epsilon of the rejected Gaussian curve at the delta where there is one
+    (a lower bound on epsilon only for a mechanism whose trade-off curve is Gaussian, as DP-SGD's nearly is)."""
     epsilon = ("no epsilon at delta 0" if fdp["epsilon_lower_bound"] is None else
-               f"epsilon lower bound {fdp['epsilon_lower_bound']:.3f} at delta {fdp['delta']:g}")
+               f"the rejected Gaussian curve's epsilon {fdp['epsilon_lower_bound']:.3f} at delta {fdp['delta']:g} (a "
+               "lower bound on epsilon only where the training's trade-off curve is Gaussian, as DP-SGD's nearly is)")
     return (f"f-DP bound (Mahloujifar et al. 2025, same guess counts): mu >= {fdp['mu_lower_bound']:.3f}, {epsilon} "
             f"({fdp['correct']} of {fdp['guesses']} right)")
 

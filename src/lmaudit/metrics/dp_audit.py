@@ -34,5 +34,5 @@ def white_box_audit(dp: dict, confidence: float = 0.95) -> dict:
 def white_box_line(audit: dict) -> str:
     """A white-box audit (`white_box_audit`'s) in one line: both bounds against the accountant's epsilon, the verdict."""
     return (f"white-box audit of DP-SGD ({audit['gradient_canaries']} gradient canaries): epsilon >= "
-            f"{audit['epsilon_lower_bound']:.3f} (Steinke et al.; f-DP: {audit['f_dp_epsilon_lower_bound']:.3f}) at "
+            f"{audit['epsilon_lower_bound']:.3f} (Steinke et al.; f-DP's Gaussian curve: {audit['f_dp_epsilon_lower_bound']:.3f}) at "
             f"delta {audit['delta']:g} against the accountant's {audit['accountant_epsilon']:.3g}; {audit['verdict']}")

@@ -128,10 +128,18 @@ def accountant_epsilon(row: dict) -> float:
     return float("inf") if value is None else float(value)
 
 
+def largest_bound(row: dict, level: str) -> float:
+    """A sweep row's largest empirical epsilon lower bound among its attacks at `level` (0 where none has one): a
+    record's epsilon at sample level, a patient's at group level."""
+    return max((c["epsilon_lower_bound"] for name, c in row["attacks"].items()
+                if name.endswith(f" {level}") and c["epsilon_lower_bound"] is not None), default=0.0)
+
+
 def sweep_figure(sweep: dict) -> str:
     """Against the accountant's epsilon (log axis; no noise, epsilon infinite, at the right): each attack's AUC with its
-    95% interval, the largest empirical epsilon lower bound, the canaries' and the white-box one beside the line epsilon =
-    epsilon, and the held-out loss."""
+    95% interval; the largest empirical epsilon lower bound per sample with the canaries' and the white-box one beside
+    the line of the accountant's (a record's) epsilon, and per patient beside group privacy's line (the cap of samples
+    per patient times it); and the held-out loss."""
     rows = sorted(sweep["rows"], key=accountant_epsilon)
     epsilons = [accountant_epsilon(r) for r in rows]
     finite = [e for e in epsilons if np.isfinite(e)]
@@ -146,15 +154,21 @@ def sweep_figure(sweep: dict) -> str:
         left.errorbar(x, auc, yerr=[auc - low, high - auc], marker="o", capsize=3, label=name)
     left.axhline(0.5, color="grey", linestyle="--", linewidth=1)
     left.set_ylabel("attack AUC (95% interval)")
-    bounds = [max((c["epsilon_lower_bound"] for c in r["attacks"].values() if c["epsilon_lower_bound"] is not None),
-                  default=0.0) for r in rows]
-    middle.plot(x, bounds, marker="o", color="black", label="largest attack lower bound")
+    middle.plot(x, [largest_bound(r, "sample") for r in rows], marker="o", color="black",
+                label="largest attack lower bound, per sample")
+    # A patient-level attack bounds a patient's epsilon, which group privacy puts at up to k times a record's.
+    middle.plot(x, [largest_bound(r, "group") for r in rows], marker="D", color="tab:green", linestyle=":",
+                label="largest attack lower bound, per patient")
     middle.plot(x, [r["canary_epsilon"] for r in rows], marker="s", color="tab:red", label="new-token canaries (one run)")
     if any(r.get("white_box_epsilon") is not None for r in rows):
         middle.plot(x, [np.nan if r.get("white_box_epsilon") is None else r["white_box_epsilon"] for r in rows],
                     marker="^", color="tab:blue", label="gradient canaries (white-box)")
     if finite:
-        middle.plot(finite, finite, "--", color="grey", linewidth=1, label="the accountant's epsilon")
+        middle.plot(finite, finite, "--", color="grey", linewidth=1, label="the accountant's epsilon (a record's)")
+        cap = sweep["dp"].get("max_samples_per_group")
+        if cap:
+            middle.plot(finite, [cap * e for e in finite], ":", color="tab:green", linewidth=1,
+                        label=f"a patient's by group privacy ({cap} x)")
     middle.set_yscale("symlog", linthresh=0.1)
     middle.set_ylabel("epsilon")
     right.plot(x, [r["held_out_loss"] for r in rows], marker="o", color="black")
@@ -168,11 +182,12 @@ def sweep_figure(sweep: dict) -> str:
 
 
 def canary_figure(report: dict) -> str:
-    """A canary report's epsilons side by side (symlog axis): Steinke et al.'s and the f-DP lower bound from the canaries,
+    """A canary report's epsilons side by side (symlog axis): Steinke et al.'s lower bound and the f-DP bound's Gaussian
+    curve's epsilon from the canaries,
     the white-box bound where the training audited DP-SGD, and the accountant's upper bound (a group's for repeated
     canaries) where the model was trained with DP-SGD."""
     bars = [("canaries: Steinke et al. (lower)", report["one_run"]["epsilon_lower_bound"], "tab:red"),
-            ("canaries: f-DP (lower)", report["f_dp"]["epsilon_lower_bound"] or 0.0, "tab:orange")]
+            ("canaries: f-DP (its Gaussian curve's)", report["f_dp"]["epsilon_lower_bound"] or 0.0, "tab:orange")]
     if report.get("white_box"):
         white_box = report["white_box"]
         at = "" if white_box["delta"] == report["one_run"]["delta"] else f", delta {white_box['delta']:g}"
