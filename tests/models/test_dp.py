@@ -131,7 +131,10 @@ def test_private_training_records_its_epsilon_and_saves_a_loadable_model(tmp_pat
                                    notes["group_id"].tolist())
     assert summary.n_samples == sum(min(5, n) for n in notes.groupby("group_id").size())
     record = summary.dp
-    assert record["steps"] > 0 and record["sample_rate"] == pytest.approx(8 / summary.n_samples)
+    # Opacus draws each sample at 1 / ceil(n / 8), its steps per epoch: the rate the accountant must be told (8 / n
+    # only where 8 divides n)
+    assert summary.n_samples % 8 and record["steps"] == 2 * math.ceil(summary.n_samples / 8)
+    assert record["sample_rate"] == pytest.approx(1 / math.ceil(summary.n_samples / 8))
     assert record["epsilon_prv"] == pytest.approx(privacy_spent(record["sample_rate"], 1.0, record["steps"], 1e-5)["epsilon_prv"])
     loaded = load_masked_lm(tmp_path / "dp").model
     head = loaded.cls.predictions
@@ -229,3 +232,75 @@ def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
 def test_tiny_noise_skips_the_prv_accountant_instead_of_exhausting_memory():
     spent = privacy_spent(0.05, 0.01, 500, 1e-5)
     assert spent["epsilon_prv"] is None and spent["epsilon_rdp"] > 64
+
+
+def tiny_private_network(noise_multiplier: float, canaries: int = 0):
+    """A 2-layer network made private: 40 samples, Poisson batches of expected size 4."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(10, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    settings = DPSettings(noise_multiplier, 1.0, 1e-5, gradient_canaries=canaries)
+    return model, make_private(model, torch.optim.SGD(model.parameters(), lr=0.1), 40, 4, settings, seed=0)
+
+
+def moves(model, step) -> list[torch.Tensor]:
+    start = [p.detach().clone() for p in model.parameters()]
+    step()
+    return [p.detach() - s for p, s in zip(model.parameters(), start, strict=True)]
+
+
+def test_an_empty_draw_s_step_is_opacus_s_own_for_an_empty_batch_the_noise_alone():
+    """`empty_step` moves the weights exactly as Opacus's optimizer does after an empty batch's backward pass through
+    its GradSampleModule (the same noise, scaled by the expected batch size: standard deviation lr sigma C / 4), Opacus's
+    accountant counts it as a step, and without noise it moves nothing (a zero sum of clipped gradients)."""
+    model, private = tiny_private_network(1.0)
+
+    def empty_batch() -> None:
+        logits = private.model(torch.zeros(0, 10))
+        torch.nn.functional.cross_entropy(logits, torch.zeros(0, dtype=torch.long)).backward()
+        private.optimizer.step()
+
+    opacus = moves(model, empty_batch)
+    model, private = tiny_private_network(1.0)
+    ours = moves(model, private.empty_step)
+    assert all(torch.equal(a, b) for a, b in zip(opacus, ours, strict=True))
+    assert float(torch.cat([m.flatten() for m in ours]).std()) == pytest.approx(0.1 * 1.0 / 4, rel=0.25)
+    assert private.engine.accountant.history == [(1.0, 0.1, 1)]
+    model, private = tiny_private_network(0.0)
+    assert all(not m.any() for m in moves(model, private.empty_step))
+
+
+def test_empty_poisson_draws_are_steps_accounted_and_checked(tmp_path, notes, monkeypatch):
+    """20 texts in batches of expected size 1: about a third of the Poisson draws are empty. Each is a step of the
+    training loop (the noise alone), the accountant counts every draw of every epoch, and the gradient canaries' Poisson
+    check sees the empty ones' size 0 and passes."""
+    from lmaudit.models.dp import PrivateTraining
+    from lmaudit.models.dp_checks import OBSERVATIONS
+    from lmaudit.models.train import train_language_model
+
+    empty, empty_step = [], PrivateTraining.empty_step
+    monkeypatch.setattr(PrivateTraining, "empty_step", lambda self: (empty.append(1), empty_step(self)))
+    settings = DPSettings(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, gradient_canaries=50)
+    record = train_language_model("clm", notes["text"].tolist()[:20], tmp_path / "m",
+                                  TrainingRecipe(epochs=2, batch_size=1, dp=settings, vocab_size=300, max_length=32)).dp
+    assert record["steps"] == 2 * 20 and len(empty) >= 5  # Opacus draws ceil(n / batch) batches an epoch
+    assert record["epsilon_rdp"] == pytest.approx(privacy_spent(1 / 20, 1.0, 40, 1e-5)["epsilon_rdp"])
+    poisson = record[OBSERVATIONS]["checks"][0]
+    assert poisson["passed"] and f"40 batches ({len(empty)} empty)" in poisson["detail"]
+    assert all(check["passed"] for check in record[OBSERVATIONS]["checks"])
+
+
+def test_the_classifier_epoch_takes_an_empty_draw_s_step(tiny_tokenizer, notes):
+    """The classifier's training epoch counts an empty Poisson draw as a step and takes it: the noise moves the weights."""
+    from lmaudit.models.classifier import _train_epoch
+
+    model = tiny_models(tiny_tokenizer)["classifier"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    private = make_private(model, optimizer, 40, 8, DPSettings(noise_multiplier=1.0), seed=0)
+    encoded = tiny_tokenizer(notes["text"].tolist()[:2], truncation=True, max_length=64)["input_ids"]
+    batches = [np.array([], dtype=np.int64)]
+    taken = moves(model, lambda: _train_epoch(model, encoded, np.zeros(2, dtype=np.int64), tiny_tokenizer.pad_token_id,
+                                              batches, optimizer, private))
+    assert all(m.any() for m in taken)
+    loss, steps = _train_epoch(model, encoded, np.zeros(2, dtype=np.int64), tiny_tokenizer.pad_token_id,
+                               [*batches, np.array([0, 1])], optimizer, private)
+    assert steps == 2 and math.isfinite(loss)

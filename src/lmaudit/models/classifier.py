@@ -123,8 +123,12 @@ def _train_epoch(model, encoded: list[list[int]], label_ids: np.ndarray, pad: in
                  private: PrivateTraining | None) -> tuple[float, int]:
     """One pass over `batches` (sample positions): the mean training loss and the number of optimizer steps."""
     model.train()
-    losses = []
+    losses, steps = [], 0
     for indices in batches:
+        steps += 1
+        if not len(indices):  # an empty Poisson draw is a DP-SGD step too: the noise alone, accounted
+            private.empty_step()
+            continue
         ids, mask = pad_batch([encoded[i] for i in indices], pad)
         targets = torch.from_numpy(label_ids[indices])
         if private:
@@ -134,7 +138,7 @@ def _train_epoch(model, encoded: list[list[int]], label_ids: np.ndarray, pad: in
             loss = model(input_ids=ids, attention_mask=mask, labels=targets).loss
         training_step(loss, model, optimizer, private)
         losses.append(loss.item())
-    return (float(np.mean(losses)) if losses else float("nan")), len(losses)
+    return (float(np.mean(losses)) if losses else float("nan")), steps
 
 
 def trained_architecture(recipe: TrainingRecipe, model) -> str:

@@ -80,15 +80,21 @@ def noise_for_epsilon(epsilon: float, delta: float, sample_rate: float, steps: i
                                           steps=steps, accountant="prv", epsilon_tolerance=0.01))
 
 
+def poisson_rate(n_samples: int, batch_size: int) -> float:
+    """The rate at which Opacus's Poisson loader draws each sample: 1 / ceil(n_samples / batch_size), its steps per
+    epoch's inverse, which is batch_size / n_samples only where batch_size divides n_samples."""
+    return 1 / math.ceil(n_samples / batch_size)
+
+
 def resolve_noise(settings: DPSettings, n_samples: int, batch_size: int, epochs: int) -> DPSettings:
     """The settings with the noise multiplier that spends `target_epsilon` at `delta` over `epochs` epochs of Poisson
-    batches at rate batch_size / n_samples (ceil(n_samples / batch_size) steps each: Opacus's), where one is targeted.
-    A run that stops early (a classifier's early stopping) spends less."""
+    batches at `poisson_rate` (ceil(n_samples / batch_size) steps each: Opacus's), where one is targeted. A run that
+    stops early (a classifier's early stopping) spends less."""
     if settings.target_epsilon is None:
         return settings
     steps = epochs * math.ceil(n_samples / batch_size)
     return replace(settings, noise_multiplier=noise_for_epsilon(settings.target_epsilon, settings.delta,
-                                                                batch_size / n_samples, steps))
+                                                                poisson_rate(n_samples, batch_size), steps))
 
 
 def per_sample_losses(logits: torch.Tensor, labels: torch.Tensor, causal: bool = False) -> torch.Tensor:
@@ -121,10 +127,20 @@ class PrivateTraining:
     canaries: GradientCanaries | None = None
 
     def batches(self) -> Iterator[np.ndarray]:
-        """One epoch of Poisson-sampled batches (sample positions); empty draws are skipped."""
+        """One epoch of Poisson-sampled batches (sample positions), empty draws included: each is a step
+        (`empty_step`), accounted as any other, and the Poisson check tests the sizes with their zeros."""
         for (indices,) in self.loader:
-            if len(indices):
-                yield indices.numpy()
+            yield indices.numpy()
+
+    def empty_step(self) -> None:
+        """DP-SGD's step for an empty Poisson draw: a zero sum of clipped gradients plus the noise, scaled and applied
+        as any step's, by Opacus's own path for an empty batch (DPOptimizer.clip_and_accumulate's zero clip factors)."""
+        # What Opacus's GradSampleModule leaves after the backward pass of an empty batch, without the forward pass that
+        # a model may refuse on no input (and whose mean loss would be NaN).
+        for parameter in self.optimizer.params:
+            parameter.grad_sample = parameter.new_zeros((0, *parameter.shape))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
 
     def described(self) -> str:
         """', DP-SGD noise sigma' for a training log line (the sigma found for a target epsilon says so)."""
@@ -225,12 +241,14 @@ def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n_sam
             module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=settings.noise_multiplier,
             max_grad_norm=settings.max_grad_norm, poisson_sampling=True, noise_generator=torch.Generator().manual_seed(seed),
         )
+    # The rate the loader draws at, which the accountant and the Poisson check must both be told.
+    rate = private_loader.sample_rate
     canaries = None
     if settings.gradient_canaries:
         from lmaudit.models.gradient_canaries import plant_gradient_canaries, weight_fingerprints
 
-        canaries = plant_gradient_canaries(private_optimizer, settings.gradient_canaries, batch_size / n_samples,
+        canaries = plant_gradient_canaries(private_optimizer, settings.gradient_canaries, rate,
                                            settings.noise_multiplier, settings.max_grad_norm, seed)
         canaries.start = weight_fingerprints(model)
-    return PrivateTraining(private_model, private_optimizer, private_loader, engine, batch_size / n_samples, settings,
-                           unregistered, n_samples, canaries)
+    return PrivateTraining(private_model, private_optimizer, private_loader, engine, rate, settings, unregistered,
+                           n_samples, canaries)

@@ -2,8 +2,9 @@
 (`models/gradient_canaries.py`); no torch. Each check says in plain words what failed (the bounds and the verdict are
 `metrics/dp_audit.py`'s).
 
-- Poisson sampling at rate q: the batch sizes' mean and dispersion against Binomial(n, q) (a fixed batch size, or a
-  sampler that draws at another rate, fails; Opacus issue 813's WeightedRandomSampler drew ~780x too often);
+- Poisson sampling at rate q: the batch sizes, empty draws included (each is a step), against Binomial(n, q): their
+  total and their dispersion, by exact tests (a fixed batch size, or a sampler that draws at another rate, fails; Opacus
+  issue 813's WeightedRandomSampler drew ~780x too often);
 - per-sample clipping at the stated norm: the clipped sum, projected on a random direction, against the same sum
   computed from the per-sample gradients and the stated norm;
 - noise of the stated scale: the standard deviation of the "out" canaries' observations, which are pure noise in units
@@ -18,9 +19,11 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import chi2, norm
+from scipy.stats import binom
 
 ALARM = 1e-4  # a correct run fails a statistical check this rarely
+DISPERSION_UNIT = 1 / 16  # of the batch sizes' variance: the dispersion's rounding, far below its spread (no power lost)
+TAIL = 1e-20  # a batch size this improbable is left out of the dispersion's null: it moves a tail by T x 1e-20 at most
 CLIPPING_TOLERANCE = 1e-3  # relative: float32 sums of the same terms in another order differ far less
 NOISE_TOLERANCE = 0.05  # relative, at least: a stated scale 5% off is a misstatement worth a line
 OBSERVATIONS = "gradient_canary_observations"  # their key in a DP-SGD run's record (`models/dp.py:dp_record`)
@@ -99,26 +102,78 @@ class Check:
 
 
 def poisson_check(batch_sizes: np.ndarray, n_samples: int, sample_rate: float) -> Check:
-    """Batch sizes against Binomial(n, q): the mean (z-test) and the dispersion (chi-square with one degree per step),
-    each two-sided at ALARM."""
-    sizes = np.asarray(batch_sizes, dtype=float)
+    """Batch sizes, empty ones included, against Binomial(n, q), by two exact tests that share ALARM: their total and
+    their dispersion (`sampling_tails`), each two-sided at ALARM/4 a tail, so a correct run fails at most ALARM of the
+    time (the four tails' sum; exact tests of discrete statistics hold their level or less)."""
+    sizes = np.asarray(batch_sizes, dtype=np.int64)
     mean, variance = n_samples * sample_rate, n_samples * sample_rate * (1 - sample_rate)
     if variance == 0:  # q = 1 (full batches) or 0: every batch is exactly n q
         held = bool(np.all(sizes == mean))
         return Check("poisson sampling", held, f"{len(sizes)} batches, {'all' if held else 'not all'} of the {mean:.0f} "
                                                f"samples that rate {sample_rate:g} draws")
-    z = (sizes.mean() - mean) / math.sqrt(variance / len(sizes))
-    dispersion = float(np.square(sizes - mean).sum() / variance)
-    tails = min(chi2.cdf(dispersion, len(sizes)), chi2.sf(dispersion, len(sizes)))
-    detail = (f"{len(sizes)} batches of mean size {sizes.mean():.1f} (Poisson: {mean:.1f}) and variance "
-              f"{sizes.var():.1f} (Poisson: {variance:.1f})")
-    if abs(z) > -norm.ppf(ALARM / 2):
+    total_below, total_above, spread_below, spread_above = sampling_tails(sizes, n_samples, sample_rate)
+    detail = (f"{len(sizes)} batches ({int(np.sum(sizes == 0))} empty) of mean size {sizes.mean():.1f} (Poisson: "
+              f"{mean:.1f}) and variance {sizes.var():.1f} (Poisson: {variance:.1f})")
+    if min(total_below, total_above) < ALARM / 4:
         return Check("poisson sampling", False, f"{detail}: batches are drawn at another rate than the accounted "
                                                 f"q = {sample_rate:.4g}, so the accountant's epsilon is wrong")
-    if tails < ALARM / 2:
-        return Check("poisson sampling", False, f"{detail}: batch sizes vary {'less' if sizes.var() < variance else 'more'} "
+    if min(spread_below, spread_above) < ALARM / 4:
+        return Check("poisson sampling", False, f"{detail}: batch sizes vary {'less' if spread_below < spread_above else 'more'} "
                                                 "than Poisson sampling's, which the accountant assumes")
     return Check("poisson sampling", True, detail)
+
+
+def sampling_tails(sizes: np.ndarray, n_samples: int, sample_rate: float) -> np.ndarray:
+    """Under Poisson sampling (T Binomial(n, q) batch sizes, the last axis of `sizes`; 0 < q < 1), the probabilities of
+    a total at most and at least the observed one (Binomial(n T, q)), and of a dispersion at most and at least the
+    observed one, exactly: shape (4, *runs).
+
+    The dispersion is the sum over steps of (X_t - n q)^2, each term rounded to DISPERSION_UNIT of the variance n q (1 -
+    q) (`_dispersion_terms`). The chi-square of one degree per step is not its null: each term's variance is the
+    kurtosis less 1, 2 + (1 - 6 q (1 - q)) / (n q (1 - q)), not 2, and its upper tail is heavier than any chi-square's
+    at small n q (one scaled to the mean and variance false-alarms 8.6x its level 2.5e-5 over 50 steps of expected
+    batch 1). The exact null is cheap: the T-fold convolution of one step's distribution (milliseconds)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    steps = sizes.shape[-1]
+    start, pmf = _sum_distribution(*_step_dispersion(n_samples, sample_rate), steps)
+    at_most = np.concatenate([[0.0], np.cumsum(pmf)])  # [i]: below start + i
+    at_least = np.concatenate([np.cumsum(pmf[::-1])[::-1], [0.0]])  # [i]: start + i or more
+    index = _dispersion_terms(sizes, n_samples, sample_rate).sum(-1) - start
+    totals = sizes.sum(-1)
+    return np.stack([binom.cdf(totals, n_samples * steps, sample_rate), binom.sf(totals - 1, n_samples * steps, sample_rate),
+                     at_most[np.clip(index + 1, 0, len(pmf))], at_least[np.clip(index, 0, len(pmf))]])
+
+
+def _dispersion_terms(sizes: np.ndarray, n_samples: int, sample_rate: float) -> np.ndarray:
+    """Each batch size's term of the dispersion: (X - n q)^2 in DISPERSION_UNIT's of the variance n q (1 - q), or of one
+    squared sample where that variance is below 1 (finer units would widen the null's window as 1 / variance), rounded
+    to an integer."""
+    unit = max(n_samples * sample_rate * (1 - sample_rate), 1.0) * DISPERSION_UNIT
+    return np.rint(np.square(sizes - n_samples * sample_rate) / unit).astype(np.int64)
+
+
+def _step_dispersion(n_samples: int, sample_rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """One Binomial(n, q) batch size's dispersion term: its values and their probabilities, where above TAIL."""
+    mean, deviation = n_samples * sample_rate, math.sqrt(n_samples * sample_rate * (1 - sample_rate))
+    reach = 40 * deviation + 40  # Bernstein: a batch size beyond this reach of n q has probability below 1e-26
+    sizes = np.arange(max(0, math.floor(mean - reach)), min(n_samples, math.ceil(mean + reach)) + 1)
+    probabilities = binom.pmf(sizes, n_samples, sample_rate)
+    kept = probabilities > TAIL
+    return _dispersion_terms(sizes[kept], n_samples, sample_rate), probabilities[kept]
+
+
+def _sum_distribution(values: np.ndarray, probabilities: np.ndarray, steps: int) -> tuple[int, np.ndarray]:
+    """The distribution of the sum of `steps` independent draws of the integer `values` at these probabilities: the
+    first integer of its window and the probabilities from there (FFT, cyclic over a window that holds all but a
+    negligible mass: 40 standard deviations and the largest step's range either side of the mean)."""
+    mean = steps * float(values @ probabilities)
+    spread = math.sqrt(steps * float(np.square(values - values @ probabilities) @ probabilities))
+    size = 1 << math.ceil(math.log2(2 * (40 * spread + values.max() - values.min()) + 2))
+    start = math.floor(mean) - size // 2
+    step = np.zeros(size)
+    np.add.at(step, values % size, probabilities)
+    total = np.fft.irfft(np.fft.rfft(step) ** steps, size)
+    return start, np.roll(total, -(start % size))
 
 
 def clipping_check(record: ClippingRecord, max_grad_norm: float) -> Check:

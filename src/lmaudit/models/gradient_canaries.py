@@ -9,7 +9,8 @@ definition, it knows the rest of the batch's clipped sum, so its observation at 
 sum - clipped sum of the real samples) / C, which is the canary's 1 (when sampled) plus Gaussian noise of standard
 deviation sigma. A canary's score is the log-likelihood ratio of its observations, sum_t log(1 - q + q exp((2 x_t - 1) /
 (2 sigma^2))) at the stated q and sigma (the most powerful test of "in" against "out" for a correct implementation, and
-increasing in each x_t whatever the implementation does); with sigma 0, the sum of the x_t.
+increasing in each x_t whatever the implementation does); with sigma 0, the sum of the x_t. An empty Poisson draw's step
+is observed as any other: its clipped sum is zero, the canaries join it at rate q, and its batch size 0 is recorded.
 
 The same hooks check the implementation: the batch sizes against Poisson sampling at rate q, the clipped sum against
 one computed here from the per-sample gradients (on a random direction), and the noise's scale from the "out"
@@ -18,6 +19,7 @@ canaries' observations, which are pure noise; and the model's trained tensors ar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,7 +92,8 @@ def _wrap(optimizer, canaries: GradientCanaries, max_grad_norm: float) -> None:
         samples = optimizer.grad_samples
         canaries.observed.batch_sizes.append(len(samples[0]))
         directions = [torch.randn(p.shape, generator=canaries.generator) for p in optimizer.params]
-        norms = torch.stack([g.reshape(len(g), -1).norm(dim=1) for g in samples], dim=1).norm(dim=1)
+        # Every dimension named: an empty Poisson draw's step has no per-sample gradient, and no -1 fits 0 rows.
+        norms = torch.stack([g.reshape(len(g), math.prod(g.shape[1:])).norm(dim=1) for g in samples], dim=1).norm(dim=1)
         projections = sum(torch.einsum("i...,...->i", g, d) for g, d in zip(samples, directions, strict=True))
         factors = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)  # as Opacus computes them, at the stated norm
         clip_and_accumulate()

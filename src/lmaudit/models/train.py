@@ -86,6 +86,11 @@ def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_
     for epoch in tqdm(range(epochs), desc=f"training {label} ({recipe.size})", unit="epoch", disable=not progress or None):
         losses = []
         for batch_indices in private.batches() if private else length_bucketed_batches(lengths, recipe.batch_size, order_rng):
+            if not len(batch_indices):  # an empty Poisson draw is a DP-SGD step too: the noise alone, accounted
+                private.empty_step()
+                schedule.step()
+                steps += 1
+                continue
             batch = collator([{"input_ids": encoded[i]} for i in batch_indices])
             if secret_ids is not None:
                 batch = secret_only_labels(batch, secret_ids, setup.tokenizer.mask_token_id if kind == "mlm" else None)
