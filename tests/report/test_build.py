@@ -50,8 +50,7 @@ def test_result_records_have_the_documented_keys_and_strict_json_values():
                                                          "(TP / called) is undefined"}
     for threshold in record["thresholds"]:
         blank = ["unavailable"] if threshold["precision"] is None else []
-        assert list(threshold) == [*THRESHOLD_KEYS, "population_fpr",
-                                   *(["population_match_p"] * (threshold["rule"] == "population")), *blank]
+        assert list(threshold) == [*THRESHOLD_KEYS, "population_fpr", *blank]
     assert record["thresholds"][1]["value"] is None  # +inf
     json.dumps(record, allow_nan=False)
 

@@ -11,14 +11,10 @@ import pandas as pd
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.errors import InputError
 from lmaudit.metrics.dataset_inference import DATASET_INFERENCE_RULE, members_against_nonmembers
-from lmaudit.metrics.evaluate import (
-    evaluate_attacks,
-    extreme_score_warnings,
-    population_fit,
-    population_mismatch_warnings,
-)
+from lmaudit.metrics.evaluate import evaluate_attacks, extreme_score_warnings
 from lmaudit.metrics.leakage_test import leakage_tests
 from lmaudit.metrics.per_class import correct_decisions, per_class_report
+from lmaudit.metrics.population_fit import population_fit, population_mismatch_warnings
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
@@ -72,10 +68,11 @@ def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
 def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluation: EvaluationSettings) -> AuditOutcome:
     """Evaluate the findings, build report.json with the audit's facts, and write the output folder all or nothing."""
     results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
-    population = population_fit(results)
+    sets = nonmember_sets(findings.samples)
+    population = population_fit(findings.attacks, sets, evaluation.permutations, evaluation.seed)
     warnings = population_mismatch_warnings(population, facts.level_names) + extreme_score_warnings(findings.attacks)
     validity = {**(findings.validity or NO_TEXTS), "population": population}
-    tests = leakage_tests(findings.attacks, nonmember_sets(findings.samples), evaluation.permutations, evaluation.seed)
+    tests = leakage_tests(findings.attacks, sets, evaluation.permutations, evaluation.seed)
     report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
                           classifier_per_class(findings.samples, findings.attacks), validity, tests)
     report["dataset_inference"] = dataset_inference_section(findings, facts.level_names.get("group", "group"),

@@ -14,7 +14,6 @@ from lmaudit.attacks.thresholds import population_threshold
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER, POPULATION
 from lmaudit.metrics.auc_interval import auc_interval
 from lmaudit.metrics.clusters import frame_clusters
-from lmaudit.metrics.population_fit import population_fit_p_value
 from lmaudit.metrics.privacy import epsilon_from_bounds
 from lmaudit.metrics.results import (
     AttackResult,
@@ -34,8 +33,7 @@ LEVEL_UNITS = {"sample": "samples", "subgroup": "subgroups", "group": "groups"}
 
 
 def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarray, clusters: np.ndarray,
-                      population: np.ndarray, groups: tuple[np.ndarray | None, np.ndarray | None],
-                      delta: float) -> ThresholdResult:
+                      population: np.ndarray, delta: float) -> ThresholdResult:
     metrics = threshold_metrics(labels, scores, threshold.value)
     called = scores >= threshold.value
     recall_ci = rate_interval(called[labels], clusters[labels])
@@ -44,43 +42,12 @@ def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
     if metrics.tp + metrics.fp == 0:
         unavailable = {"precision": "no audited unit scores at or above the threshold, so precision (TP / called) is "
                                     "undefined"}
-    population_fpr = population_match_p = None
-    if len(population):
-        population_fpr = float((population >= threshold.value).mean())
-        if threshold.rule == "population":
-            population_match_p = population_fit_p_value(scores[~labels], population, threshold.alpha, *groups)
+    population_fpr = float((population >= threshold.value).mean()) if len(population) else None
     return ThresholdResult(
         rule=threshold.rule, alpha=threshold.alpha, value=threshold.value, **asdict(metrics),
         recall_ci=recall_ci, fpr_ci=fpr_ci, epsilon_lower_bound=epsilon_from_bounds(recall_ci[0], fpr_ci[1], delta),
-        population_fpr=population_fpr, population_match_p=population_match_p, unavailable=unavailable,
+        population_fpr=population_fpr, unavailable=unavailable,
     )
-
-
-def population_fit(results: list[AttackResult], level: float = 0.01) -> dict:
-    """report.json's `validity.population`: every population threshold's permutation test (`population_fit_p_value`,
-    over whole groups when samples carry group ids) of whether the population and the audited non-members are one
-    distribution, Bonferroni-corrected at `level` over all of them; `rejected`: those whose p-value falls below it."""
-    tested = [(r, t) for r in results for t in r.thresholds if t.population_match_p is not None]
-    corrected = level / max(1, len(tested))
-    rejected = [{"attack": r.attack, "signal": r.signal, "level": r.level, "slice": r.slice, "alpha": t.alpha,
-                 "population_fpr": t.population_fpr, "nonmember_fpr": t.fpr, "p": t.population_match_p}
-                for r, t in tested if t.population_match_p < corrected]
-    return {"test": "permutation test of each population threshold's false-positive rate, population against the "
-                    "audited non-members (whole groups permuted where samples have them)",
-            "tested": len(tested), "level": level, "bonferroni_level": corrected, "rejected": rejected}
-
-
-def population_mismatch_warnings(population: dict, level_names: Mapping[str, str]) -> list[str]:
-    """One warning per population threshold that `population_fit` rejected (each level called by its name in
-    `level_names`, as the report's tables call it): where the population and the audited non-members differ, precision
-    and recall at that threshold mislead."""
-    return [
-        f"{r['attack']} ({level_names.get(r['level'], r['level'])} level, {r['slice']}): the population threshold for "
-        f"{r['alpha']:.0%} FPR calls {r['population_fpr']:.1%} of the population but {r['nonmember_fpr']:.1%} of the "
-        f"audited non-members (p = {r['p']:.1g}, Bonferroni level {population['bonferroni_level']:.1g}); the "
-        "population data is not distributed like the non-members, so precision and recall at this threshold mislead"
-        for r in population["rejected"]
-    ]
 
 
 # Beyond this size, sums and differences of scores (means, likelihood ratios, histogram widths) can overflow a float.
@@ -99,13 +66,6 @@ def extreme_score_warnings(attacks: list[AttackScores]) -> list[str]:
                             f"{EXTREME_SCORE:g} in size, near the largest floats; their ranks (the AUC, the TPRs) stand, "
                             "but sums and differences of such values overflow: check the losses that produced them")
     return warnings
-
-
-def _groups(audited: pd.DataFrame, population: pd.DataFrame, labels: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Group ids of the non-members and the population, when every one of them has one."""
-    if "group_id" not in audited or audited["group_id"].isna().any() or population["group_id"].isna().any():
-        return None, None
-    return audited["group_id"].to_numpy()[~labels], population["group_id"].to_numpy()
 
 
 def _mean_and_std(values: list[float]) -> tuple[float, float]:
@@ -180,7 +140,6 @@ def evaluate_slice(
     if balanced is None:
         unavailable["balanced"] = (f"members and non-members are equal in number ({int(labels.sum())} each), so the full "
                                    "data is already balanced")
-    groups = _groups(audited, population, labels)
     clusters = frame_clusters(audited)
     area = auc(labels, scores)
     return AttackResult(
@@ -188,7 +147,7 @@ def evaluate_slice(
         auc=area,
         auc_ci=auc_interval(labels, scores, area, clusters, settings.bootstrap, seed=settings.seed),
         tpr_at_fpr={str(alpha): _tpr_record(labels, scores, clusters, alpha) for alpha in settings.alphas},
-        thresholds=[_threshold_result(t, labels, scores, clusters, population_scores, groups, settings.delta)
+        thresholds=[_threshold_result(t, labels, scores, clusters, population_scores, settings.delta)
                     for t in thresholds],
         balanced=balanced,
         n_members=int(labels.sum()), n_nonmembers=int((~labels).sum()), n_population=int(len(population_scores)),

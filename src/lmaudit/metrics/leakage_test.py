@@ -73,7 +73,7 @@ class _Units:
     groups: np.ndarray
 
 
-def _keys(frame: pd.DataFrame, level: str) -> np.ndarray:
+def group_keys(frame: pd.DataFrame, level: str) -> np.ndarray:
     """The group key of each unit of an attack's frame: the unit itself at group level, else its group id."""
     if level == "group":
         return cluster_keys(frame["id"].to_numpy(), frame["id"].to_numpy())
@@ -81,11 +81,23 @@ def _keys(frame: pd.DataFrame, level: str) -> np.ndarray:
     return cluster_keys(frame["id"].to_numpy(), groups, kind=level)
 
 
-def _verdict_units(attack: AttackScores, sets: NonmemberSets | None) -> pd.DataFrame:
+def verdict_units(attack: AttackScores, sets: NonmemberSets | None, roles: tuple[str, ...] = AUDITED_ROLES
+                  ) -> pd.DataFrame:
+    """The rows of an attack's frame in `roles`, the non-members among them only the verdict's set's (the first)."""
     frame = attack.frame
     if sets is not None:
         frame = frame[sets.masks(attack.level, frame["id"])[sets.names[0]].to_numpy()]
-    return frame[frame["role"].isin(AUDITED_ROLES)]
+    return frame[frame["role"].isin(roles)]
+
+
+def group_codes(units: list[tuple[AttackScores, pd.DataFrame]], first_role: str) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each attack's units' codes in one codebook of groups shared by every attack and level, and which groups are of
+    `first_role` (members, say): one relabelling of these groups relabels every attack at once."""
+    keys = [group_keys(frame, attack.level) for attack, frame in units]
+    codes, uniques = pd.factorize(pd.Series(np.concatenate(keys)))
+    first = np.zeros(len(uniques), bool)
+    first[codes[np.concatenate([frame["role"].to_numpy() == first_role for _, frame in units])]] = True
+    return np.split(codes, np.cumsum([len(key) for key in keys])[:-1]), first
 
 
 def auc_statistics(scores: np.ndarray, groups: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -184,21 +196,16 @@ def leakage_tests(attacks: list[AttackScores], sets: NonmemberSets | None = None
     the verdict's non-members; None where none has."""
     units = []
     for attack in attacks:
-        frame = _verdict_units(attack, sets)
+        frame = verdict_units(attack, sets)
         roles = frame["role"].to_numpy()
         if (roles == MEMBER).sum() >= 2 and (roles != MEMBER).sum() >= 2:
             units.append((attack, frame))
     if not units:
         return None
-    keys = [_keys(frame, attack.level) for attack, frame in units]
-    codes, uniques = pd.factorize(pd.Series(np.concatenate(keys)))
-    is_member_group = np.zeros(len(uniques), bool)
-    member_rows = np.concatenate([frame["role"].to_numpy() == MEMBER for _, frame in units])
-    is_member_group[codes[member_rows]] = True
+    codes, is_member_group = group_codes(units, MEMBER)
     members = relabellings(is_member_group, permutations, seed)
-    columns, names, offset = [], [], 0
-    for (attack, frame), key in zip(units, keys, strict=True):
-        groups, offset = codes[offset:offset + len(key)], offset + len(key)
+    columns, names = [], []
+    for (attack, frame), groups in zip(units, codes, strict=True):
         scores = frame["score"].to_numpy(dtype=float)
         columns.append(auc_statistics(scores, groups, members))
         names.append((attack, "auc"))

@@ -30,8 +30,7 @@ class TprRecord:
 class ThresholdResult:
     """The decision `score >= value` on the audited samples: counts, rates, intervals and the empirical epsilon bound.
 
-    population_fpr: the share of the population the threshold calls members; population_match_p: for population
-    thresholds, the p-value that the population and the non-members share one distribution."""
+    population_fpr: the share of the population the threshold calls members."""
 
     rule: str
     alpha: float | None
@@ -49,7 +48,6 @@ class ThresholdResult:
     fpr_ci: tuple[float, float]
     epsilon_lower_bound: float
     population_fpr: float | None = field(default=None, metadata=OPTIONAL)
-    population_match_p: float | None = field(default=None, metadata=OPTIONAL)
     unavailable: dict[str, str] | None = field(default=None, metadata=OPTIONAL)
 
 
