@@ -1,0 +1,132 @@
+"""The null laboratory at full size (src/lmaudit/studies/null_lab.py): every decision rule, interval and p-value the
+report prints, on simulated audits with no leakage (false-alarm rate against the stated level) and with a planted leak
+(power), hundreds of times each; writes the tables of docs/statistics.md. Scenarios: patients of several notes sharing
+a patient effect (intraclass correlation), ragged note counts, ties, few non-members, missing group ids, five attacks
+that share most of their signal.
+
+    python benchmarks/null_calibration.py [--runs 200] [--out docs/statistics.md] [--only verdict,intervals,...]
+
+At --runs 200 it takes about an hour on 2 CPU cores (the verdict's scenarios are most of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+from markdown_section import markdown_table, publish
+
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.studies.null_lab import (
+    Rate,
+    attack_epsilon_rate,
+    canary_rates,
+    dataset_inference_rate,
+    end_to_end_rates,
+    extraction_rate,
+    interval_misses,
+    poisson_rate,
+    population_fit_rate,
+    texts_separate_rate,
+    verdict_rates,
+)
+from lmaudit.studies.null_scenarios import Scenario
+
+# The verdict's evaluation as an audit runs it, but for the AUC interval's bootstrap, which the verdict does not read
+# where no blind baseline ran (a simulated audit has no texts).
+VERDICT = EvaluationSettings(bootstrap=100)
+NEW_USER = Scenario("the issue's file: 150 x 10 / 30 x 10 / 50 x 10 notes, ICC 0.3", 150, 30, 50, 10, icc=0.3)
+VERDICT_SCENARIOS = (
+    Scenario("independent notes: 2,000 members, 200 non-members", 2000, 200, 200, 1),
+    Scenario("independent notes: 5,000 members, 1,000 non-members", 5000, 1000, 1000, 1),
+    Scenario("few non-members: 10,000 members, 100 non-members", 10000, 100, 200, 1),
+    Scenario("patients: 150 x 10 / 30 x 10 notes, ICC 0.3", 150, 30, 50, 10, icc=0.3),
+    Scenario("patients: 200 / 60, 1-19 notes each, ICC 0.5, ties", 200, 60, 60, 10, icc=0.5, decimals=1, ragged=True),
+    Scenario("patients: 150 x 10 / 30 x 10, ICC 0.3, 10% group ids missing", 150, 30, 50, 10, icc=0.3,
+             missing_groups=0.1),
+)
+COVERAGE_SCENARIOS = (
+    Scenario("patients 100 x 10 / 100 x 10, ICC 0.5, AUC 0.97", 100, 100, 0, 10, icc=0.5, effect=2.6),
+    Scenario("patients 100 x 10 / 100 x 10, ICC 0.3, AUC 0.99", 100, 100, 0, 10, icc=0.3, effect=3.3),
+    Scenario("patients 200 / 100, 1-9 notes, ICC 0.5, AUC 0.97", 200, 100, 0, 5, icc=0.5, effect=2.6, ragged=True),
+    Scenario("patients 150 x 10 / 30 x 10, ICC 0.5, AUC 0.97", 150, 30, 0, 10, icc=0.5, effect=2.6),
+    Scenario("independent notes 1,000 / 100, AUC 0.99", 1000, 100, 0, 1, effect=3.3),
+    Scenario("patients 300 x 10 / 100 x 10, ICC 0.3, AUC 0.76", 300, 100, 0, 10, icc=0.3, effect=1.0),
+)
+
+
+def verdict_section(runs: int) -> list[Rate]:
+    rates = []
+    for scenario in VERDICT_SCENARIOS:
+        rates += verdict_rates(scenario, runs, VERDICT)
+        rates += verdict_rates(scenario.with_effect(1.0), max(20, runs // 5), VERDICT)
+        rates += verdict_rates(scenario.with_effect(2.5), max(20, runs // 5), VERDICT)
+    rates += end_to_end_rates(NEW_USER, max(20, runs // 4), VERDICT)
+    return rates
+
+
+def interval_section(runs: int) -> list[Rate]:
+    return [rate for scenario in COVERAGE_SCENARIOS for rate in interval_misses(scenario, 2 * runs, 1000)]
+
+
+def validity_section(runs: int) -> list[Rate]:
+    texts = Scenario("40 patients x 10 texts, ICC 0.5", 20, 20, 0, 10, icc=0.5)
+    larger = Scenario("100 patients x 5 texts, ICC 0.3", 50, 50, 0, 5, icc=0.3)
+    missing = Scenario("patients 40 x 5 / 40 x 5, ICC 0.3, 10% group ids missing", 40, 40, 0, 5, icc=0.3,
+                       missing_groups=0.1)
+    most = Scenario("patients 40 x 5 / 40 x 5, ICC 0.3, 50% group ids missing", 40, 40, 0, 5, icc=0.3,
+                    missing_groups=0.5)
+    population = Scenario("patients 150 x 10 / 30 x 10 / 50 x 10, ICC 0.3", 150, 30, 50, 10, icc=0.3)
+    return [texts_separate_rate(texts, runs, 1000), texts_separate_rate(larger, runs // 2, 1000),
+            texts_separate_rate(texts.with_effect(0.3), max(20, runs // 5), 1000),
+            dataset_inference_rate(missing, 2 * runs), dataset_inference_rate(most, 2 * runs),
+            dataset_inference_rate(missing.with_effect(0.3), runs // 2),
+            population_fit_rate(population, runs, 1000),
+            population_fit_rate(Scenario(population.name, 150, 30, 50, 10, icc=0.3, population_effect=0.5),
+                                max(20, runs // 5), 1000)]
+
+
+def bound_section(runs: int) -> list[Rate]:
+    patients = Scenario("patients: 150 x 10 / 30 x 10 / 50 x 10 notes, ICC 0.3", 150, 30, 50, 10, icc=0.3)
+    extraction = Scenario("patients 40 x 10 / 20 x 10 notes, ICC 0.5", 40, 20, 0, 10, icc=0.5)
+    rates = [attack_epsilon_rate(patients, runs, VERDICT), extraction_rate(extraction, 2 * runs)]
+    for canaries in (100, 1000):
+        for mu in (0.0, 1.0, 2.0):
+            rates += canary_rates(canaries, mu, 2 * runs)
+    for batch in (1, 2, 4, 8, 32):
+        rates.append(poisson_rate(batch, 500, 100 * runs))
+    rates += [poisson_rate(4, 500, runs, rate_factor=1.5), poisson_rate(32, 500, runs, rate_factor=1.1)]
+    return rates
+
+
+SECTIONS = {"verdict": verdict_section, "intervals": interval_section, "validity": validity_section,
+            "bounds": bound_section}
+
+
+def row(rate: Rate) -> dict:
+    low, high = rate.interval
+    level = "" if rate.nominal is None else f"{rate.nominal:g}"
+    return {"rule": rate.rule, "stated level": level, "scenario": rate.scenario, "truth": rate.truth,
+            "runs": rate.runs, "fired": rate.events, "rate [95% CI]": f"{rate.rate:.3f} [{low:.3f}, {high:.3f}]"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="simulated audits per null scenario")
+    parser.add_argument("--out", type=Path, help="markdown file whose sections to replace (docs/statistics.md)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
+    arguments = parser.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    for name in arguments.only.split(","):
+        started = time.time()
+        rates = SECTIONS[name](arguments.runs)
+        header = (f"`python benchmarks/null_calibration.py --runs {arguments.runs} --only {name}` at {commit} "
+                  f"({platform.machine()}, {time.time() - started:.0f} s):\n\n")
+        publish(header + markdown_table([row(rate) for rate in rates]), arguments.out, f"null-{name}")
+
+
+if __name__ == "__main__":
+    main()
