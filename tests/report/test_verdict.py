@@ -92,6 +92,30 @@ def test_each_level_reports_its_strongest_attack_most_exposing_attack_and_larges
     assert summary["delta"] == 1e-5 and summary["nonmember_set"] == "same-hospital"
 
 
+def test_the_statement_names_the_tpr_its_own_test_supports_not_the_best_of_many_at_chance():
+    """Two attacks at 1% FPR: one whose TPR is beyond chance by its own permutation test, one with a larger ratio of
+    bounds that the test does not support; the statement names the first. Where no attack's TPR beats chance, it says
+    so, naming the attack closest to beating it."""
+    results = [result("loss", tpr=0.03, tpr_ci=(0.02, 0.05), tp=60, fp=20),
+               result("zlib", tpr=0.06, tpr_ci=(0.04, 0.09), tp=120, fp=20)]
+    section = leakage_section({("loss", "sample"): 0.01, ("zlib", "sample"): 0.3})
+    tpr_tests = [{**section["tests"][0], "statistic": "tpr_at_1pct_fpr", "family_p_value": p, "attack": attack}
+                 for attack, p in (("loss", 0.004), ("zlib", 0.6))]
+    summary = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
+                      {"tests": section["tests"] + tpr_tests})
+    level = summary["levels"]["sample"]
+    assert level["tpr_at_1pct_fpr"]["attack"] == "loss" and level["tpr_at_1pct_fpr"]["p_value"] == 0.004
+    assert "loss on loss exposes 3.0% of member notes (60 of 2000" in level["statement"]
+    assert "beyond chance (family-wise p = 0.004)" in level["statement"]
+    tpr_tests[0]["family_p_value"] = 0.2
+    level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
+                    {"tests": section["tests"] + tpr_tests})["levels"]["sample"]
+    assert level["tpr_at_1pct_fpr"]["attack"] == "loss"
+    assert ("no attack exposes more members than chance would (the closest, loss on loss: 3.0% of member notes (60 of "
+            "2000, 20 of 2000 non-members wrongly accused; their false-positive rate at most 1.5%), family-wise p = 0.2)"
+            in level["statement"])
+
+
 def blind(auc, low, high):
     """The blind baseline's result at a level, as metrics/validity.py writes it."""
     return {"auc": auc, "auc_ci": [low, high], "texts_separate": low > 0.5}

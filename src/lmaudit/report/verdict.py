@@ -79,6 +79,14 @@ def _epsilon_row(results: list[dict]) -> dict | None:
     return best and {**best, "bounds": count}
 
 
+def tpr_test_p_value(tests: dict | None, row: dict, level: str) -> float | None:
+    """The family-wise p-value of a TPR row's own permutation test (None where the level's non-members were too few
+    for one, or no test ran)."""
+    return next((test["family_p_value"] for test in (tests or {}).get("tests", [])
+                 if (test["attack"], test["signal"], test["level"], test["statistic"])
+                 == (row["attack"], row["signal"], level, "tpr_at_1pct_fpr")), None)
+
+
 def level_p_value(tests: dict | None, level: str) -> float | None:
     """The smallest family-wise p-value of the permutation tests at `level` (None where none ran)."""
     values = [test["family_p_value"] for test in (tests or {}).get("tests", []) if test["level"] == level]
@@ -142,9 +150,16 @@ def _openings(heading: str, units: str, p_value: float | None, at_low_fpr: dict 
 def _exposed(at_low_fpr: dict, units: str) -> str:
     fpr_high = (at_low_fpr.get("fpr_ci") or [None, None])[1]
     bound = f"; their false-positive rate at most {fpr_high:.1%}" if fpr_high is not None else ""
-    return (f"at the threshold that accuses at most 1% of the non-members, {_named(at_low_fpr)} exposes "
-            f"{at_low_fpr['tpr']:.1%} of member {units} ({at_low_fpr['tp']} of {at_low_fpr['n_members']}, "
-            f"{at_low_fpr['fp']} of {at_low_fpr['n_nonmembers']} non-members wrongly accused{bound})")
+    counts = (f"{at_low_fpr['tpr']:.1%} of member {units} ({at_low_fpr['tp']} of {at_low_fpr['n_members']}, "
+              f"{at_low_fpr['fp']} of {at_low_fpr['n_nonmembers']} non-members wrongly accused{bound})")
+    opening = "at the threshold that accuses at most 1% of the non-members, "
+    p_value = at_low_fpr.get("p_value")
+    if p_value is None:
+        return f"{opening}{_named(at_low_fpr)} exposes {counts}"
+    if p_value < MODERATE_LEVEL:
+        return f"{opening}{_named(at_low_fpr)} exposes {counts}, beyond chance (family-wise p = {p_value:.2g})"
+    return (f"{opening}no attack exposes more members than chance would (the closest, {_named(at_low_fpr)}: {counts}, "
+            f"family-wise p = {p_value:.2g})")
 
 
 def _epsilon_words(epsilon: dict | None, level_name: str, delta: float) -> str:
@@ -171,7 +186,12 @@ def _level_entry(level: str, name: str, at_level: list[dict], strongest: dict, t
                  blind: dict | None, against: str) -> dict:
     """One level's verdict: its risk, the evidence behind it and its statement."""
     tpr_rows = [row for row in (_tpr_row(r) for r in at_level) if row is not None]
-    at_low_fpr = max(tpr_rows, key=lambda row: (exposure_ratio(row), row["tpr"]), default=None)
+    for row in tpr_rows:
+        row["p_value"] = tpr_test_p_value(tests, row, level)
+    # The row the statement names: the strongest evidence at a low false-positive rate (its own test first, where the
+    # level has one), not the best of many rows at a point that chance reaches.
+    at_low_fpr = min(tpr_rows, key=lambda row: (1.0 if row["p_value"] is None else row["p_value"],
+                                                -exposure_ratio(row), -row["tpr"]), default=None)
     epsilon = _epsilon_row(at_level)
     p_value = level_p_value(tests, level)
     risk = _risk(p_value, tpr_rows, epsilon, at_low_fpr)
