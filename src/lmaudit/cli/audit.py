@@ -183,7 +183,7 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], extraction_asked
               help="sample_id, role, target_loss[, reference_loss or reference_loss_1, _2, ..., group_id, length]")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the report.")
 @evaluation_options(from_config=False)
-@setting(EvaluationSettings, "seed", help="Seed of the bootstrap and the balanced repeats.")
+@setting(EvaluationSettings, "seed", help="Seed of the bootstrap, the permutation tests and the balanced repeats.")
 @click.option("--overwrite", is_flag=True, help="Replace the report of another audit in --out (without it such a folder "
                                                 "is refused).")
 def attack(scores: str, out: str, overwrite: bool, **options) -> None:

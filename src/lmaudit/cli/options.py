@@ -75,7 +75,8 @@ def seed_option(from_config: bool) -> Decorator:
     masks, evaluation = default_of(SignalSettings, "seed"), default_of(EvaluationSettings, "seed")
     default = masks if masks == evaluation else f"{masks} for the masks, {evaluation} for the evaluation"
     return click.option("--seed", default=None, type=int, help="Seed of the random masks and of the evaluation's "
-                        f"bootstrap and balanced repeats (signal.seed and evaluation.seed) (default: {default}).")
+                        f"bootstrap, permutation tests and balanced repeats (signal.seed and evaluation.seed) "
+                        f"(default: {default}).")
 
 
 def signal_options(from_config: bool, signal_help: str | None = None) -> Decorator:
@@ -150,7 +151,11 @@ def evaluation_options(from_config: bool) -> Decorator:
     option = partial(setting, EvaluationSettings, from_config=from_config)
     return stack(
         option("bootstrap", type=click.IntRange(min=10),
-               help="Bootstrap resamples of the AUC's 95% interval (TPR intervals are exact, Clopper-Pearson)."),
+               help="Bootstrap resamples of the AUC's 95% interval, whole patients at a time (rates' intervals are "
+                    "Clopper-Pearson's, on effective counts where samples come in groups)."),
+        option("permutations", type=click.IntRange(min=100),
+               help="Random relabellings of whole patients in the verdict's permutation tests; p-values resolve "
+                    "1/(permutations+1)."),
         option("length_slices", type=click.IntRange(min=0),
                help="Report every sample-level attack on this many quantile bins of token length too (0 = none)."),
         click.option("--length-bounds", default=None, callback=_length_bounds, metavar="N,N,...",
