@@ -102,18 +102,29 @@ def test_rate_interval_is_clopper_pearson_when_every_unit_stands_alone():
 
 
 def test_rate_interval_is_korn_and_graubards_on_clustered_units():
-    """Hand computation: 6 patients of 5 notes; rate 0.2; cluster-robust variance and effective trials."""
+    """Hand computation: 6 patients of 5 notes; rate 0.2; cluster-robust variance and effective trials, the degrees of
+    freedom from the 4 patients with an event (the rarer outcome)."""
     outcomes = np.array([1, 1, 1, 0, 0] + [0] * 5 + [1, 0, 0, 0, 0] + [0] * 5 + [1, 0, 0, 0, 0] + [1, 0, 0, 0, 0], float)
     clusters = np.repeat(np.arange(6), 5)
     rate = 6 / 30
     residuals = np.array([3, 0, 1, 0, 1, 1]) - rate * 5
     variance = 6 / 5 * np.square(residuals).sum() / 30 ** 2
-    trials = min(30, rate * (1 - rate) / variance) * (t.ppf(0.975, 29) / t.ppf(0.975, 5)) ** 2
+    trials = min(30, rate * (1 - rate) / variance) * (t.ppf(0.975, 29) / t.ppf(0.975, 3)) ** 2
     assert effective_counts(outcomes, clusters) == pytest.approx((rate * trials, trials))
     low, high = rate_interval(outcomes, clusters)
     assert low == pytest.approx(beta.ppf(0.025, rate * trials, trials - rate * trials + 1))
     assert high == pytest.approx(beta.isf(0.025, rate * trials + 1, trials - rate * trials))
     assert low < clopper_pearson(6, 30)[0] and high > clopper_pearson(6, 30)[1]  # the correlation widens it
+
+
+def test_events_in_few_patients_widen_the_interval():
+    """Three notes above a threshold: spread over three patients, or two of them one patient's; the second rests on two
+    clusters and is wider, though the counts are the same."""
+    clusters = np.repeat(np.arange(30), 10)
+    spread, bunched = np.zeros(300), np.zeros(300)
+    spread[[0, 10, 20]] = 1
+    bunched[[0, 1, 20]] = 1
+    assert rate_interval(bunched, clusters)[1] > rate_interval(spread, clusters)[1] > clopper_pearson(3, 300)[1]
 
 
 def test_a_rate_of_zero_in_clusters_counts_the_clusters():
