@@ -130,9 +130,10 @@ def test_members_against_the_first_nonmember_set_only():
     assert result.n_learn["validation"] + result.n_test["validation"] == 6  # the 'near' set's patients only
 
 
-def test_one_missing_group_id_keeps_every_other_patient_whole():
-    """A sample without a group id is a patient of its own; the others' patients stay whole, so the halves never share
-    a patient (before, one missing id dropped all groups and halves split patients, p < 0.01 in 67% of null runs)."""
+def test_a_sample_without_a_group_id_is_left_out_and_every_patient_kept_whole():
+    """Where some samples have no group id, they are left out and counted: as groups of their own they could carry
+    their patient into both halves (before, one missing id dropped all groups and halves split patients, p < 0.01 in
+    67% of null runs)."""
     features, is_suspect, groups = clustered(12, 3, shift=0.0, seed=4)
     ids = [f"s{i}" for i in range(len(groups))]
     samples = pd.DataFrame({"sample_id": ids, "role": np.where(is_suspect, "member", "nonmember"),
@@ -141,6 +142,6 @@ def test_one_missing_group_id_keeps_every_other_patient_whole():
     attacks = [AttackScores(pd.DataFrame({"id": ids, "role": samples["role"], "score": features["loss"]}),
                             attack="loss", signal="x", level="sample")]
     result = members_against_nonmembers(samples, attacks, unit="patient")
-    patients = len(set(groups)) + 1  # sample 0 alone, its patient's other samples together
-    assert result.unit == "patient"
-    assert sum(result.n_learn.values()) + sum(result.n_test.values()) == patients
+    assert result.unit == "patient" and result.excluded == 1
+    assert sum(result.n_learn.values()) + sum(result.n_test.values()) == len(set(groups))  # sample 0's patient kept
+    assert members_against_nonmembers(samples.fillna("p0"), attacks, unit="patient").excluded == 0

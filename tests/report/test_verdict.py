@@ -280,3 +280,9 @@ def test_the_verdict_names_the_threat_models_tried_and_not_tried():
     assert section["not_tried"] == [*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]]
     assert section["statement"] == (f"Threat models tried: {probabilities} (1 attack); {with_reference} (2 attacks); "
                                     f"not tried: {', '.join([*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]])}.")
+
+
+def test_the_dataset_inference_sentence_counts_the_samples_left_out_for_want_of_a_group_id():
+    sentence = dataset_inference_statement({**dataset_section(0.003), "excluded": 7})
+    assert sentence.endswith("; 7 samples without a group id left out.")
+    assert "left out" not in dataset_inference_statement(dataset_section(0.003))

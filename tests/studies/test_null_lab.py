@@ -59,7 +59,7 @@ def test_the_texts_alone_do_not_separate_patients_drawn_alike():
 def test_dataset_inference_keeps_its_level_with_some_group_ids_missing():
     scenario = Scenario("10% of group ids missing", 30, 30, 0, 5, icc=0.3, missing_groups=0.1, attacks=3)
     assert tolerated(dataset_inference_rate(scenario, 60))
-    assert dataset_inference_rate(scenario.with_effect(1.0), 5).events == 5
+    assert dataset_inference_rate(scenario.with_effect(2.0), 5).events == 5
 
 
 def test_the_epsilon_bounds_hold_their_confidence():

@@ -5,7 +5,10 @@ known to be unseen), and a one-sided Student t-test on the other half asks wheth
 
 Where the paper's code and lmaudit differ, on purpose:
 - the learning and test halves split whole groups (patients, users), and the t-test compares group means when the
-  units carry groups: a person's notes are not independent, and a t-test over them would reject too often;
+  units carry groups: a person's notes are not independent, and a t-test over them would reject too often; where
+  some samples carry no group id, they are left out (and counted): as groups of their own they could put one
+  patient's notes in both halves, and the model learnt on one half would then recognise the patient in the other
+  (p < 0.01 in 2.8% of null audits at 10% of ids missing, 1.8% at 2%, measured; 0.5% with every id);
 - clipping (2.5% each side, as the paper's code) and standardising use the learning half only, pooled, so that nothing
   of the test half, least of all which set a unit is in, shapes its scores;
 - the linear model is scikit-learn's logistic regression (L2, C = 1) with suspect = 1, instead of a torch linear layer
@@ -16,7 +19,7 @@ The p-value holds when suspect and validation units are drawn from one distribut
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -25,7 +28,6 @@ from lmaudit.attacks.base import AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
-from lmaudit.metrics.clusters import cluster_codes
 from lmaudit.metrics.slices import nonmember_set_names
 
 PAPER_LEVEL = 0.1  # Maini et al.'s decision rule: p < 0.1
@@ -58,6 +60,7 @@ class DatasetInference:
     p_value_by_size: dict[int, float] = field(default_factory=dict)
     minimum_needed: dict[str, int | None] = field(default_factory=dict)
     decisions: dict[str, bool] = field(default_factory=dict)
+    excluded: int = 0  # samples left out for want of a group id where others have one
 
 
 def attack_features(attacks: list[AttackScores]) -> pd.DataFrame:
@@ -161,7 +164,7 @@ def members_against_nonmembers(samples: pd.DataFrame, attacks: list[AttackScores
                                seed: int = 0) -> DatasetInference:
     """Dataset inference with the audited members as the suspect set and the verdict's non-members (the first set;
     `samples`' rows of those roles, with `group_id` where they have one) as the validation set, from every attack's
-    sample scores."""
+    sample scores; where some samples have a group id and others not, those without are left out (`excluded`)."""
     features = attack_features(attacks)
     audited = samples[samples["role"].isin(AUDITED_ROLES)]
     names = nonmember_set_names(audited)
@@ -170,7 +173,10 @@ def members_against_nonmembers(samples: pd.DataFrame, attacks: list[AttackScores
     audited = audited.set_index("sample_id")
     audited = audited.loc[audited.index.intersection(features.index)]
     grouped = "group_id" in audited and audited["group_id"].notna().any()
-    # A sample without a group id is a group of its own; one missing id must not split the others' patients in halves.
-    groups = cluster_codes(audited.index.to_numpy(), audited["group_id"].to_numpy()) if grouped else None
-    return dataset_inference(features.loc[audited.index], (audited["role"] == MEMBER).to_numpy(), groups,
-                             unit if grouped else "sample", seed)
+    excluded = int(audited["group_id"].isna().sum()) if grouped else 0
+    if grouped:  # module docstring: a sample of an unknown patient could carry its patient across the halves
+        audited = audited[audited["group_id"].notna()]
+    groups = audited["group_id"].to_numpy() if grouped else None
+    result = dataset_inference(features.loc[audited.index], (audited["role"] == MEMBER).to_numpy(), groups,
+                               unit if grouped else "sample", seed)
+    return replace(result, excluded=excluded)

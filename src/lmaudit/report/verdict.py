@@ -270,6 +270,8 @@ def dataset_inference_statement(section: dict | None, shifted: bool = False) -> 
         reading = "not below 0.1: no evidence that the model was trained on them as a set"
     needed = section["minimum_needed"]["p<0.01"]
     more = f"; {needed} {units} a side suffice for p < 0.01 (median of draws)" if needed else ""
+    if section.get("excluded"):
+        more += f"; {section['excluded']} samples without a group id left out"
     caveat = ("; but the texts alone separate the two sets, so the p-value measures how they were collected as much "
               "as the training") if shifted else ", provided the two sets were drawn alike"
     return f"{opening}: {reading}{caveat}{more}."
