@@ -106,11 +106,16 @@ SECTIONS = {"verdict": verdict_section, "intervals": interval_section, "validity
             "bounds": bound_section}
 
 
+def shown(value: float) -> str:
+    """A rate to three decimals, or two significant digits where that would read 0.000."""
+    return f"{value:.3f}" if value == 0 or value >= 0.001 else f"{value:.2g}"
+
+
 def row(rate: Rate) -> dict:
     low, high = rate.interval
     level = "" if rate.nominal is None else f"{rate.nominal:g}"
     return {"rule": rate.rule, "stated level": level, "scenario": rate.scenario, "truth": rate.truth,
-            "runs": rate.runs, "fired": rate.events, "rate [95% CI]": f"{rate.rate:.3f} [{low:.3f}, {high:.3f}]"}
+            "runs": rate.runs, "fired": rate.events, "rate [95% CI]": f"{shown(rate.rate)} [{shown(low)}, {shown(high)}]"}
 
 
 def main() -> None:
