@@ -30,7 +30,7 @@ from lmaudit.studies.null_lab import (
     interval_misses,
     poisson_rate,
     population_fit_rate,
-    texts_separate_rate,
+    texts_separate_rates,
     verdict_rates,
 )
 from lmaudit.studies.null_scenarios import Scenario
@@ -80,8 +80,8 @@ def validity_section(runs: int) -> list[Rate]:
     most = Scenario("patients 40 x 5 / 40 x 5, ICC 0.3, 50% group ids missing", 40, 40, 0, 5, icc=0.3,
                     missing_groups=0.5)
     population = Scenario("patients 150 x 10 / 30 x 10 / 50 x 10, ICC 0.3", 150, 30, 50, 10, icc=0.3)
-    return [texts_separate_rate(texts, runs, 1000), texts_separate_rate(larger, runs // 2, 1000),
-            texts_separate_rate(texts.with_effect(0.3), max(20, runs // 5), 1000),
+    return [*texts_separate_rates(texts, runs, 1000), *texts_separate_rates(larger, runs, 1000),
+            *texts_separate_rates(texts.with_effect(0.3), max(20, runs // 5), 1000),
             dataset_inference_rate(missing, 2 * runs), dataset_inference_rate(most, 2 * runs),
             dataset_inference_rate(missing.with_effect(0.3), runs // 2),
             population_fit_rate(population, runs, 1000),

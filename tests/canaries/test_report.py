@@ -141,7 +141,8 @@ def test_only_steinkes_bound_decides_a_contradiction():
                            GaussianBound(guesses, 0.9, 3.5, 1e-5, 0.95, 8), None,
                            {"epsilon_prv": 3.0, "epsilon_rdp": 4.0, "delta": 1e-5})
     assert report["verdict"].startswith("consistent")
-    assert any("mu >= 0.900, epsilon lower bound 3.500 at delta 1e-05" in line for line in canary_lines(report))
+    assert any("mu >= 0.900, the rejected Gaussian curve's epsilon 3.500 at delta 1e-05 (a lower bound on epsilon only "
+               "where the training's trade-off curve is Gaussian" in line for line in canary_lines(report))
 
 
 def test_a_bound_of_zero_says_nothing_was_proved_and_not_that_the_model_is_private():

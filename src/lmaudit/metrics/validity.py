@@ -34,15 +34,14 @@ def unit_summary(labels: np.ndarray, scores: np.ndarray, clusters: np.ndarray, b
 
 
 def level_summary(labels: np.ndarray, scores: dict[str, np.ndarray], clusters: np.ndarray, bootstrap: int,
-                  seed: int, levels: int = 1) -> dict:
+                  seed: int) -> dict:
     """One level's blind result: the strongest blind classifier's `unit_summary` (by AUC), named, with every
     classifier's AUC and interval; `texts_separate` where the strongest one's AUC interval, Bonferroni-corrected for
-    having picked the best of the classifiers that score anything (not all tied) at each of `levels` levels (the
-    caveat reads any level), lies above SHIFT_AUC."""
+    having picked the best of the classifiers that score anything (not all tied), lies above SHIFT_AUC."""
     results = {name: unit_summary(labels, values, clusters, bootstrap, seed) for name, values in scores.items()}
     informative = [name for name, values in scores.items() if np.ptp(values) > 0]
     strongest = max(informative or list(results), key=lambda name: results[name]["auc"])
-    level = 1 - 0.05 / max(1, len(informative) * levels)
+    level = 1 - 0.05 / max(1, len(informative))
     separate = (strongest in informative and
                 auc_interval(labels, scores[strongest], results[strongest]["auc"], clusters, bootstrap, level,
                              seed)[0] > SHIFT_AUC)
@@ -60,18 +59,16 @@ def set_validity(rows: pd.DataFrame, texts: pd.Series, bootstrap: int, seed: int
         scores = every_blind_score(documents, labels, groups, BLIND_FOLDS, seed)
     except InputError as error:
         return {"unavailable": str(error)}
-    higher = [(level, column) for level, column in LEVEL_COLUMNS.items()
-              if column in rows and rows[column].notna().all()]
-    levels = {"sample": level_summary(labels, scores, groups, bootstrap, seed, 1 + len(higher))}
-    for level, column in higher:
-        means = {name: group_means(values, rows[column]) for name, values in scores.items()}
-        index = next(iter(means.values())).index
-        units = rows.groupby(column).first().loc[index]
-        patients = (cluster_codes(index.to_numpy(), units["group_id"].to_numpy()) if level == "subgroup"
-                    else np.arange(len(index)))
-        levels[level] = level_summary((units["role"] == MEMBER).to_numpy(),
-                                      {name: m.to_numpy() for name, m in means.items()}, patients, bootstrap, seed,
-                                      1 + len(higher))
+    levels = {"sample": level_summary(labels, scores, groups, bootstrap, seed)}
+    for level, column in LEVEL_COLUMNS.items():
+        if column in rows and rows[column].notna().all():
+            means = {name: group_means(values, rows[column]) for name, values in scores.items()}
+            index = next(iter(means.values())).index
+            units = rows.groupby(column).first().loc[index]
+            patients = (cluster_codes(index.to_numpy(), units["group_id"].to_numpy()) if level == "subgroup"
+                        else np.arange(len(index)))
+            levels[level] = level_summary((units["role"] == MEMBER).to_numpy(),
+                                          {name: m.to_numpy() for name, m in means.items()}, patients, bootstrap, seed)
     return {"levels": levels, "member_words": member_features(documents, labels)}
 
 

@@ -113,18 +113,21 @@ def interval_misses(scenario: Scenario, runs: int, bootstrap: int) -> list[Rate]
     return [counted(names[key], scenario, runs, lambda s, key=key: misses[key][s], 0.05) for key in names]
 
 
-def texts_separate_rate(scenario: Scenario, runs: int, bootstrap: int) -> Rate:
-    """How often the blind baseline says the texts alone separate members from non-members at some level (stated: at
-    most 2.5%, its one-sided level)."""
-    def fired(seed: int) -> bool:
+def texts_separate_rates(scenario: Scenario, runs: int, bootstrap: int) -> list[Rate]:
+    """How often the blind baseline says the texts alone separate members from non-members, per level (stated: at
+    most 2.5% each, its one-sided level) and at any level (the caveat the report prints; at most the levels' sum)."""
+    separate = []
+    for seed in range(runs):
         rng = np.random.default_rng(seed)
         table = samples(scenario, rng)
         written = pd.Series(texts(scenario, table, rng), index=table["sample_id"])
         audited = table[table["role"].isin([MEMBER, NONMEMBER])].drop(columns="patient")
         levels = blind_validity(audited, written, bootstrap, seed)["sets"]["nonmembers"].get("levels", {})
-        return any(level["texts_separate"] for level in levels.values())
-
-    return counted("blind baseline: texts_separate", scenario, runs, fired, 0.025)
+        separate.append({level: entry["texts_separate"] for level, entry in levels.items()})
+    rates = [counted(f"blind baseline: texts_separate at {LEVEL_NAMES.get(level, level)} level", scenario, runs,
+                     lambda s, level=level: separate[s].get(level, False), 0.025) for level in separate[0]]
+    return rates + [counted("blind baseline: texts_separate at any level", scenario, runs,
+                            lambda s: any(separate[s].values()), 0.025 * len(separate[0]))]
 
 
 def dataset_inference_rate(scenario: Scenario, runs: int) -> Rate:
