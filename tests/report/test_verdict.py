@@ -9,7 +9,7 @@ import pytest
 
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.tables import ranking
-from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, verdict
+from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, shown_p, verdict
 
 
 def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
@@ -286,3 +286,9 @@ def test_the_dataset_inference_sentence_counts_the_samples_left_out_for_want_of_
     sentence = dataset_inference_statement({**dataset_section(0.003), "excluded": 7})
     assert sentence.endswith("; 7 samples without a group id left out.")
     assert "left out" not in dataset_inference_statement(dataset_section(0.003))
+
+
+def test_a_p_value_is_never_rounded_onto_the_level_it_is_read_against():
+    assert shown_p(0.0499) == "0.0499" and shown_p(0.0099) == "0.0099" and shown_p(0.0095) == "0.0095"
+    assert shown_p(0.002) == "0.002" and shown_p(0.13) == "0.13" and shown_p(0.051) == "0.051"
+    assert shown_p(0.0499996) == "0.0499996" and shown_p(0.05) == "0.05"

@@ -125,10 +125,20 @@ def _shift_opening(heading: str, blind: dict, strongest: dict, risk_from_attacks
             f"{risk_from_attacks}); audit against non-members drawn like the members.")
 
 
+def shown_p(p_value: float) -> str:
+    """A p-value to two significant digits, or as many more as keep it on its side of the decision levels (0.0499 is
+    not 0.05)."""
+    for digits in range(2, 8):
+        shown = f"{p_value:.{digits}g}"
+        if all((p_value < level) == (float(shown) < level) for level in (HIGH_LEVEL, MODERATE_LEVEL)):
+            return shown
+    return repr(p_value)
+
+
 def _tested(p_value: float | None, level: float) -> str:
     if p_value is None:
         return "no permutation test could run"
-    return f"family-wise p = {p_value:.2g}" + (f", below {level:g}" if p_value < level else "")
+    return f"family-wise p = {shown_p(p_value)}" + (f", below {level:g}" if p_value < level else "")
 
 
 def _openings(heading: str, units: str, p_value: float | None, at_low_fpr: dict | None, few_exposed: bool) -> dict:
@@ -157,9 +167,9 @@ def _exposed(at_low_fpr: dict, units: str) -> str:
     if p_value is None:
         return f"{opening}{_named(at_low_fpr)} exposes {counts}"
     if p_value < MODERATE_LEVEL:
-        return f"{opening}{_named(at_low_fpr)} exposes {counts}, beyond chance (family-wise p = {p_value:.2g})"
+        return f"{opening}{_named(at_low_fpr)} exposes {counts}, beyond chance (family-wise p = {shown_p(p_value)})"
     return (f"{opening}no attack exposes more members than chance would (the closest, {_named(at_low_fpr)}: {counts}, "
-            f"family-wise p = {p_value:.2g})")
+            f"family-wise p = {shown_p(p_value)})")
 
 
 def _epsilon_words(epsilon: dict | None, level_name: str, delta: float) -> str:
