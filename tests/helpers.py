@@ -52,3 +52,41 @@ def audited_auc(frame: pd.DataFrame) -> float:
 def scores_of(attacks: list, name: str, level: str = "sample"):
     """The scores of one attack at one level."""
     return next(a for a in attacks if a.attack == name and a.level == level)
+
+
+def text_terms(text: str) -> set[str]:
+    """The words (letters only, 3 or more, lowercased) and the word pairs (adjacent tokens of 2 or more letters or
+    digits, as the blind baseline's vectorizer splits them) of `text`."""
+    import re
+
+    tokens = re.findall(r"[a-z0-9]{2,}", text.lower())
+    words = {token for token in tokens if token.isalpha() and len(token) >= 3}
+    pairs = {f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False) if not (a + b).isdigit()}
+    return words | pairs
+
+
+def member_only_terms(members: pd.Series, others: pd.Series) -> set[str]:
+    """The words and word pairs found in member texts and in no other text: what no output may hold unless the user
+    asks for text."""
+    def terms(texts: pd.Series) -> set[str]:
+        return set().union(*map(text_terms, texts))
+
+    return terms(members) - terms(others)
+
+
+def terms_written(folder, terms: set[str], skip: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """Each file under `folder` (but those under the top-level folders `skip`) that holds any of `terms`, with the
+    terms it holds: text files as text, parquet tables as their CSV; PNG figures are pixels (their compressed bytes
+    would match short words by chance), and any other kind of file fails the test until it is added here."""
+    from pathlib import Path
+
+    found = {}
+    for path in sorted(Path(folder).rglob("*")):
+        if not path.is_file() or path.relative_to(folder).parts[0] in skip or path.suffix == ".png":
+            continue
+        assert path.suffix in {".parquet", ".json", ".jsonl", ".html", ".csv", ".txt", ".md", ".yaml"}, path
+        content = pd.read_parquet(path).to_csv() if path.suffix == ".parquet" else path.read_text(encoding="utf-8")
+        held = text_terms(content) & terms
+        if held:
+            found[str(path.relative_to(folder))] = held
+    return found

@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 from lmaudit.cli import main
 from lmaudit.demos import DEMO_SIZES
+from lmaudit.signals.store import default_cache_dir
+from tests.helpers import member_only_terms, terms_written, text_terms
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +141,7 @@ def test_audited_against_the_other_hospital_the_verdict_names_the_shift(demo_run
         "--members", str(out / "data" / "member.parquet"),
         "--nonmembers", f"other-hospital={out / 'data' / 'nonmember-other-hospital.parquet'}",
         "--population", str(out / "data" / "population.parquet"), "--k", "4", "--bootstrap", "50",
-        "--cache-dir", str(out / "cache"), "--out", str(tmp_path / "other")])
+        "--cache-dir", str(default_cache_dir(out)), "--out", str(tmp_path / "other")])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "other" / "report.json").read_text())
     shifted = [entry for entry in report["summary"]["levels"].values() if entry.get("shift")]
@@ -205,21 +207,49 @@ def test_the_page_shows_at_most_60_rows_and_never_breaks_a_name(demo_run):
 
 def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path):
     out = demo_run[0]
-    parts = sorted((out / "cache").rglob("part-*.parquet"))
+    parts = sorted(default_cache_dir(out).rglob("part-*.parquet"))
     config = json.loads((out / "report.json").read_text())["config"]
     references = [option for folder in config["reference"] for option in ("--reference", folder)]
     args = ["audit", "--target", config["target"], *references, "--members", config["members"],
             *[option for name, path in config["nonmembers"].items() for option in ("--nonmembers", f"{name}={path}")],
             "--population", config["population"],
             "--calibration-members", config["calibration_members"], "--k", str(config["signal"]["k"]),
-            "--cache-dir", str(out / "cache"), "--out", str(tmp_path / "again"), "--include-text"]
+            "--cache-dir", str(default_cache_dir(out)), "--out", str(tmp_path / "again"), "--include-text"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert sorted((out / "cache").rglob("part-*.parquet")) == parts
+    assert sorted(default_cache_dir(out).rglob("part-*.parquet")) == parts
     first = pd.read_parquet(out / "scores.parquet")
     second = pd.read_parquet(tmp_path / "again" / "scores.parquet")
     pd.testing.assert_series_equal(first["score_likelihood_ratio"], second["score_likelihood_ratio"])
     assert "text" in second.columns
+    # asked for, the training text is there: the scan below is one that finds it
+    listed = terms_written(tmp_path / "again", demo_member_only_terms(out))
+    assert listed["scores.parquet"] and listed["report.json"]
+
+
+def demo_member_only_terms(out) -> set[str]:
+    """The words and word pairs of the demo's training texts (members and calibration members) found in no other text
+    it generated."""
+    tables = {path.stem: pd.read_parquet(path)["text"] for path in (out / "data").glob("*.parquet")}
+    trained = ("member", "calibration_member")
+    return member_only_terms(pd.concat([tables[name] for name in trained]),
+                             pd.concat([text for name, text in tables.items() if name not in trained]))
+
+
+def test_no_output_holds_a_word_or_word_pair_found_only_in_the_training_text(demo_run):
+    """The report folder (all but the demo's own inputs, data/ and models/) and the terminal hold no word or word pair
+    that only the members' texts have: not in the blind baseline's telling words, scores, figures' tables or
+    warnings. The signal store, which holds token ids, is not in the folder."""
+    out, output = demo_run
+    terms = demo_member_only_terms(out)
+    assert len(terms) > 100  # patients' names, drugs and values: the scan has something to find
+    assert terms_written(out, terms, skip=("data", "models")) == {}
+    assert not text_terms(output) & terms
+    assert not default_cache_dir(out).is_relative_to(out) and default_cache_dir(out).is_dir()
+    report = json.loads((out / "report.json").read_text())
+    assert all("member_words" not in entry and entry["member_words_withheld"] == 5
+               for entry in report["validity"]["sets"].values())
+    assert "are training text and are not written here" in (out / "report.html").read_text()
 
 
 def test_dataset_inference_finds_the_members_and_not_a_random_half_of_the_non_members(demo_run):
@@ -263,12 +293,12 @@ def test_the_dataset_inference_command_reads_the_stored_signals_and_refuses_a_su
     data = out / "data"
     common = ["dataset-inference", "--target", str(out / "models" / "target"),
               "--reference", str(out / "models" / "reference"), "--reference", str(out / "models" / "reference-2"),
-              "--population", str(data / "population.parquet"), "--k", "4", "--cache-dir", str(out / "cache")]
-    stored = sorted(path.name for path in (out / "cache").rglob("*") if path.is_file())
+              "--population", str(data / "population.parquet"), "--k", "4", "--cache-dir", str(default_cache_dir(out))]
+    stored = sorted(path.name for path in default_cache_dir(out).rglob("*") if path.is_file())
     result = CliRunner().invoke(main, [*common, "--suspect", str(data / "member.parquet"),
                                        "--validation", str(data / "nonmember.parquet"), "--out", str(tmp_path / "di")])
     assert result.exit_code == 0, result.output
-    assert sorted(path.name for path in (out / "cache").rglob("*") if path.is_file()) == stored  # no new model pass
+    assert sorted(path.name for path in default_cache_dir(out).rglob("*") if path.is_file()) == stored  # no new model pass
     document = json.loads((tmp_path / "di" / "dataset_inference.json").read_text())
     assert document["p_value"] < 0.1 and document["unit"] == "patient" and document["decisions"]["p<0.1"]
     assert document["statement"] in result.output and "the suspect set as a set against the validation set" in result.output

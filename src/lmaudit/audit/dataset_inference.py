@@ -53,7 +53,7 @@ def infer_dataset(config: AuditConfig, progress: bool = False) -> dict:
         unit = resolved.level_names.get("group", "group")
         result = members_against_nonmembers(scored.samples, attacks, unit, resolved.evaluation.seed)
         blind = blind_validity(scored.samples, corpus.set_index("sample_id")["text"], resolved.evaluation.bootstrap,
-                               resolved.evaluation.seed)
+                               resolved.evaluation.seed, resolved.include_text)
         shifted = any(level["texts_separate"] for entry in blind["sets"].values()
                       for level in entry.get("levels", {}).values())
         section = {"suspect": "the suspect set", "validation": "the validation set", **asdict(result),

@@ -52,7 +52,8 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
         scored, attacks, not_run = signals_and_attacks(resolved, corpus)
         by_id = corpus.set_index("sample_id")
         texts = by_id.loc[scored.samples["sample_id"], "text"] if resolved.include_text else None
-        validity = blind_validity(scored.samples, by_id["text"], resolved.evaluation.bootstrap, resolved.evaluation.seed)
+        validity = blind_validity(scored.samples, by_id["text"], resolved.evaluation.bootstrap, resolved.evaluation.seed,
+                                  resolved.include_text)
         extraction = (extraction_section(resolved, corpus[corpus["role"].isin(AUDITED_ROLES)], resolved.extraction)
                       if resolved.extraction is not None else None)
         findings = Findings(scored.samples, attacks, scored.skipped + not_run, texts,

@@ -33,7 +33,7 @@ from lmaudit.signals.settings import SignalSettings
 @placement_options(from_config=False)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.csv, .jsonl or .parquet).")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
-              help="Signal store (default: cache/ next to --out).")
+              help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out).")
 @click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the "
                                             "work (default: all).")
 @click.option("--chunk-size", default=512, type=click.IntRange(min=1), help="Samples per stored chunk.")
@@ -50,7 +50,7 @@ def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str |
     settings = SignalSettings(**{key: options.pop(key) for key in list(options) if key in SignalSettings.model_fields})
     placement = Placement(resolve_device(options["device"]), options["dtype"], options["device_map"], options["quantization"])
     backend = signal_backend(options["backend"], options["ray_address"], options["ray_workers"], placement.device)
-    scoring = Scoring(Path(cache_dir) if cache_dir else default_cache_dir(Path(out).parent), placement, backend,
+    scoring = Scoring(Path(cache_dir) if cache_dir else default_cache_dir(out), placement, backend,
                       progress(), chunk_size)
     written, truncated = score_file(ModelSource(model, adapter), data, out, settings, scoring,
                                     parse_shard(shard) if shard is not None else None)
@@ -111,13 +111,16 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
 @role_file_options
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Folder of the report.")
-@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ in --out).")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out, never in it).")
 @signal_options(from_config=True)
 @evaluation_options(from_config=True)
 @placement_options(from_config=True)
 @audit_setting("whitebox", is_flag=True, default_text="off",
                help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
-@audit_setting("include_text", is_flag=True, default_text="off", help="Copy the sample texts into scores.parquet.")
+@audit_setting("include_text", is_flag=True, default_text="off",
+               help="Copy the sample texts into scores.parquet, and list the blind baseline's words that say 'member' "
+                    "in report.json (training text!).")
 @audit_setting("allow_tokenizer_mismatch", is_flag=True, default_text="off",
                help="Audit even when a reference's tokenizer differs from the target's (masks are then not paired); "
                     "the report's warnings and verdict say so.")
@@ -210,11 +213,14 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
 @click.option("--population", default=None, type=click.Path(),
               help="More unseen texts, for the attacks that calibrate on them (RMIA, DC-PDD); optional.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of dataset_inference.json.")
-@click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Signal store (default: cache/ in --out).")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out, never in it).")
 @signal_options(from_config=True)
 @placement_options(from_config=True)
 @audit_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
                help="Also compute this per-token signal for the token-level attacks (e.g. mlm_tokens).")
+@audit_setting("include_text", is_flag=True, default_text="off",
+               help="List the blind baseline's words that say 'member' in dataset_inference.json (training text!).")
 def dataset_inference(**options) -> None:
     """Was this dataset used to train the model? Maini et al.'s test of a suspect set against a validation set."""
     from lmaudit.audit.dataset_inference import RESULT_FILE, infer_dataset

@@ -49,9 +49,10 @@ def level_summary(labels: np.ndarray, scores: dict[str, np.ndarray], clusters: n
             "classifiers": {name: {"auc": r["auc"], "auc_ci": r["auc_ci"]} for name, r in results.items()}}
 
 
-def set_validity(rows: pd.DataFrame, texts: pd.Series, bootstrap: int, seed: int) -> dict:
+def set_validity(rows: pd.DataFrame, texts: pd.Series, bootstrap: int, seed: int, include_text: bool = False) -> dict:
     """The blind baselines on `rows` (members and one set's non-members: sample_id, role, group_id, subgroup_id): per
-    level, its `level_summary`; the words that say 'member'; or why they could not run."""
+    level, its `level_summary`; the words that say 'member' where `include_text` (they are training text), else how
+    many were withheld; or why they could not run."""
     labels = (rows["role"] == MEMBER).to_numpy()
     groups = cluster_codes(rows["sample_id"].to_numpy(), rows["group_id"].to_numpy() if "group_id" in rows else None)
     documents = texts.loc[rows["sample_id"]].tolist()
@@ -69,13 +70,15 @@ def set_validity(rows: pd.DataFrame, texts: pd.Series, bootstrap: int, seed: int
                         else np.arange(len(index)))
             levels[level] = level_summary((units["role"] == MEMBER).to_numpy(),
                                           {name: m.to_numpy() for name, m in means.items()}, patients, bootstrap, seed)
-    return {"levels": levels, "member_words": member_features(documents, labels)}
+    words = member_features(documents, labels)
+    return {"levels": levels, **({"member_words": words} if include_text else {"member_words_withheld": len(words)})}
 
 
-def blind_validity(samples: pd.DataFrame, texts: pd.Series, bootstrap: int = 1000, seed: int = 0) -> dict:
+def blind_validity(samples: pd.DataFrame, texts: pd.Series, bootstrap: int = 1000, seed: int = 0,
+                   include_text: bool = False) -> dict:
     """report.json's `validity`: per non-member set (in the order given; the first is the one the main results audit,
     'nonmembers' when there is one), `set_validity` of the members against that set's non-members. `texts`: indexed
-    by sample_id."""
+    by sample_id; `include_text`: list the words that say 'member' (drawn from the training text)."""
     audited = samples[samples["role"].isin([MEMBER, NONMEMBER])]
     nonmembers = audited[audited["role"] == NONMEMBER]
     names = nonmember_set_names(nonmembers) or [None]
@@ -83,7 +86,7 @@ def blind_validity(samples: pd.DataFrame, texts: pd.Series, bootstrap: int = 100
     for name in names:
         chosen = nonmembers if name is None else nonmembers[nonmembers[NONMEMBER_SET] == name]
         rows = pd.concat([audited[audited["role"] == MEMBER], chosen], ignore_index=True)
-        sets[name or "nonmembers"] = set_validity(rows, texts, bootstrap, seed)
+        sets[name or "nonmembers"] = set_validity(rows, texts, bootstrap, seed, include_text)
     return {"blind_baseline": "the strongest of three classifiers of the texts alone (Das, Zhang and Tramer 2024): word "
                               "and word-pair TF-IDF with a logistic regression, the largest year, greedy rare n-grams; "
                               "each cross-fitted over 5 folds keeping each group whole", "sets": sets}
