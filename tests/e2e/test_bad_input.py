@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 
+from lmaudit.signals.store import default_cache_dir
 from tests.helpers import assert_one_line_error, run_cli
 
 
@@ -178,8 +179,9 @@ def copy_model(source, folder, skip=()):
 
 
 def assert_nothing_written(out):
-    """A refused run leaves no output at all: no report, no signal store, not even an empty cache folder."""
+    """A refused run leaves no output at all: no report, no signal store beside it, not even an empty folder."""
     assert not out.exists() or not any(out.rglob("*")), sorted(map(str, out.rglob("*")))
+    assert not default_cache_dir(out).exists()
 
 
 def test_model_folder_without_tokenizer_files(files, tiny_model_dirs, tmp_path):

@@ -9,6 +9,7 @@ from lmaudit.attacks.base import TARGET_LOSS
 from lmaudit.attacks.registry import attacks_reading
 from lmaudit.cli import main
 from lmaudit.demos import DEMO_SIZES, DemoSize
+from lmaudit.signals.store import default_cache_dir
 
 
 def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkeypatch):
@@ -57,7 +58,7 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
     # extraction output is training text: none of it in any output, the signal store or the terminal
     written = ((tmp_path / "report.json").read_text() + (tmp_path / "report.html").read_text() + scores.to_csv()
                + result.output + "".join(part.read_bytes().decode("latin-1")
-                                         for part in (tmp_path / "cache").rglob("part-*.parquet")))
+                                         for part in default_cache_dir(tmp_path).rglob("part-*.parquet")))
     audited = pd.concat([pd.read_parquet(path) for path in (tmp_path / "data").glob("*member*.parquet")])["text"]
     assert len(audited) and not any(text in written for text in audited)
 

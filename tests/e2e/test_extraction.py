@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from lmaudit.cli import main
 from lmaudit.data.synth import generate_notes
+from lmaudit.signals.store import default_cache_dir
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +56,12 @@ def test_members_suffixes_come_back_and_nothing_of_the_text_is_written(memorised
     assert not any(text in written for text in pd.concat([members, nonmembers])["text"])
     assert not {"prefix", "suffix", "generated"} & set(table.columns)
     # a rerun reads every pass from the signal store (nothing new is computed) and gives the same document
-    parts = sorted((tmp_path / "x" / "cache").rglob("part-*.parquet"))
+    parts = sorted(default_cache_dir(tmp_path / "x").rglob("part-*.parquet"))
     assert parts and not any(text in part.read_bytes().decode("latin-1") for part in parts
                              for text in members["text"])
     again = CliRunner().invoke(main, arguments)
     assert again.exit_code == 0, again.output
-    assert sorted((tmp_path / "x" / "cache").rglob("part-*.parquet")) == parts
+    assert sorted(default_cache_dir(tmp_path / "x").rglob("part-*.parquet")) == parts
     assert json.loads((tmp_path / "x" / "extraction.json").read_text())["prefix_lengths"] == document["prefix_lengths"]
 
 

@@ -173,3 +173,22 @@ def test_the_store_is_no_membership_oracle(tmp_path):
     calls = []
     stored_signal(SignalStore(tmp_path / "a", "f" * 64, SignalSettings()), ids, texts, fake_compute(calls))
     assert calls == []
+
+
+def test_a_new_store_sits_beside_the_output_readable_by_its_owner_only_and_says_what_it_holds(tmp_path):
+    """The default store is `<out>.signals` beside the output folder, never in it (the folder a user shares); a new
+    store is mode 700 with a README saying it holds the texts as token ids; a folder the user chose keeps its mode."""
+    import stat
+
+    from lmaudit.signals.store import README_FILE, default_cache_dir, store_secret
+
+    out = tmp_path / "runs" / "audit"
+    assert default_cache_dir(out) == tmp_path / "runs" / "audit.signals"
+    assert default_cache_dir(tmp_path / "scores.csv") == tmp_path / "scores.csv.signals"
+    store_secret(default_cache_dir(out))
+    assert stat.S_IMODE(default_cache_dir(out).stat().st_mode) == 0o700
+    assert "token ids" in (default_cache_dir(out) / README_FILE).read_text()
+    chosen = tmp_path / "shared-store"
+    chosen.mkdir(mode=0o755)
+    store_secret(chosen)
+    assert stat.S_IMODE(chosen.stat().st_mode) == 0o755 and not (chosen / README_FILE).exists()

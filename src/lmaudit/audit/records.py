@@ -106,7 +106,7 @@ def reference_names(count: int) -> list[str]:
 def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     """The audit of `config`: every model folder checked (an error names the model at fault), the signal chosen from
     the target's kind when none is given, device 'auto' resolved, the backend started, the store's folder chosen
-    (`cache/` in the output unless given), and the masked LM that proposes neighbours found when the token-level
+    (`<out>.signals/` beside the output unless given), and the masked LM that proposes neighbours found when the token-level
     attacks need one."""
     from lmaudit.models.folders import checked_source
     from lmaudit.models.load import resolve_device

@@ -37,7 +37,8 @@ def parse_lengths(value: str) -> tuple[int, ...]:
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["cpu", "cuda", "auto"]),
               help="Where the model runs.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-              help="The signal store (default: cache/ in --out): an interrupted run resumes from it.")
+              help="The signal store, as sensitive as the data (default: OUT.signals/ beside --out): an interrupted run "
+                   "resumes from it.")
 @click.option("--include-text", is_flag=True,
               help="Write the prefix, generated and true suffix texts into extraction.parquet (training text!).")
 def extract(nonmembers: tuple[str, ...], prefix_tokens: str, suffix_tokens: int, scheme: tuple[str, ...], batch_size: int,

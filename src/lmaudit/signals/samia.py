@@ -62,9 +62,8 @@ class SamiaJob:
         import torch
 
         from lmaudit.models.generation import continuations
-        from lmaudit.models.text import model_max_length
+        from lmaudit.models.text import model_max_length, pad_token, text_ids
         from lmaudit.signals.compute import loaded_models
-        from lmaudit.models.text import pad_token, text_ids
 
         [loaded] = loaded_models((self.source,), "clm", self.placement)
         cut = [halves(text) for text in texts]

@@ -31,17 +31,35 @@ from lmaudit.signals.settings import SignalSettings
 
 STORE_COLUMNS = ["sample_id", "text_key", "value", "n_tokens", "truncated"]
 ROW_KEY = ["sample_id", "text_key"]
-CACHE_FOLDER = "cache"
+CACHE_SUFFIX = ".signals"
 SECRET_FILE = "store.key"
+README_FILE = "README.txt"
+STORE_README = ("lmaudit's signal store: each audited sample's signals and per-token values, with the token ids of its "
+                "text (the tokenizer decodes them back into the text), and keyed hashes of the texts under the secret in "
+                f"{SECRET_FILE}. It is as sensitive as the training data: keep it on the auditor's machine, never share "
+                "it, and delete it when the audit is done (a rerun then computes the signals again).\n")
 # Part of every store's folder name: stores written before texts were keyed (format 1, unsalted SHA-256), or before
 # per-token values held the model's first choice at each position (formats 2 and 3, the latter only whether it was the
 # true token), are never read again, and nothing is mixed with them.
 STORE_FORMAT = 4
 
 
-def default_cache_dir(out_folder: str | Path) -> Path:
-    """Where signals are stored unless --cache-dir says otherwise: `cache/` in the folder of the output."""
-    return Path(out_folder) / CACHE_FOLDER
+def default_cache_dir(output: str | Path) -> Path:
+    """Where signals are stored unless --cache-dir says otherwise: `<output>.signals/` beside the output folder (or
+    file), never inside it, since the per-token values hold the texts as token ids and the output folder is what a
+    user shares."""
+    output = Path(output).absolute()
+    return output.with_name(output.name + CACHE_SUFFIX)
+
+
+def create_store_root(root: Path) -> None:
+    """Make a new store's root readable by its owner only, with a README that says what it holds; a folder that
+    already exists (a --cache-dir the user chose) keeps its permissions."""
+    if root.exists():
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    write_text(root / README_FILE, STORE_README)
 
 
 def store_secret(root: Path, create: bool = True) -> bytes | None:
@@ -51,7 +69,7 @@ def store_secret(root: Path, create: bool = True) -> bytes | None:
     if not path.exists():
         if not create:
             return None
-        root.mkdir(parents=True, exist_ok=True)
+        create_store_root(root)
         candidate = root / f".{SECRET_FILE}.{socket.gethostname()}-{os.getpid()}"
         candidate.write_text(secrets.token_hex(32), encoding="ascii")
         os.chmod(candidate, 0o600)

@@ -2,8 +2,8 @@
 folder, tabulated in study.json and study.html.
 
 A finished cell is not redone: its record is kept in cells/<name>/cell.json with the settings it was run with, and a
-rerun with the same settings reads it back. Cells share one signal store (cache/), so a model scored in one cell (the
-reference, say) is not scored again in the next.
+rerun with the same settings reads it back. Cells share one signal store (`<out>.signals/` beside the study folder), so
+a model scored in one cell (the reference, say) is not scored again in the next.
 """
 
 from __future__ import annotations
