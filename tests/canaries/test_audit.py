@@ -1,6 +1,6 @@
 """Canary audits end to end on tiny models trained here: a clear bound without DP, near 0 and below the accountant's
-epsilon under strong noise, exposure of planted secrets, scores that never read the key, and a key that never
-reaches the report, the scores table or the logs."""
+epsilon under strong noise, exposure of planted secrets, scores that never read the key, a key other than the one trained
+with refused, and a key that never reaches the report, the scores table or the logs."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.canaries.audit import audit_canaries
+from lmaudit.canaries.audit import audit_canaries, check_trained_with
 from lmaudit.canaries.make import (
     CANARIES_FILE,
     KEY_FILE,
+    folder_fingerprint,
     make_canaries,
     plant,
     planted_canaries,
@@ -30,7 +31,7 @@ from lmaudit.errors import InputError
 from lmaudit.models.folders import read_training_summary
 from lmaudit.models.recipe import DPSettings, TrainingRecipe
 from lmaudit.models.train import train_language_model
-from tests.helpers import run_cli
+from tests.helpers import assert_one_line_error, run_cli
 
 CANARIES = 200
 
@@ -114,7 +115,10 @@ def test_scores_never_read_the_key(trained):
         shutil.copytree(root / "samples", flipped)
         key = pd.read_parquet(flipped / KEY_FILE)
         key.assign(included=~key["included"]).to_parquet(flipped / KEY_FILE)
-    original, other = audit(root, "target", "samples", "keyed"), audit(root, "target", "flipped", "flipped-out")
+        # the same weights, recorded as trained with the turned-over key (an audit refuses a key it was not trained with)
+        shutil.copytree(root / "target", root / "flipped-target")
+        record_planted(root / "flipped-target", flipped)
+    original, other = audit(root, "target", "samples", "keyed"), audit(root, "flipped-target", "flipped", "flipped-out")
     pd.testing.assert_series_equal(original.scores["score"], other.scores["score"])
     # with the key turned over, the same guesses are wrong: no bound
     assert other.bound.epsilon_lower_bound == 0.0 < original.bound.epsilon_lower_bound
@@ -184,6 +188,47 @@ def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folde
                            "--out", root / "cli-bad", "--attack", "secret")
     assert code == 2 and "no secret to score alone" in output and len(output.strip().splitlines()) == 1
     assert not (root / "cli-bad").exists()
+
+
+KEY_CHANGES = {  # each a key that differs from the one written with the canaries
+    "flipped": lambda key: key.assign(included=key["included"].where(key.index != 0, ~key["included"])),
+    "removed": lambda key: key.iloc[1:],
+    "added": lambda key: pd.concat([key, pd.DataFrame({"sample_id": ["canary-9999"], "included": [True]})],
+                                   ignore_index=True),
+    "renamed": lambda key: key.assign(sample_id=key["sample_id"].str.upper()),
+}
+
+
+@pytest.mark.parametrize("change", sorted(KEY_CHANGES))
+def test_an_audit_refuses_a_key_other_than_the_one_trained_with_in_one_line_and_writes_nothing(trained, change):
+    root, _ = trained
+    folder = root / f"key-{change}"
+    shutil.copytree(root / "samples", folder)  # the canaries.jsonl the model was trained with
+    KEY_CHANGES[change](pd.read_parquet(folder / KEY_FILE)).to_parquet(folder / KEY_FILE)
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", folder,
+                           "--out", root / f"key-{change}-audit", "--signal", "clm_loss")
+    assert_one_line_error(code, output, str(folder / KEY_FILE), "not the key", "make the canaries again")
+    assert not (root / f"key-{change}-audit").exists()
+
+
+def test_an_unchanged_key_audits_however_its_parquet_bytes_are_written(trained):
+    root, _ = trained
+    folder = root / "rewritten"
+    if not folder.exists():
+        shutil.copytree(root / "samples", folder)
+        pd.read_parquet(folder / KEY_FILE).to_parquet(folder / KEY_FILE, compression="gzip")
+    assert (folder / KEY_FILE).read_bytes() != (root / "samples" / KEY_FILE).read_bytes()
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--reference", root / "reference",
+                           "--canaries", folder, "--out", root / "rewritten-audit", "--signal", "clm_loss")
+    assert code == 0 and "epsilon lower bound" in output, output
+
+
+def test_a_model_that_records_its_canaries_but_not_their_key_is_refused_in_one_line(tmp_path):
+    make_canaries(tmp_path / "c", "secret", 10, seed=0)
+    summary = {"canaries": [{"design": "secret", "planted": 5, "folder_fingerprint": folder_fingerprint(tmp_path / "c")}]}
+    with pytest.raises(InputError, match="key.parquet: model records these canaries but not their key's") as refused:
+        check_trained_with(summary, "model", tmp_path / "c")
+    assert "train it again with --canaries" in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_classifier_canaries_are_scored_by_the_classifiers_loss_mislabelled_ones_at_their_wrong_label(tmp_path):

@@ -14,6 +14,8 @@ from lmaudit.canaries.make import (
     INSERT_FILE,
     KEY_FILE,
     MANIFEST_FILE,
+    folder_fingerprint,
+    key_fingerprint,
     make_canaries,
     planted_canaries,
     read_canary_set,
@@ -142,6 +144,23 @@ def test_an_existing_canary_folder_is_never_overwritten(tmp_path):
     assert (tmp_path / "k" / KEY_FILE).read_bytes() == key
 
 
+def test_the_key_fingerprint_is_its_content_not_its_parquet_bytes(tmp_path):
+    make_canaries(tmp_path / "k", "secret", 20, seed=0)
+    make_canaries(tmp_path / "same", "secret", 20, seed=0)
+    fingerprint, key = key_fingerprint(tmp_path / "k"), read(tmp_path / "k", KEY_FILE)
+    assert key_fingerprint(tmp_path / "same") == fingerprint and len(fingerprint) == 16  # made again: the same
+    key.to_parquet(tmp_path / "k" / KEY_FILE, compression="gzip", row_group_size=7)  # other bytes, the same content
+    assert key_fingerprint(tmp_path / "k") == fingerprint != folder_fingerprint(tmp_path / "k")
+    changed = [key.assign(included=key["included"].where(key.index != 3, ~key["included"])), key.iloc[:-1],
+               pd.concat([key, key.iloc[:1]], ignore_index=True), key.assign(sample_id=key["sample_id"] + "x")]
+    for other in changed:
+        other.to_parquet(tmp_path / "k" / KEY_FILE)
+        assert key_fingerprint(tmp_path / "k") != fingerprint
+    make_canaries(tmp_path / "s", "secret", 20, seed=1)  # salted by the canaries: the same coins, another fingerprint
+    key.to_parquet(tmp_path / "s" / KEY_FILE)
+    assert key_fingerprint(tmp_path / "s") != fingerprint
+
+
 def test_training_refuses_data_that_holds_a_canary_naming_the_row(tmp_path):
     make_canaries(tmp_path / "k", "secret", 10, seed=0)
     text = read(tmp_path / "k", CANARIES_FILE)["text"].iloc[3]  # planted or not: either way it is not held out
@@ -165,6 +184,7 @@ def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries_or
     [recorded] = read_training_summary(tmp_path / "model")["canaries"]
     assert recorded["design"] == "new_token" and recorded["planted"] == len(planted_canaries(tmp_path / "mine"))
     assert len(recorded["folder_fingerprint"]) == 16
+    assert recorded["key_fingerprint"] == key_fingerprint(tmp_path / "mine")
     code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "other",
                            "--out", tmp_path / "audit")
     assert code == 2 and "was trained with other canaries" in output and len(output.strip().splitlines()) == 1

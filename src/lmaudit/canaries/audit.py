@@ -5,8 +5,9 @@ tokens alone (`span.py`; a masked LM's each masked alone), less the references' 
 canaries are scored by any registered attack. The scores are computed without the key: every canary enters as an
 audited sample of unknown membership (role `nonmember` in the signals table, for all of them alike), and a registered
 attack that is fitted on audited labels does not apply. Only then is the key read, to count the correct guesses of the
-one-run audits. For `secret` canaries, random secrets of the same format are scored too: they give each canary's
-exposure and serve as the population of attacks that need one (RMIA).
+one-run audits (before scoring, only its fingerprint is compared with the one training recorded). For `secret`
+canaries, random secrets of the same format are scored too: they give each canary's exposure and serve as the
+population of attacks that need one (RMIA).
 
 The output folder holds canary_report.json, its page canary_report.html, and canary_scores.parquet (one row per
 canary: id, score, loss, exposure; never whether it was planted, nor its text unless asked).
@@ -28,6 +29,7 @@ from lmaudit.canaries.make import (
     CanarySet,
     distinct_secrets,
     folder_fingerprint,
+    key_fingerprint,
     read_canary_set,
     secret_rows,
 )
@@ -207,8 +209,8 @@ def white_box_of(summary: dict | None) -> dict | None:
 
 
 def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:
-    """InputError unless a model lmaudit trained records `folder`'s canaries among those it planted (`train
-    --canaries`); a model trained elsewhere has no lmaudit_training.json, and its planting is taken on trust."""
+    """InputError unless a model lmaudit trained records `folder`'s canaries, with its key, among those it planted
+    (`train --canaries`); a model trained elsewhere has no lmaudit_training.json, and its planting is taken on trust."""
     if summary is None:
         return
     planted = summary.get("canaries", [])
@@ -216,10 +218,27 @@ def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:
     if not planted:
         raise InputError(f"{model}: trained by lmaudit without canaries (its lmaudit_training.json records none), so "
                          f"an audit of {folder} would prove nothing; train it with --canaries {folder}")
-    if fingerprint not in {entry["folder_fingerprint"] for entry in planted}:
+    recorded = {entry["folder_fingerprint"]: entry for entry in planted}
+    if fingerprint not in recorded:
         raise InputError(f"{folder}: {model} was trained with other canaries (folder fingerprint "
-                         f"{', '.join(entry['folder_fingerprint'] for entry in planted)}, these are {fingerprint}); "
-                         f"give the canary folder it was trained with")
+                         f"{', '.join(recorded)}, these are {fingerprint}); give the canary folder it was trained with")
+    check_key(recorded[fingerprint].get("key_fingerprint"), model, folder)
+
+
+def check_key(recorded: str | None, model: str, folder: Path) -> None:
+    """InputError unless `folder`'s key is the one `model` was trained with (`recorded`: the key's fingerprint in its
+    summary, None for a model trained before lmaudit recorded one): the bound counts the guesses against the key, so
+    it must be the key that decided what was planted."""
+    key = folder / KEY_FILE
+    if recorded is None:
+        raise InputError(f"{key}: {model} records these canaries but not their key's fingerprint (trained before "
+                         f"lmaudit recorded one), so a changed key could not be told; train it again with "
+                         f"--canaries {folder}")
+    found = key_fingerprint(folder)
+    if found != recorded:
+        raise InputError(f"{key}: not the key {model} was trained with (key fingerprint {recorded}, this one is "
+                         f"{found}); use the {KEY_FILE} written with these canaries, or make the canaries again and "
+                         f"retrain")
 
 
 def check_scored(scores: pd.DataFrame, folder: Path) -> None:

@@ -17,7 +17,8 @@ A canary folder holds:
 - canaries.jsonl: every canary (sample_id, text, its secret where it has one, and label where it has one), what the
   audit scores;
 - insert.jsonl: the canaries to plant, for the team's own training job or `lmaudit train --canaries`;
-- key.parquet: which canaries were planted (sample_id, included), read by the audit's last step only;
+- key.parquet: which canaries were planted (sample_id, included), read by the audit's last step only (before
+  scoring, only its fingerprint is compared with the one training recorded);
 - canaries.json: how they were made (kind, count, seed, format, the secret's space).
 The folder is private: insert.jsonl and key.parquet tell which canaries the model saw, and the seed rebuilds both, so
 no report repeats it; without --seed it is drawn from the operating system's entropy, never a fixed default.
@@ -277,15 +278,26 @@ def folder_fingerprint(folder: str | Path) -> str:
     return hashlib.sha256((Path(folder) / CANARIES_FILE).read_bytes()).hexdigest()[:16]
 
 
+def key_fingerprint(folder: str | Path) -> str:
+    """The first 16 hex digits of the SHA-256 of canaries.jsonl and of key.parquet's content (its columns and rows, in
+    order, as JSON): names which canaries were planted, the same however the Parquet bytes are written."""
+    folder = Path(folder)
+    content = json.dumps(read_table(folder / KEY_FILE).to_dict(orient="split", index=False), default=str)
+    # Salted with the canaries: the model's summary, which travels with the model, records this fingerprint, and the
+    # coins of a few canaries (ids canary-0001, ...) could be found again from a hash of the key alone.
+    return hashlib.sha256((folder / CANARIES_FILE).read_bytes() + content.encode()).hexdigest()[:16]
+
+
 def record_planted(model: str | Path, folder: str | Path) -> None:
     """Add to the model's lmaudit_training.json what was planted from `folder`: the design, how many, and the folder's
-    fingerprint, which `canaries audit` checks (a list, one entry per canary folder; written whole or not at all)."""
+    and the key's fingerprints, which `canaries audit` checks (a list, one entry per canary folder; written whole or
+    not at all)."""
     summary_file = Path(model) / SUMMARY_FILE
     summary = json.loads(summary_file.read_text(encoding="utf-8"))
     fingerprint = folder_fingerprint(folder)
     summary["canaries"] = [*(entry for entry in summary.get("canaries", []) if entry["folder_fingerprint"] != fingerprint),
                            {"design": read_canary_set(folder).kind, "planted": len(planted_canaries(folder)),
-                            "folder_fingerprint": fingerprint}]
+                            "folder_fingerprint": fingerprint, "key_fingerprint": key_fingerprint(folder)}]
     with staged(summary_file) as (staging,):
         staging.write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
