@@ -163,7 +163,7 @@ def captured_audit(monkeypatch):
     import lmaudit.report.tables
 
     seen = {}
-    monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress, overwrite: seen.setdefault("config", config))
+    monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress, overwrite: seen.update(config=config) or {"warnings": []})
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
     return seen
 
@@ -206,7 +206,7 @@ def test_attack_builds_the_evaluation_settings_from_its_options(monkeypatch, tmp
     import lmaudit.report.tables
 
     seen = []
-    monkeypatch.setattr(lmaudit.audit.run, "run_attack", lambda scores, out, settings, overwrite: seen.append(settings))
+    monkeypatch.setattr(lmaudit.audit.run, "run_attack", lambda scores, out, settings, overwrite: seen.append(settings) or {"warnings": []})
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
     _, stderr, code = run("attack", "--scores", "s.csv", "--out", tmp_path, "--bootstrap", 20, "--seed", 5,
                           "--length-slices", 2, "--length-bounds", "10, 30", "--slice-by", "source")
@@ -310,3 +310,28 @@ def test_nonmembers_options_become_one_file_or_named_sets(tmp_path):
     config = AuditConfig(target="t", members="m.csv", nonmembers={"b": "b.csv", "a": "a.csv"}, out="o")
     assert [(f.role, f.path, f.nonmember_set) for f in config.role_files()] == [
         ("member", "m.csv", None), ("nonmember", "b.csv", "b"), ("nonmember", "a.csv", "a")]
+
+
+def test_a_reports_warnings_go_to_stderr_with_the_logs_and_quiet_silences_them_not_report_json(tmp_path):
+    """An audit without population data: the verdict itself carries the caveat of what it cannot claim (on stdout and
+    in report.json's summary); the warnings go to stderr as `lmaudit: warning:` lines, never to stdout; -q silences
+    them, and report.json keeps them all."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    scores = tmp_path / "scores.csv"
+    pd.DataFrame({"sample_id": [f"s{i}" for i in range(40)], "role": ["member", "nonmember"] * 20,
+                  "target_loss": rng.normal(size=40)}).to_csv(scores, index=False)
+    stdout, stderr, code = run("attack", "--scores", scores, "--out", tmp_path / "a", "--bootstrap", 20)
+    assert code == 0, stderr
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert report["warnings"] and "warning:" not in stdout.lower(), stdout
+    assert all(f"lmaudit: warning: {warning}" in stderr for warning in report["warnings"])
+    [caveat] = report["summary"]["caveats"]
+    assert caveat.startswith("no population data") and f"Caveat: {caveat}" in stdout
+    quiet_out, quiet_err, code = run("-q", "attack", "--scores", scores, "--out", tmp_path / "b", "--bootstrap", 20)
+    assert code == 0 and quiet_err == "" and "Caveat: no population data" in quiet_out
+    assert json.loads((tmp_path / "b" / "report.json").read_text())["warnings"] == report["warnings"]

@@ -94,5 +94,5 @@ def audit_texts(texts: pd.DataFrame, target: str, out: str | Path, reference: st
     label, as in a corpus file): `target` and `reference` are model folders; `out` keeps the report and the signal
     store (a rerun reuses it); `options`: any other audit setting (signal={...}, evaluation={...}, shadow=..., ...)."""
     config: AuditConfig = validated({"target": target, "reference": reference, "out": str(out), **options}, "audit_texts")
-    corpus = corpus_from_table(texts, "DataFrame", columns=config.evaluation.slice_by)
+    corpus = corpus_from_table(texts, "DataFrame", columns=config.evaluation.slice_by, names=config.columns)
     return _results(audit(config, progress, corpus), Path(out))

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from lmaudit.attacks.settings import AttackSettings
+from lmaudit.data.columns import COLUMN_OPTIONS, ColumnNames
 from lmaudit.data.roles import (
     CALIBRATION_MEMBER,
     MEMBER,
@@ -29,8 +30,8 @@ from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource
 from lmaudit.signals.registry import signal_names
-from lmaudit.signals.settings import DEVICES, SignalSettings
 from lmaudit.signals.sampling import ExtractionSettings
+from lmaudit.signals.settings import DEVICES, SignalSettings
 
 # The field (and command-line option, with - for _) that names each role's file.
 ROLE_FILE_FIELDS = {
@@ -93,6 +94,8 @@ class AuditConfig(BaseModel):
     shadow_members: str | None = None
     shadow_nonmembers: str | None = None
     data: str | None = Field(None, description="one file with a role column, instead of one file per role")
+    columns: ColumnNames = Field(ColumnNames(), description="the data files' own names of the text, sample_id, "
+                                 "group_id and label columns")
     out: str
     cache_dir: str | None = None
     signal: SignalSettings = SignalSettings()
@@ -204,11 +207,35 @@ class AuditConfig(BaseModel):
                 chosen.append(RoleFile(role, getattr(self, name)))
         if self.data:
             chosen.append(RoleFile(None, self.data))
+        refuse_a_file_in_two_roles(chosen)
         return chosen
 
 
+def refuse_a_file_in_two_roles(files: list[RoleFile]) -> None:
+    """InputError naming the file and both options where one file is given for two roles (its samples would then be
+    refused one by one as duplicate sample ids, which hides the mistake)."""
+    seen: dict[Path, RoleFile] = {}
+    for role_file in files:
+        path = Path(role_file.path).resolve()
+        if path in seen:
+            first, options = seen[path], [f"--{ROLE_FILE_FIELDS.get(f.role, 'data').replace('_', '-')}"
+                                          for f in (seen[path], role_file)]
+            raise InputError(f"{role_file.path}: given as both {options[0]} and {options[1]} (the same file for two "
+                             f"roles{'' if first.role != role_file.role else ' or sets'}); give each its own file")
+        seen[path] = role_file
+
+
+COMMAND_LINE = "command line"  # how errors name where a setting came from when no file gave it
 PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out",
                "cache_dir", "neighbour_model", "self_prompt_reference", "frequency_data")
+
+
+def option_of(names: list[str]) -> str:
+    """The command-line option(s) of a setting's location in the configuration: its field's name, dashed, but for the
+    `columns` section, whose fields have options of their own."""
+    if names[0] == "columns":
+        return COLUMN_OPTIONS.get(names[-1], " / ".join(COLUMN_OPTIONS.values()))
+    return f"--{names[-1].replace('_', '-')}"
 
 
 def validated(values: dict, source: str, model: type[BaseModel] | None = None) -> BaseModel:
@@ -217,7 +244,9 @@ def validated(values: dict, source: str, model: type[BaseModel] | None = None) -
         return (model or AuditConfig)(**values)
     except ValidationError as err:
         first = err.errors()[0]
-        where = "".join(f"{'.'.join(str(p) for p in first['loc'])}: " if first["loc"] else "")
+        names = [str(part) for part in first["loc"] if isinstance(part, str)]
+        where = (f"{option_of(names)}: " if source == COMMAND_LINE and names else
+                 f"{'.'.join(str(p) for p in first['loc'])}: " if first["loc"] else "")
         raise InputError(f"{source}: {where}{first['msg'].removeprefix('Value error, ')}") from None
 
 
@@ -236,7 +265,8 @@ def read_yaml_settings(path: Path, what: str = "config") -> dict:
 
 # The configuration's sections, each a settings model of its own: a flat setting (a command-line option) named by a
 # field of a section's model belongs to that section.
-SECTIONS: dict[str, type[BaseModel]] = {"signal": SignalSettings, "evaluation": EvaluationSettings, "attacks": AttackSettings}
+SECTIONS: dict[str, type[BaseModel]] = {"signal": SignalSettings, "evaluation": EvaluationSettings, "attacks": AttackSettings,
+                                        "columns": ColumnNames}
 
 
 def given(options: dict) -> dict:
@@ -268,4 +298,4 @@ def load_config(path: str | Path | None, options: dict | None = None) -> AuditCo
             values[key] = relative_to(path.parent, values[key])
     for key, value in sectioned(options or {}).items():
         values[key] = {**values[key], **value} if key in SECTIONS and isinstance(values.get(key), dict) else value
-    return validated(values, "command line" if path is None else str(path))
+    return validated(values, COMMAND_LINE if path is None else str(path))

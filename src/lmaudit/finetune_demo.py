@@ -22,7 +22,6 @@ from lmaudit.atomic import write_text
 from lmaudit.audit.run import audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
-from lmaudit.locks import output_lock
 from lmaudit.demos import (
     DEMO_SIZES,
     DEMO_SPLIT,
@@ -33,6 +32,7 @@ from lmaudit.demos import (
     train_language_model_unless_done,
     write_other_hospital_nonmembers,
 )
+from lmaudit.locks import output_lock
 from lmaudit.models.recipe import LoraSettings, TrainingRecipe
 from lmaudit.models.self_prompt import SelfPromptSettings, self_prompt_recipe, self_prompt_texts
 from lmaudit.models.source import ModelSource

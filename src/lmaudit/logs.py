@@ -2,9 +2,10 @@
 the level and the one handler here, once per run.
 
 Levels: INFO by default (the stages of a run: each model's signal pass, training and its epochs, the demo's and the
-sweep's steps), WARNING with --quiet, DEBUG with --verbose. On a terminal the lines read `lmaudit: ...` and are written
-above the tqdm bars; elsewhere (stderr redirected to a file, a job's log) they carry a timestamp,
-`2026-11-23 01:02:03 lmaudit: scoring target: ...`, so a long run's log shows when each stage began and ended.
+sweep's steps, and a result's warnings, which its file keeps too), ERROR with --quiet, DEBUG with --verbose. On a
+terminal the lines read `lmaudit: ...` and are written above the tqdm bars; elsewhere (stderr redirected to a file, a
+job's log) they carry a timestamp, `2026-11-23 01:02:03 lmaudit: scoring target: ...`, so a long run's log shows when
+each stage began and ended.
 Nothing logged holds a sample's text: logs name models, counts and times only.
 
 Library use (lmaudit.api, the tests) configures nothing: records then go wherever the application's logging sends them
@@ -56,7 +57,7 @@ _installed: logging.Handler | None = None
 
 
 def configure(verbose: bool = False, quiet: bool = False, stream: TextIO | None = None) -> logging.Handler:
-    """Send the "lmaudit" loggers' records to `stream` (default: stderr now) at DEBUG (verbose), WARNING (quiet) or
+    """Send the "lmaudit" loggers' records to `stream` (default: stderr now) at DEBUG (verbose), ERROR (quiet) or
     INFO; timestamped unless the stream is a terminal. Replaces the handler of an earlier call (one per run)."""
     reset()
     stream = stream if stream is not None else sys.stderr
@@ -64,7 +65,7 @@ def configure(verbose: bool = False, quiet: bool = False, stream: TextIO | None 
     handler = (_TerminalHandler if terminal else logging.StreamHandler)(stream)
     handler.setFormatter(_Formatter(timestamps=not terminal))
     logger = logging.getLogger(ROOT)
-    logger.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+    logger.setLevel(logging.DEBUG if verbose else logging.ERROR if quiet else logging.INFO)
     logger.addHandler(handler)
     logger.propagate = False
     global _installed

@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.signals.store import default_cache_dir
 from tests.helpers import assert_one_line_error, run_cli
 
@@ -250,3 +251,32 @@ def test_score_refuses_an_unknown_output_type_before_any_scoring(files, tiny_mod
     code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--out", out / "scores.txt")
     assert_one_line_error(code, output, "scores.txt", "unknown file type '.txt'", "use .csv, .jsonl or .parquet")
     assert_nothing_written(out)
+
+
+def test_one_file_for_two_roles_is_named_as_such_not_as_duplicate_ids(files, tiny_model_dirs, tmp_path):
+    """The same file as --members and --nonmembers (or as --suspect and --validation) is refused as one file given
+    twice, naming both options, before any model loads; not row by row as duplicate sample ids."""
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", nonmembers=files["members"])
+    assert_one_line_error(code, output, "members.csv: given as both --members and --nonmembers", "its own file")
+    assert_nothing_written(tmp_path / "out")
+    code, output = run_cli("dataset-inference", "--target", tiny_model_dirs[0], "--suspect", files["members"],
+                           "--validation", files["members"], "--out", tmp_path / "di")
+    assert_one_line_error(code, output, "members.csv: given as both --suspect and --validation")
+    assert_nothing_written(tmp_path / "di")
+
+
+def test_an_option_out_of_range_is_named_as_typed(tmp_path):
+    """`extract --suffix-tokens 0` names --suffix-tokens, never the configuration's extraction.suffix_tokens."""
+    code, output = run_cli("extract", "--target", tmp_path, "--members", "m.csv", "--nonmembers", "n.csv",
+                           "--out", tmp_path / "x", "--suffix-tokens", 0)
+    assert_one_line_error(code, output, "--suffix-tokens")
+    assert "extraction.suffix_tokens" not in output
+
+
+def test_a_command_line_setting_refused_by_the_configuration_names_its_option():
+    """Where the configuration refuses a value given on the command line, the error names the option typed."""
+    from lmaudit.config import COMMAND_LINE, validated
+
+    with pytest.raises(InputError, match=r"^command line: --suffix-tokens: "):
+        validated({"target": "t", "members": "m", "nonmembers": "n", "out": "o", "extraction": {"suffix_tokens": 0}},
+                  COMMAND_LINE)

@@ -75,7 +75,7 @@ def test_include_text_writes_the_texts_and_bad_requests_are_one_line(memorised, 
     assert {"prefix_text", "suffix_text", "generated_text"} <= set(table.columns)
     assert table["suffix_text"].str.len().gt(0).all() and table["generated_text"].notna().all()
     for bad, says in ((["--scheme", "0,40,1"], "temperature"), (["--scheme", "1,0,1"], "top-k"),
-                      (["--suffix-tokens", "0"], "suffix_tokens"), (["--prefix-tokens", "0"], "at least one token"),
+                      (["--suffix-tokens", "0"], "--suffix-tokens"), (["--prefix-tokens", "0"], "at least one token"),
                       (["--scheme", "1,40"], "temperature,top-k,top-p"), (["--prefix-tokens", "4,x"], "comma")):
         refused = CliRunner().invoke(main, [*base, *bad])
         assert refused.exit_code == 2 and says in refused.output and len(refused.output.strip().splitlines()) == 1
@@ -126,6 +126,39 @@ def test_reconstruct_restores_members_names_and_writes_no_value(memorised, tmp_p
     shown = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "s"), "--include-text"])
     assert shown.exit_code == 0, shown.output
     assert {"value", "first_choice"} <= set(pd.read_parquet(tmp_path / "s" / "reconstruction.parquet").columns)
+
+
+def test_extract_and_reconstruct_refuse_another_runs_results_unless_overwrite(memorised, tmp_path):
+    """Like `audit`: a rerun of the same extraction goes on; other settings, or a folder holding an audit's report or a
+    reconstruction, are refused in one line naming the folder, the file untouched; --overwrite replaces."""
+    from tests.helpers import assert_one_line_error, run_cli
+
+    folder = memorised[0]
+    roles = ["--target", folder / "model", "--members", folder / "members.csv", "--nonmembers", folder / "nonmembers.csv"]
+    extract = ["extract", *roles, "--prefix-tokens", "4", "--suffix-tokens", "4", "--scheme", "1,40,1"]
+    out = tmp_path / "x"
+    assert run_cli(*extract, "--out", out)[0] == 0
+    first = (out / "extraction.json").read_text()
+    assert run_cli(*extract, "--out", out)[0] == 0
+    code, output = run_cli(*extract[:-1], "0.7,all,0.9", "--out", out)
+    assert_one_line_error(code, output, str(out), "holds an extraction's result configured otherwise", "--overwrite")
+    assert (out / "extraction.json").read_text() == first
+    assert run_cli(*extract[:-1], "0.7,all,0.9", "--out", out, "--overwrite")[0] == 0
+    assert json.loads((out / "extraction.json").read_text())["schemes"] != json.loads(first)["schemes"]
+    reconstruct = ["reconstruct", *roles, "--field", r"name=^(\w+ \w+) "]
+    code, output = run_cli(*reconstruct, "--out", out)
+    assert_one_line_error(code, output, str(out), "holds an extraction's result (extraction.json)", "--overwrite")
+    assert not (out / "reconstruction.json").exists()
+    assert run_cli(*reconstruct, "--out", tmp_path / "r")[0] == 0
+    code, output = run_cli(*reconstruct, "--max-candidates", "5", "--out", tmp_path / "r")
+    assert_one_line_error(code, output, "holds a reconstruction's result configured otherwise (its reconstruction "
+                                        "differs)")
+    audited = tmp_path / "audited"
+    audited.mkdir()
+    (audited / "report.json").write_text(json.dumps({"config": {}}))
+    code, output = run_cli(*extract, "--out", audited)
+    assert_one_line_error(code, output, "holds an audit's report (report.json)")
+    assert sorted(path.name for path in audited.iterdir()) == ["report.json"]
 
 
 def test_reconstruct_bad_requests_are_one_line(memorised, tmp_path):

@@ -32,7 +32,7 @@ def test_an_audit_refuses_another_audits_folder_unless_overwrite(tiny_model_dirs
     first = (out / "report.json").read_text()
     assert audit(tiny_model_dirs[0], roles, out)[0] == 0  # the same audit again: goes on, reusing its signals
     code, output = audit(tiny_model_dirs[1], roles, out)
-    assert_one_line_error(code, output, str(out), "holds the report of another audit (its target differs)", "--overwrite")
+    assert_one_line_error(code, output, str(out), "holds an audit's report configured otherwise (its target differs)", "--overwrite")
     assert json.loads((out / "report.json").read_text())["config"] == json.loads(first)["config"]  # untouched
     assert audit(tiny_model_dirs[1], roles, out, "--overwrite")[0] == 0
     assert json.loads((out / "report.json").read_text())["config"]["target"] == str(tiny_model_dirs[1])

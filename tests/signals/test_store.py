@@ -184,7 +184,6 @@ def test_a_new_store_sits_beside_the_output_readable_by_its_owner_only_and_says_
 
     out = tmp_path / "runs" / "audit"
     assert default_cache_dir(out) == tmp_path / "runs" / "audit.signals"
-    assert default_cache_dir(tmp_path / "scores.csv") == tmp_path / "scores.csv.signals"
     store_secret(default_cache_dir(out))
     assert stat.S_IMODE(default_cache_dir(out).stat().st_mode) == 0o700
     assert "token ids" in (default_cache_dir(out) / README_FILE).read_text()

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.config import RoleFile
+from lmaudit.data.columns import DEFAULT_COLUMNS, ColumnNames
 from lmaudit.data.corpus import combine_corpora, generated_id_prefixes, load_corpus
 from lmaudit.data.roles import (
     AUDITED_ROLES,
@@ -19,13 +20,14 @@ from lmaudit.data.roles import (
 )
 
 
-def load_audit_corpus(role_files: list[RoleFile], columns: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Load every role file into one validated corpus (unique ids, roles and non-member sets disjoint by group), with
-    the extra `columns` and each non-member's set (NONMEMBER_SET)."""
+def load_audit_corpus(role_files: list[RoleFile], columns: tuple[str, ...] = (),
+                      names: ColumnNames = DEFAULT_COLUMNS) -> pd.DataFrame:
+    """Load every role file (its columns named as `names` says) into one validated corpus (unique ids, roles and
+    non-member sets disjoint by group), with the extra `columns` and each non-member's set (NONMEMBER_SET)."""
     prefixes = generated_id_prefixes(f.path for f in role_files)
     parts = []
     for role_file in role_files:
-        part = load_corpus(role_file.path, role_file.role, columns, prefixes[str(role_file.path)])
+        part = load_corpus(role_file.path, role_file.role, columns, prefixes[str(role_file.path)], names)
         set_name = role_file.nonmember_set or Path(role_file.path).stem
         part[NONMEMBER_SET] = np.where(part["role"] == NONMEMBER, set_name, None)
         parts.append(part)

@@ -23,7 +23,7 @@ from lmaudit.errors import row_location
 from lmaudit.locks import output_lock
 from lmaudit.metrics.dataset_inference import DATASET_INFERENCE_RULE, members_against_nonmembers
 from lmaudit.metrics.validity import blind_validity
-from lmaudit.report.build import environment_info, json_ready
+from lmaudit.report.build import environment_info, json_ready, refuse_another_run
 from lmaudit.report.verdict import dataset_inference_statement
 
 RESULT_FILE = "dataset_inference.json"
@@ -43,12 +43,14 @@ def shared_text_warnings(corpus: pd.DataFrame) -> list[str]:
             "never its false-positive rate"]
 
 
-def infer_dataset(config: AuditConfig, progress: bool = False) -> dict:
+def infer_dataset(config: AuditConfig, progress: bool = False, overwrite: bool = False) -> dict:
     """Run dataset inference for `config` (members = the suspect file, nonmembers = the validation file), write
-    dataset_inference.json into its output folder and return its document."""
-    corpus = load_audit_corpus(config.role_files())
+    dataset_inference.json into its output folder (one holding another run's results only with `overwrite`) and return
+    its document."""
+    corpus = load_audit_corpus(config.role_files(), names=config.columns)
     with output_lock(config.out):
         resolved = resolve(config, progress)
+        refuse_another_run(resolved.out, resolved.given, overwrite, RESULT_FILE)
         scored, attacks, _ = signals_and_attacks(resolved, corpus)
         unit = resolved.level_names.get("group", "group")
         result = members_against_nonmembers(scored.samples, attacks, unit, resolved.evaluation.seed)

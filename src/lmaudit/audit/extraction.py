@@ -28,7 +28,7 @@ from lmaudit.metrics.clusters import frame_clusters
 from lmaudit.metrics.extraction import SuffixMatch, extraction_summary, suffix_matches
 from lmaudit.metrics.slices import members_against_each_set
 from lmaudit.models.source import ModelSource
-from lmaudit.report.build import environment_info, json_ready
+from lmaudit.report.build import environment_info, json_ready, refuse_another_run
 from lmaudit.signals.sampling import ExtractionSettings
 
 RESULT_FILE, TABLE_FILE = "extraction.json", "extraction.parquet"
@@ -78,13 +78,11 @@ def extraction_section(audit: ResolvedAudit, corpus: pd.DataFrame, settings: Ext
     `settings` (passes read from the signal store, or computed there and kept): the document (counts, rates, curves;
     no text) and the per-sample table (ids, role, matches, log p_z; token ids in prefix, suffix, generated)."""
     from lmaudit.models.fingerprints import weights_fingerprint
+    from lmaudit.models.text import model_max_length, text_ids
     from lmaudit.signals.compute import loaded_models
-    from lmaudit.models.text import text_ids
     from lmaudit.signals.extraction import ExtractionJob, unpack_extraction
     from lmaudit.signals.settings import SignalSettings
     from lmaudit.signals.store import open_store, stored_signals
-
-    from lmaudit.models.text import model_max_length
 
     checked_generator(audit.target)
     [loaded] = loaded_models((audit.target,), "clm", audit.placement)
@@ -110,7 +108,7 @@ def extraction_section(audit: ResolvedAudit, corpus: pd.DataFrame, settings: Ext
                                  ExtractionJob(audit.target, audit.placement, settings, prefix), audit.scoring.chunk_size,
                                  f"extraction, prefix {prefix}", audit.scoring.progress,
                                  keys=[texts[i] + asked for i in chosen], backend=audit.scoring.backend)
-        generated, log_p = zip(*(unpack_extraction(value, settings.suffix_tokens) for value in frame["value"]))
+        generated, log_p = zip(*(unpack_extraction(value, settings.suffix_tokens) for value in frame["value"]), strict=True)
         log_p = np.stack(log_p) if schemes else np.empty((len(chosen), 0))
         matches = asdict(suffix_matches(generated, suffixes))
         table = corpus.iloc[chosen][["sample_id", "role", "group_id", NONMEMBER_SET]].assign(
@@ -122,17 +120,20 @@ def extraction_section(audit: ResolvedAudit, corpus: pd.DataFrame, settings: Ext
     return document, pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
-def extract(config: AuditConfig, progress: bool = False) -> dict:
+def extract(config: AuditConfig, progress: bool = False, overwrite: bool = False) -> dict:
     """Run the extraction audit of `config`'s target (its `extraction` settings) on its members and non-members, write
-    extraction.json and extraction.parquet into its output folder, and return extraction.json's document."""
+    extraction.json and extraction.parquet into its output folder (one holding another run's results only with
+    `overwrite`), and return extraction.json's document."""
     from lmaudit.audit.records import resolve
 
-    corpus = load_audit_corpus(config.role_files())
+    corpus = load_audit_corpus(config.role_files(), names=config.columns)
     corpus = corpus[corpus["role"].isin(AUDITED_ROLES)].reset_index(drop=True)
     with output_lock(config.out):
         audit = resolve(config, progress)
+        refuse_another_run(audit.out, audit.given, overwrite, RESULT_FILE)
         section, table = extraction_section(audit, corpus, audit.extraction or ExtractionSettings())
-        document = {"target": config.target, **section, "environment": environment_info(audit.placement.device)}
+        document = {"target": config.target, **section, "config": audit.given,
+                    "environment": environment_info(audit.placement.device)}
         if len(table):
             if audit.include_text:
                 tokenizer = loaded_tokenizer(audit)

@@ -35,7 +35,7 @@ from lmaudit.metrics.reconstruction import (
     truth_ranks,
 )
 from lmaudit.metrics.slices import members_against_each_set
-from lmaudit.report.build import environment_info, json_ready
+from lmaudit.report.build import environment_info, json_ready, refuse_another_run
 
 RESULT_FILE, TABLE_FILE = "reconstruction.json", "reconstruction.parquet"
 RULE = ("rank: 1 + candidates scored above the truth + half of those tied (1 = restored first), among the candidates "
@@ -105,17 +105,32 @@ def kind_result(corpus: pd.DataFrame, values: pd.Series, candidates: list[str], 
     return {"cut_off": int((~scored).sum()), "sets": sets}, table
 
 
-def reconstruct(config: AuditConfig, settings: ReconstructionSettings, progress: bool = False) -> dict:
+def settings_record(settings: ReconstructionSettings) -> dict:
+    """The settings as result files record them: each given candidate list by its size and a SHA-256 of the whole list
+    (the values themselves may be names), so that a rerun with another list is told apart."""
+    import hashlib
+
+    lists = {kind: {"candidates": len(values), "sha256": hashlib.sha256("\n".join(values).encode()).hexdigest()}
+             for kind, values in settings.candidate_lists.items()}
+    return {"fields": [vars(rule) for rule in settings.fields], "max_candidates": settings.max_candidates,
+            "candidate_lists": lists, "batch_tokens": settings.batch_tokens, "include_text": settings.include_text}
+
+
+def reconstruct(config: AuditConfig, settings: ReconstructionSettings, progress: bool = False,
+                overwrite: bool = False) -> dict:
     """Run the reconstruction audit of `config`'s target on its members and non-members, write reconstruction.json and
-    reconstruction.parquet into its output folder, and return reconstruction.json's document."""
+    reconstruction.parquet into its output folder (one holding another run's results only with `overwrite`), and
+    return reconstruction.json's document."""
     from lmaudit.signals.reconstruction import candidate_log_likelihoods
     from lmaudit.signals.settings import SignalSettings
 
     columns = tuple(rule.column for rule in settings.fields if rule.column)
-    corpus = load_audit_corpus(config.role_files(), columns)
+    corpus = load_audit_corpus(config.role_files(), columns, config.columns)
     corpus = corpus[corpus["role"].isin(AUDITED_ROLES)].reset_index(drop=True)
     found = {rule.kind: field_values(corpus, rule) for rule in settings.fields}  # bad columns refused before the model loads
+    recorded = {**config.model_dump(), "reconstruction": settings_record(settings)}
     with output_lock(config.out):
+        refuse_another_run(config.out, recorded, overwrite, RESULT_FILE)
         loaded, family = load_scored_model(config.target)
         scoring = SignalSettings(signal=f"{family}_tokens", batch_tokens=settings.batch_tokens)
         kinds, tables = {}, []
@@ -136,6 +151,7 @@ def reconstruct(config: AuditConfig, settings: ReconstructionSettings, progress:
             kinds[rule.kind] = entry | result
             tables.append(table.assign(kind=rule.kind))
         document = json_ready({"target": config.target, "model_family": family, "fields": kinds, "rules": RULE,
+                               "config": recorded,
                                "environment": environment_info(str(next(loaded.model.parameters()).device))})
         table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
         if len(table) and not settings.include_text:

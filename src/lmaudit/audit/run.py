@@ -41,7 +41,7 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
     `corpus`: the samples, already validated (`corpus_from_table`), instead of the configuration's role files; the
     output folder may hold another run's results only with `overwrite` (`report.build.refuse_another_run`)."""
     if corpus is None:
-        corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by)
+        corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by, config.columns)
     else:
         corpus = checked_audit_corpus(combine_corpora([corpus]))
     with output_lock(config.out):

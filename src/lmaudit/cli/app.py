@@ -6,6 +6,7 @@ block; an interrupted run says that its finished work is kept. Logging: see `lma
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -73,10 +74,24 @@ def progress() -> bool:
     return sys.stderr.isatty() and not quiet
 
 
+def log_warnings(warnings: list[str]) -> None:
+    """A result's warnings, logged: on stderr as `lmaudit: warning: ...` with the stages, silenced by --quiet (the
+    result file keeps them)."""
+    log = logging.getLogger("lmaudit")
+    for warning in warnings:
+        log.warning("%s", warning)
+
+
+overwrite_option = click.option(
+    "--overwrite", is_flag=True, help="Replace the result of a run configured otherwise in --out (without it such a "
+    "folder, or one holding another command's result, is refused; a rerun of the same run reuses its signals).")
+
+
 @click.group(cls=Commands, context_settings=CONTEXT)
 @click.version_option(package_name="lmaudit")
 @click.option("-v", "--verbose", is_flag=True, help="Log debug lines too (every chunk scored, every epoch).")
-@click.option("-q", "--quiet", is_flag=True, help="Log warnings only, and show no progress bars.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Log errors only (no stages, no warnings: a report keeps its warnings), and show no progress bars.")
 @click.pass_context
 def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
     """Measure how much a language model leaks about its training text (membership inference).

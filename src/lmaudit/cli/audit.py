@@ -9,9 +9,11 @@ from pathlib import Path
 import click
 
 from lmaudit.attacks.settings import AttackSettings
-from lmaudit.cli.app import progress
+from lmaudit.cli.app import log_warnings, overwrite_option, progress
 from lmaudit.cli.options import (
     backend_options,
+    column_names,
+    column_options,
     evaluation_options,
     placement_options,
     setting,
@@ -29,11 +31,13 @@ from lmaudit.signals.settings import SignalSettings
 @click.option("--model", required=True, type=click.Path(), help="Model folder (save_pretrained or `lmaudit train`).")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter folder to apply to --model.")
 @click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column (.csv, .jsonl, .parquet).")
+@column_options(from_config=False)
 @signal_options(from_config=False)
 @placement_options(from_config=False)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.csv, .jsonl or .parquet).")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
-              help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out).")
+              help="Signal store, as sensitive as the data (default: FOLDER.signals/ beside the folder of --out, so "
+                   "that every output file of that folder shares it).")
 @click.option("--shard", default=None, help="Score only part i of N (e.g. 0/4); N processes sharing --cache-dir split the "
                                             "work (default: all).")
 @click.option("--chunk-size", default=512, type=click.IntRange(min=1), help="Samples per stored chunk.")
@@ -50,10 +54,10 @@ def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str |
     settings = SignalSettings(**{key: options.pop(key) for key in list(options) if key in SignalSettings.model_fields})
     placement = Placement(resolve_device(options["device"]), options["dtype"], options["device_map"], options["quantization"])
     backend = signal_backend(options["backend"], options["ray_address"], options["ray_workers"], placement.device)
-    scoring = Scoring(Path(cache_dir) if cache_dir else default_cache_dir(out), placement, backend,
+    scoring = Scoring(Path(cache_dir) if cache_dir else default_cache_dir(Path(out).parent), placement, backend,
                       progress(), chunk_size)
     written, truncated = score_file(ModelSource(model, adapter), data, out, settings, scoring,
-                                    parse_shard(shard) if shard is not None else None)
+                                    parse_shard(shard) if shard is not None else None, column_names(options))
     click.echo(f"wrote {settings.signal} of {written} samples to {out} ({truncated} truncated)")
 
 
@@ -110,6 +114,7 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
 @click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
 @role_file_options
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
+@column_options(from_config=True)
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Folder of the report.")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
               help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out, never in it).")
@@ -178,6 +183,7 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], extraction_asked
         config = config.model_copy(update={"extraction": ExtractionSettings()})
     report = run_audit(config, progress=progress(), overwrite=overwrite)
     click.echo(summary_table(report))
+    log_warnings(report["warnings"])
     click.echo(f"report: {Path(config.out) / 'report.html'}")
 
 
@@ -196,6 +202,7 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
 
     report = run_attack(scores, out, EvaluationSettings(**given(options)), overwrite=overwrite)
     click.echo(summary_table(report))
+    log_warnings(report["warnings"])
     click.echo(f"report: {Path(out) / 'report.html'}")
 
 
@@ -212,6 +219,7 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
               help="Texts drawn like the suspect ones and known unseen by the model.")
 @click.option("--population", default=None, type=click.Path(),
               help="More unseen texts, for the attacks that calibrate on them (RMIA, DC-PDD); optional.")
+@column_options(from_config=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of dataset_inference.json.")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
               help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out, never in it).")
@@ -221,14 +229,17 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
                help="Also compute this per-token signal for the token-level attacks (e.g. mlm_tokens).")
 @audit_setting("include_text", is_flag=True, default_text="off",
                help="List the blind baseline's words that say 'member' in dataset_inference.json (training text!).")
-def dataset_inference(**options) -> None:
+@overwrite_option
+def dataset_inference(overwrite: bool, **options) -> None:
     """Was this dataset used to train the model? Maini et al.'s test of a suspect set against a validation set."""
     from lmaudit.audit.dataset_inference import RESULT_FILE, infer_dataset
     from lmaudit.config import load_config
 
-    document = infer_dataset(load_config(None, options), progress=progress())
-    for warning in document["warnings"]:
-        click.echo(f"Warning: {warning}")
+    if Path(options["members"]).resolve() == Path(options["nonmembers"]).resolve():
+        raise InputError(f"{options['members']}: given as both --suspect and --validation; the validation texts must be "
+                         "others, drawn alike and known unseen by the model")
+    document = infer_dataset(load_config(None, options), progress(), overwrite)
+    log_warnings(document["warnings"])
     click.echo(document["statement"])
     click.echo(f"result: {Path(options['out']) / RESULT_FILE}")
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from lmaudit.cli.app import overwrite_option
 from lmaudit.cli.audit import nonmember_files
+from lmaudit.cli.options import column_names, column_options
 from lmaudit.errors import InputError
 
 
@@ -28,12 +30,13 @@ def parse_lengths(value: str) -> tuple[int, ...]:
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of extraction.json and .parquet.")
 @click.option("--prefix-tokens", default="32", show_default=True,
               help="Prefix lengths in tokens, comma-separated: each is a separate extraction.")
-@click.option("--suffix-tokens", default=32, show_default=True, type=int,
+@click.option("--suffix-tokens", default=32, show_default=True, type=click.IntRange(min=1),
               help="Suffix length in tokens: the continuation compared with the text.")
 @click.option("--scheme", multiple=True, default=("1,40,1",), show_default=True,
               help="A sampling scheme for probabilistic extraction, temperature,top-k,top-p (top-k 'all' for none); "
                    "repeat for several.")
-@click.option("--batch-size", default=32, show_default=True, type=int, help="Texts per generation batch.")
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
+              help="Texts per generation batch.")
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["cpu", "cuda", "auto"]),
               help="Where the model runs.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
@@ -41,18 +44,22 @@ def parse_lengths(value: str) -> tuple[int, ...]:
                    "resumes from it.")
 @click.option("--include-text", is_flag=True,
               help="Write the prefix, generated and true suffix texts into extraction.parquet (training text!).")
+@column_options(from_config=False)
+@overwrite_option
 def extract(nonmembers: tuple[str, ...], prefix_tokens: str, suffix_tokens: int, scheme: tuple[str, ...], batch_size: int,
-            **options) -> None:
+            overwrite: bool, **options) -> None:
     """Does the model give the text back? Greedy and probabilistic extraction, members against non-members."""
     from lmaudit.audit.extraction import RESULT_FILE
     from lmaudit.audit.extraction import extract as run_extraction
     from lmaudit.cli.app import progress
-    from lmaudit.config import validated
+    from lmaudit.config import COMMAND_LINE, validated
 
     settings = {"prefix_tokens": parse_lengths(prefix_tokens), "suffix_tokens": suffix_tokens, "schemes": scheme,
                 "batch_size": batch_size}
-    config = validated({**options, "nonmembers": nonmember_files(nonmembers), "extraction": settings}, "command line")
-    document = run_extraction(config, progress())
+    names = column_names(options)
+    config = validated({**options, "columns": names, "nonmembers": nonmember_files(nonmembers), "extraction": settings},
+                       COMMAND_LINE)
+    document = run_extraction(config, progress(), overwrite)
     for prefix, entry in document["prefix_lengths"].items():
         for name, result in entry.get("sets", {}).items():
             exact = result["greedy"]["sample"]["exact"]
@@ -93,29 +100,31 @@ def read_candidate_lists(values: tuple[str, ...]) -> dict[str, list[str]]:
               help="A sensitive field given by a column of the data files (its value must occur in the text); repeat.")
 @click.option("--candidates", "candidate_files", multiple=True, metavar="KIND=FILE",
               help="A kind's candidates, one a line (default: its values in the audited texts).")
-@click.option("--max-candidates", default=100, show_default=True, type=int,
+@click.option("--max-candidates", default=100, show_default=True, type=click.IntRange(min=2),
               help="Without --candidates: rank among the kind's most frequent values, this many.")
 @click.option("--batch-tokens", default=4096, show_default=True, type=click.IntRange(min=64), help="Tokens per batch.")
 @click.option("--include-text", is_flag=True,
               help="Write each span's true value and the model's first choice into reconstruction.parquet.")
-def reconstruct(target: str, members: str, nonmembers: tuple[str, ...], out: str, patterns: tuple[str, ...],
-                columns: tuple[str, ...], candidate_files: tuple[str, ...], max_candidates: int, batch_tokens: int,
-                include_text: bool) -> None:
+@column_options(from_config=False)
+@overwrite_option
+def reconstruct(nonmembers: tuple[str, ...], patterns: tuple[str, ...], columns: tuple[str, ...],
+                candidate_files: tuple[str, ...], max_candidates: int, batch_tokens: int, include_text: bool,
+                overwrite: bool, **options) -> None:
     """Can the model restore a sensitive field (a name, a diagnosis)? Its rank among candidates, members against
     non-members."""
     from lmaudit.audit.reconstruction import RESULT_FILE, ReconstructionSettings
     from lmaudit.audit.reconstruction import reconstruct as run_reconstruction
     from lmaudit.cli.app import progress
-    from lmaudit.config import validated
+    from lmaudit.config import COMMAND_LINE, validated
     from lmaudit.data.fields import parse_field_rule
 
-    config = validated({"target": target, "members": members, "nonmembers": nonmember_files(nonmembers), "out": out},
-                       "command line")
+    names = column_names(options)
+    config = validated({**options, "columns": names, "nonmembers": nonmember_files(nonmembers)}, COMMAND_LINE)
     rules = tuple(parse_field_rule(value, "--field") for value in patterns) + tuple(
         parse_field_rule(value, "--field-column") for value in columns)
     settings = ReconstructionSettings(rules, max_candidates, read_candidate_lists(candidate_files), batch_tokens,
                                       include_text)
-    document = run_reconstruction(config, settings, progress())
+    document = run_reconstruction(config, settings, progress(), overwrite)
     for kind, entry in document["fields"].items():
         if "not_applicable" in entry:
             click.echo(f"{kind}: n/a ({entry['not_applicable']}; {entry['spans_found']} spans found)")
@@ -125,7 +134,7 @@ def reconstruct(target: str, members: str, nonmembers: tuple[str, ...], out: str
                        f"{top1['member']['exposed']} of {top1['member']['units']} members, "
                        f"{top1['nonmember']['exposed']} of {top1['nonmember']['units']} non-members "
                        f"(chance {result['chance_top1']:.3f})")
-    click.echo(f"result: {Path(out) / RESULT_FILE}")
+    click.echo(f"result: {Path(config.out) / RESULT_FILE}")
 
 
 COMMANDS = (extract, reconstruct)

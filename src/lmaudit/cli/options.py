@@ -14,7 +14,8 @@ from functools import partial
 import click
 from pydantic import BaseModel
 
-from lmaudit.config import AUDITED_OUTPUTS, AuditConfig
+from lmaudit.config import AUDITED_OUTPUTS, AuditConfig, given, validated
+from lmaudit.data.columns import COLUMN_OPTIONS, ColumnNames
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
 from lmaudit.signals.registry import DEFAULT_SIGNALS, signal_names
@@ -165,3 +166,15 @@ def evaluation_options(from_config: bool) -> Decorator:
                      help="A corpus column whose values each make a sample-level slice of the report; repeat for "
                           "several (default: none)."),
     )
+
+
+def column_options(from_config: bool) -> Decorator:
+    """--text-column, --id-column, --group-column, --label-column: the corpus files' own names of lmaudit's columns,
+    on every command that reads corpus files (from_config: the configuration's `columns:` section)."""
+    return stack(*(setting(ColumnNames, field, option, field, from_config=from_config, metavar="COLUMN",
+                           help=ColumnNames.model_fields[field].description) for field, option in COLUMN_OPTIONS.items()))
+
+
+def column_names(options: dict) -> ColumnNames:
+    """The column options, taken out of a command's `options` (an option not given: lmaudit's own name)."""
+    return validated(given({field: options.pop(field) for field in COLUMN_OPTIONS}), "the column options", ColumnNames)

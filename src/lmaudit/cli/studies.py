@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lmaudit.cli.app import progress
+from lmaudit.cli.app import log_warnings, progress
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import ARCHITECTURES
 from lmaudit.studies.registry import STUDIES, STUDY_SIZES
@@ -51,6 +51,7 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
     else:
         report = run_demo(out, size, seed, progress=progress(), suite=suite, architecture=architecture)
     click.echo(summary_table(report))
+    log_warnings(report["warnings"])
     click.echo(f"report: {Path(out) / 'report.html'}")
 
 

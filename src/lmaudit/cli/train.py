@@ -10,9 +10,10 @@ from functools import partial
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from lmaudit.cli.app import progress
-from lmaudit.cli.options import setting, stack
+from lmaudit.cli.options import column_names, column_options, setting, stack
 from lmaudit.data.roles import DEFAULT_HELD_OUT
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import (
@@ -54,12 +55,13 @@ def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
 @click.option("--population", default=DEFAULT_HELD_OUT, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="Fraction of the groups held out as the population that calibrates thresholds.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the draw.")
-def split(data: str, out: str, nonmembers: float, population: float, seed: int) -> None:
+@column_options(from_config=False)
+def split(data: str, out: str, nonmembers: float, population: float, seed: int, **columns) -> None:
     """Plan an audit before training: split the training file by whole groups, at random, into the members to train
     on and the non-members and population to hold out (all from one distribution: see README, Plan the audit)."""
     from lmaudit.data.plan import MANIFEST, PLAN_FILES, plan_split
 
-    manifest = plan_split(data, out, nonmembers, population, seed)
+    manifest = plan_split(data, out, nonmembers, population, seed, column_names(columns))
     counts, files = manifest["counts"], {role: Path(out) / name for role, name in PLAN_FILES.items()}
     click.echo(f"train on {files['member']} only ({counts['member']['samples']} samples of "
                f"{counts['member']['groups']} groups); hold out {files['nonmember']} "
@@ -115,7 +117,8 @@ dp_options = stack(
     setting(DPSettings, "delta", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
             help="Delta of the epsilon reported (with --dp)."),
     click.option("--max-samples-per-group", default=None, type=click.IntRange(min=1),
-                 help="Keep at most this many samples per group_id (patient, user) (with --dp; default: all)."),
+                 help="Keep at most this many samples per group_id (patient, user), which every row of --data "
+                      "must have (with --dp; default: all)."),
     click.option("--audit-dp", is_flag=True,
                  help="Audit DP-SGD itself (with --dp): gradient canaries in every step give a white-box epsilon lower "
                       "bound beside the accountant's, and Poisson sampling, clipping and noise are checked."),
@@ -124,19 +127,46 @@ dp_options = stack(
 )
 
 
+# The parameters that only DP-SGD reads: without --dp, giving one is refused rather than ignored.
+DP_ONLY = ("noise_multiplier", "target_epsilon", "max_grad_norm", "delta", "max_samples_per_group", "audit_dp",
+           "gradient_canaries")
+
+
+def typed(*names: str) -> list[str]:
+    """The options among the parameters `names` given on the command line, as the help names them (a value alone cannot
+    tell an option given from one left at its default)."""
+    ctx = click.get_current_context()
+    return [param.opts[0] for param in ctx.command.params
+            if param.name in names and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE]
+
+
+def listed(options: list[str]) -> str:
+    """'--a', '--a and --b', '--a, --b and --c'."""
+    return " and ".join(filter(None, (", ".join(options[:-1]), options[-1])))
+
+
 def dp_settings(dp: bool, noise_multiplier: float | None, target_epsilon: float | None, max_grad_norm: float,
                 delta: float, max_samples_per_group: int | None, audit_dp: bool,
                 gradient_canaries: int) -> DPSettings | None:
-    """The DP-SGD settings of --dp and its options; InputError for DP options without --dp, or --dp without exactly one
-    of --noise-multiplier and --target-epsilon."""
+    """The DP-SGD settings of --dp and its options; InputError for an option that could not take effect (a DP option
+    without --dp, --gradient-canaries without --audit-dp), or --dp without exactly one of --noise-multiplier and
+    --target-epsilon."""
+    unaudited = bool(typed("gradient_canaries")) and not audit_dp  # gradient canaries are planted by --audit-dp alone
     if not dp:
-        if noise_multiplier is not None or target_epsilon is not None or max_samples_per_group is not None or audit_dp:
-            raise InputError("--noise-multiplier, --target-epsilon, --max-samples-per-group and --audit-dp apply to DP "
-                             "training: add --dp")
+        given = typed(*DP_ONLY)
+        if given:
+            one = len(given) == 1
+            raise InputError(f"{listed(given)} appl{'ies' if one else 'y'} to DP training only: add "
+                             f"{'--dp --audit-dp' if unaudited else '--dp'}, or drop {'it' if one else 'them'}")
         return None
-    if (noise_multiplier is None) == (target_epsilon is None):
+    if noise_multiplier is None and target_epsilon is None:
         raise InputError("--dp needs one of --noise-multiplier (e.g. 1.0; larger is more private and less accurate) and "
                          "--target-epsilon (e.g. 4)")
+    if noise_multiplier is not None and target_epsilon is not None:
+        raise InputError("--dp needs one of --noise-multiplier and --target-epsilon, not both: each sets the noise "
+                         "(--target-epsilon the noise that spends it); drop one")
+    if unaudited:
+        raise InputError("--gradient-canaries applies to --audit-dp only: add --audit-dp, or drop --gradient-canaries")
     return DPSettings(noise_multiplier, max_grad_norm, delta, max_samples_per_group,
                       gradient_canaries if audit_dp else 0, target_epsilon)
 
@@ -167,6 +197,14 @@ def echo_dp_audit(record: dict | None) -> None:
         from lmaudit.metrics.dp_audit import white_box_audit, white_box_line
 
         click.echo(white_box_line(white_box_audit(record)))
+
+
+def capped(corpus, data: str, recipe: TrainingRecipe):
+    """The corpus of --data, refused (InputError) where --max-samples-per-group would leave some of its rows uncapped;
+    before the canaries are planted, each its own group."""
+    if recipe.dp is not None:
+        recipe.dp.refuse_ungrouped(corpus["group_id"].isna().tolist(), data)
+    return corpus
 
 
 def with_canaries(corpus, canaries: str | None):
@@ -209,9 +247,10 @@ def train_language_model_command(kind: str, data: str, out: str, canaries: str |
     from lmaudit.models.train import train_language_model
     from lmaudit.models.trained import refuse_another_model
 
+    names = column_names(options)
     recipe = recipe_of(options)
     refuse_other_family(canaries, language_model=True)
-    corpus = with_canaries(load_corpus(data), canaries)
+    corpus = with_canaries(capped(load_corpus(data, names=names), data, recipe), canaries)
     if canaries:
         from lmaudit.canaries.make import reserved_tokens
 
@@ -233,6 +272,7 @@ def train_language_model_command(kind: str, data: str, out: str, canaries: str |
 
 language_model_options = stack(
     click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column."),
+    column_options(from_config=False),
     click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the model is saved in."),
     recipe_option("epochs", type=click.IntRange(min=1), help="Passes over the data."),
     canaries_option, overwrite_option, model_options, start_options, dp_options,
@@ -260,6 +300,7 @@ def train_clm(**options) -> None:
 @click.option("--validation", required=True, type=click.Path(), help="Held-out file (text, label) for early stopping.")
 @click.option("--test", "test_data", default=None, type=click.Path(), help="Held-out file (text, label) for the test accuracy.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the classifier is saved in.")
+@column_options(from_config=False)
 @canaries_option
 @overwrite_option
 @recipe_option("architecture", type=click.Choice(ARCHITECTURES),
@@ -283,16 +324,17 @@ def train_classifier_command(data: str, validation: str, test_data: str | None, 
     from lmaudit.models.trained import refuse_another_model
 
     def labelled(path: str):
-        corpus = load_corpus(path)
+        corpus = load_corpus(path, names=names)
         check_labels(corpus)
         return corpus
 
     def texts_and_labels(corpus) -> tuple[list[str], list[str]]:
         return corpus["text"].tolist(), corpus["label"].astype(str).str.strip().tolist()
 
+    names = column_names(options)
     recipe = recipe_of(options)
     refuse_other_family(canaries, language_model=False)
-    training = with_canaries(labelled(data), canaries)
+    training = with_canaries(capped(labelled(data), data, recipe), canaries)
     check_labels(training)
     classifier_data = ClassifierData(*texts_and_labels(training), texts_and_labels(labelled(validation)),
                                      texts_and_labels(labelled(test_data)) if test_data else None,

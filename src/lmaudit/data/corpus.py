@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import csv
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmaudit.atomic import staged
+from lmaudit.data.columns import DEFAULT_COLUMNS, ColumnNames, renamed
 from lmaudit.data.roles import ROLES
 from lmaudit.errors import InputError, row_location
 
@@ -25,6 +27,9 @@ MISSING_TEXT_MARKERS = frozenset({"nan", "NaN", "-nan", "NA", "N/A", "n/a", "#N/
 
 # Rows read and validated at a time: memory stays bounded by a chunk (plus an id per sample), whatever the file's size.
 ROWS_PER_READ = 65536
+# Delimiters a CSV header is checked for, and how an error names them: a file separated by another (a spreadsheet's
+# export in a locale whose decimal mark is the comma) reads as one column, or fails with pandas' own message.
+OTHER_DELIMITERS = {";": "';'", "\t": "tabs", "|": "'|'"}
 
 
 def _utf8_error(path: Path, error: UnicodeDecodeError | None = None) -> InputError:
@@ -66,7 +71,21 @@ def _jsonl_chunks(path: Path, rows: int) -> Iterator[pd.DataFrame]:
         yield pd.DataFrame.from_records(records)
 
 
+def _refuse_other_delimiter(path: Path) -> None:
+    """InputError for a CSV file whose header line is separated by another delimiter than the comma."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        header = handle.readline(1 << 16)
+    try:
+        delimiter = csv.Sniffer().sniff(header, delimiters="," + "".join(OTHER_DELIMITERS)).delimiter
+    except csv.Error:  # one column, or an empty file: nothing to tell
+        return
+    if delimiter in OTHER_DELIMITERS:
+        raise InputError(f"{path}: looks separated by {OTHER_DELIMITERS[delimiter]}, not commas; lmaudit reads "
+                         "comma-separated CSV: save the file with commas, or as .jsonl or .parquet")
+
+
 def _csv_chunks(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+    _refuse_other_delimiter(path)
     try:
         yield from pd.read_csv(path, dtype=str, keep_default_na=False, chunksize=rows, encoding="utf-8",
                                encoding_errors="strict")
@@ -121,7 +140,7 @@ def write_table(table: pd.DataFrame, path: str | Path) -> None:
 @contextmanager
 def table_writer(path: str | Path) -> Iterator[Callable[[pd.DataFrame], None]]:
     """A function that appends a chunk of rows to a CSV, JSONL or Parquet file (by extension); the file appears, whole,
-    only when the block ends without an error."""
+    only when the block ends without an error (in its folder, made if missing)."""
     kind = table_kind(path)
     with staged(path) as (temporary,):
         parquet = None
@@ -129,6 +148,8 @@ def table_writer(path: str | Path) -> Iterator[Callable[[pd.DataFrame], None]]:
 
         def write(chunk: pd.DataFrame) -> None:
             nonlocal parquet, first
+            if first:
+                temporary.parent.mkdir(parents=True, exist_ok=True)
             if kind == "csv":
                 chunk.to_csv(temporary, index=False, mode="w" if first else "a", header=first)
             elif kind == "jsonl":
@@ -158,23 +179,26 @@ def _as_text(value: object) -> str:
 
 
 def load_corpus(path: str | Path, role: str | None = None, columns: tuple[str, ...] = (),
-                id_prefix: str | None = None) -> pd.DataFrame:
-    """Load one corpus file; `role` assigns a role to every row (else a `role` column may).
+                id_prefix: str | None = None, names: ColumnNames = DEFAULT_COLUMNS) -> pd.DataFrame:
+    """Load one corpus file; `role` assigns a role to every row (else a `role` column may); `names`: the file's own
+    names of lmaudit's columns.
 
     Returns columns text, sample_id, group_id, subgroup_id, label, role, source, row
     (row counts data rows from 1, header excluded), and the extra `columns` asked for (e.g. to slice by; an
     InputError if the file lacks one). Missing ids are None; missing sample ids are generated as '<id_prefix>-<row>'
     (default prefix: the file's stem; `generated_id_prefixes` keeps several files' ids apart).
     """
-    return pd.concat(list(load_corpus_chunks(path, role, columns=columns, id_prefix=id_prefix)), ignore_index=True)
+    return pd.concat(list(load_corpus_chunks(path, role, columns=columns, id_prefix=id_prefix, names=names)),
+                     ignore_index=True)
 
 
 def load_corpus_chunks(path: str | Path, role: str | None = None, rows: int | None = None,
-                       columns: tuple[str, ...] = (), id_prefix: str | None = None) -> Iterator[pd.DataFrame]:
+                       columns: tuple[str, ...] = (), id_prefix: str | None = None,
+                       names: ColumnNames = DEFAULT_COLUMNS) -> Iterator[pd.DataFrame]:
     """load_corpus one chunk of at most `rows` rows at a time, each validated as it is read; sample ids are checked for
     duplicates across the whole file."""
     path = Path(path)
-    yield from _validated_chunks(read_table_chunks(path, rows), path, role, columns, id_prefix or path.stem)
+    yield from _validated_chunks(read_table_chunks(path, rows), path, role, columns, id_prefix or path.stem, names)
 
 
 def generated_id_prefixes(paths: Iterable[str | Path]) -> dict[str, str]:
@@ -189,18 +213,20 @@ def generated_id_prefixes(paths: Iterable[str | Path]) -> dict[str, str]:
 
 
 def corpus_from_table(table: pd.DataFrame, name: str = "DataFrame", role: str | None = None,
-                      columns: tuple[str, ...] = ()) -> pd.DataFrame:
-    """A corpus from a table already in memory (columns as in a corpus file), validated as load_corpus validates a
-    file; errors name `name` and the row."""
-    return pd.concat(list(_validated_chunks([table], Path(name), role, columns, Path(name).stem)), ignore_index=True)
+                      columns: tuple[str, ...] = (), names: ColumnNames = DEFAULT_COLUMNS) -> pd.DataFrame:
+    """A corpus from a table already in memory (columns as in a corpus file, or as `names` names them), validated as
+    load_corpus validates a file; errors name `name` and the row."""
+    return pd.concat(list(_validated_chunks([table], Path(name), role, columns, Path(name).stem, names)),
+                     ignore_index=True)
 
 
-def _validated_chunks(tables: Iterable[pd.DataFrame], path: Path, role: str | None,
-                      columns: tuple[str, ...], id_prefix: str) -> Iterator[pd.DataFrame]:
+def _validated_chunks(tables: Iterable[pd.DataFrame], path: Path, role: str | None, columns: tuple[str, ...],
+                      id_prefix: str, names: ColumnNames) -> Iterator[pd.DataFrame]:
     first_row: dict[str, int] = {}  # sample id -> the row that used it first
     generated: bool | None = None
     offset = 0
     for table in tables:
+        table = renamed(table, names, path)
         corpus = _corpus_chunk(table, path, role, offset)
         for column in columns:
             if column not in table.columns:
@@ -227,7 +253,8 @@ def _corpus_chunk(table: pd.DataFrame, path: Path, role: str | None, offset: int
     """One validated chunk of a corpus file whose first row is data row `offset` + 1."""
     if "text" not in table.columns:
         found = ", ".join(map(str, table.columns)) or "none"
-        raise InputError(f"{path}: no 'text' column (columns found: {found}); add a 'text' column with one sample per row")
+        raise InputError(f"{path}: no 'text' column (columns found: {found}); add a 'text' column with one sample per "
+                         "row, or name yours with --text-column")
     rows = pd.RangeIndex(offset + 1, offset + len(table) + 1)
     corpus = pd.DataFrame({"text": [_as_text(v) for v in table["text"]]})
     for position, text in enumerate(corpus["text"]):
@@ -297,7 +324,8 @@ def check_labels(corpus: pd.DataFrame) -> None:
     for source, rows in corpus.groupby("source", sort=False):
         labels = rows["label"]
         if labels.isna().all():
-            raise InputError(f"{source}: no 'label' column; the classifier attacks need each sample's true label")
+            raise InputError(f"{source}: no 'label' column; the classifier attacks need each sample's true label "
+                             "(name your column with --label-column)")
         empty = rows[labels.isna() | (labels.astype(str).str.strip() == "")]
         if not empty.empty:
             raise InputError(f"{row_location(empty.iloc[0])}: empty label; give every sample its true label or remove the row")

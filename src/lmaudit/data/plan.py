@@ -23,6 +23,7 @@ import pandas as pd
 
 from lmaudit import __version__
 from lmaudit.atomic import staged
+from lmaudit.data.columns import DEFAULT_COLUMNS, ColumnNames
 from lmaudit.data.corpus import load_corpus, write_table
 from lmaudit.data.roles import DEFAULT_HELD_OUT, MEMBER, NONMEMBER, POPULATION, split_groups
 from lmaudit.errors import InputError
@@ -41,10 +42,11 @@ def file_sha256(path: Path) -> str:
 
 
 def plan_split(source: str | Path, out: str | Path, nonmembers: float = DEFAULT_HELD_OUT,
-               population: float = DEFAULT_HELD_OUT, seed: int = 0) -> dict:
-    """Split `source` by whole groups (a row without group_id is a group of its own) into the members to train on,
-    the non-members and the population, in the given fractions of the groups (seeded), and write the plan's folder
-    `out` (all or nothing; an existing folder is refused). Returns split.json's document."""
+               population: float = DEFAULT_HELD_OUT, seed: int = 0, names: ColumnNames = DEFAULT_COLUMNS) -> dict:
+    """Split `source` (its columns named as `names` says) by whole groups (a row without group_id is a group of its own)
+    into the members to train on, the non-members and the population, in the given fractions of the groups (seeded),
+    and write the plan's folder `out` (all or nothing; an existing folder is refused; its files use lmaudit's column
+    names). Returns split.json's document."""
     source, out = Path(source), Path(out)
     if out.exists():
         raise InputError(f"{out}: already exists; a split decides which samples a model may train on, so lmaudit never "
@@ -52,7 +54,7 @@ def plan_split(source: str | Path, out: str | Path, nonmembers: float = DEFAULT_
     if not (0 < nonmembers < 1 and 0 < population < 1 and nonmembers + population < 1):
         raise InputError(f"--nonmembers {nonmembers:g} and --population {population:g}: each a fraction above 0, "
                          f"together below 1 (the rest are the members)")
-    corpus = load_corpus(source)
+    corpus = load_corpus(source, names=names)
     groups = corpus["group_id"].fillna(corpus["sample_id"])
     fractions = {MEMBER: 1 - nonmembers - population, NONMEMBER: nonmembers, POPULATION: population}
     if groups.nunique() < 2 * len(fractions):

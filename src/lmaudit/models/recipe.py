@@ -6,8 +6,11 @@ the recipe it wants (`recorded`) before deciding to train again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from lmaudit.errors import InputError
 
 # The sizes of the models trained from scratch: layers, hidden width, attention heads, feed-forward width.
 SIZES = {
@@ -38,6 +41,21 @@ class DPSettings:
         run's, so only the target is compared)."""
         return {key: value for key, value in asdict(self).items()
                 if not (key == "noise_multiplier" and self.target_epsilon is not None)}
+
+    def refuse_ungrouped(self, ungrouped: Sequence[bool], source: str) -> None:
+        """InputError where the per-group cap is asked for and rows of `source` have no group_id (`ungrouped`, one flag
+        per row in order): the cap cannot bound them, so the epsilon recorded would claim a bound per person that fails."""
+        cap = self.max_samples_per_group
+        lacking = [row for row, missing in enumerate(ungrouped, start=1) if missing]
+        if cap is None or not lacking:
+            return
+        if len(lacking) == len(ungrouped):
+            raise InputError(f"--max-samples-per-group {cap}: no row of {source} has a group_id, so none would be "
+                             "capped; add a group_id column (the patient or user of each row), or drop "
+                             "--max-samples-per-group")
+        raise InputError(f"--max-samples-per-group {cap}: {len(lacking)} of the {len(ungrouped)} rows of {source} "
+                         f"{'has' if len(lacking) == 1 else 'have'} no group_id (first: row {lacking[0]}), and a row "
+                         "without one is never capped; fill in their group_id, or drop --max-samples-per-group")
 
 
 @dataclass(frozen=True)

@@ -137,8 +137,9 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     sets = list(data.get("nonmember_sets", {}))
     summary = verdict(document["results"], document["ranking"], document["level_names"], delta, blind,
                       document.get("leakage_tests"), sets[0] if sets else None)
-    if facts.caveats:
-        summary["caveats"] = list(facts.caveats)
+    caveats = [*facts.caveats, *population_caveats(data.get("counts", {}))]
+    if caveats:
+        summary["caveats"] = caveats
     if validity is not None:
         document["validity"] = with_lift(validity, document["ranking"])
         shift, elsewhere = shift_caveats(validity, document["level_names"])
@@ -149,32 +150,51 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
 
 
+NO_POPULATION = ("no population data (texts never trained on, besides the audited non-members): no threshold was "
+                 "calibrated as an attacker would set one, so the report gives no precision, recall or epsilon lower "
+                 "bound at such a threshold, and 'high' rests on the true-positive rate at the audited non-members' own "
+                 "1% threshold alone; give --population to measure them")
+
+
+def population_caveats(counts: dict) -> list[str]:
+    """The verdict's caveat where the audit had no population data and no shadow model to calibrate thresholds."""
+    calibrated = counts.get("population", 0) or any(role.startswith("shadow") for role in counts)
+    return [] if calibrated else [NO_POPULATION]
+
+
 PRESENTATION = ("figures",)  # settings of how a report is drawn, not of what it found: a rerun may change them
+# Each command's result file, and how an error names it: one folder holds one run's result.
+RESULT_FILES = {"report.json": "an audit's report", "extraction.json": "an extraction's result",
+                "reconstruction.json": "a reconstruction's result", "dataset_inference.json": "a dataset inference's result"}
 
 
-def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False) -> None:
-    """Refuse to write an audit into a folder that holds another run's results: a model, or the report of an audit
-    configured otherwise (InputError naming the first setting that differs), unless `overwrite`. A rerun of the same
-    configuration goes on, reusing its stored signals."""
+def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False, result_file: str = "report.json") -> None:
+    """Refuse to write `result_file` into a folder that holds another run's results: a model, another command's result
+    file, or this command's run configured otherwise (InputError naming the first setting that differs), unless
+    `overwrite`. A rerun of the same configuration goes on, reusing its stored signals."""
     out = Path(out)
     if overwrite or not out.is_dir():
         return
     if (out / SUMMARY_FILE).is_file() or (out / "config.json").is_file():
-        raise InputError(f"{out}: holds a model, not an audit's report; choose another --out")
-    report = out / "report.json"
-    if not report.is_file():
+        raise InputError(f"{out}: holds a model, not {RESULT_FILES[result_file]}; choose another --out")
+    other = next((name for name in RESULT_FILES if name != result_file and (out / name).is_file()), None)
+    if other is not None:
+        raise InputError(f"{out}: holds {RESULT_FILES[other]} ({other}); choose another --out, or give --overwrite to "
+                         "write beside it")
+    result = out / result_file
+    if not result.is_file():
         return
     try:
-        previous = json.loads(report.read_text(encoding="utf-8"))["config"]
+        previous = json.loads(result.read_text(encoding="utf-8"))["config"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"{report}: not a report of lmaudit's that can be read; choose another --out, or give "
-                         "--overwrite to replace the folder's report") from None
+        raise InputError(f"{result}: not a result of lmaudit's that can be read; choose another --out, or give "
+                         "--overwrite to replace it") from None
     current = json.loads(json_text(config))
     differing = [key for key in dict.fromkeys([*current, *previous])
                  if key not in PRESENTATION and current.get(key) != previous.get(key)]
     if differing:
-        raise InputError(f"{out}: holds the report of another audit (its {differing[0]} differs); choose another --out, "
-                         "or give --overwrite to replace it")
+        raise InputError(f"{out}: holds {RESULT_FILES[result_file]} configured otherwise (its {differing[0]} differs); "
+                         "choose another --out, or give --overwrite to replace it")
 
 
 def json_text(document: dict) -> str:

@@ -56,6 +56,14 @@ def saturated_vote_warnings(results: list[dict]) -> list[str]:
             "cut, not what the target leaks; read Algorithm 2 (user_threshold_*), whose AUC needs no threshold"]
 
 
+def population_reader(result: dict) -> str:
+    """An attack as a population warning names it: with why its population count is smaller than the data's, when it
+    trains on part of the population and calibrates its thresholds on the rest."""
+    trained_on = (result.get("calibration") or {}).get("trained_on", "")
+    return (f"{result['attack']}, which trains on half of the population and calibrates on the other half"
+            if "population" in trained_on else result["attack"])
+
+
 def population_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
     """One warning per level whose population is too small (or too tied) to calibrate some threshold: each reason, with
     the attacks it concerns when not all of the level's (attacks may read different parts of the population). An audit
@@ -69,7 +77,7 @@ def population_warnings(results: list[dict], level_names: dict[str, str]) -> lis
             for key in sorted((k for k in unavailable if k.startswith("population_threshold")),
                               key=lambda k: -float(k.rsplit("_", 1)[1])):
                 if result["n_population"]:  # no population at all is a choice (a shadow calibrates), not a shortage
-                    attacks_by_reason.setdefault(unavailable[key], []).append(result["attack"])
+                    attacks_by_reason.setdefault(unavailable[key], []).append(population_reader(result))
         if attacks_by_reason:
             parts, said = [], None
             for reason, attacks in attacks_by_reason.items():

@@ -15,7 +15,6 @@ from markupsafe import Markup
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.report.plots import histogram_figure, roc_figure
-from lmaudit.report.verdict import EXTRACTION_RULE, dataset_inference_line, extraction_statement
 from lmaudit.report.tables import (
     CLASSIFIER_ATTACKS,
     PAPER_COLUMNS,
@@ -27,6 +26,7 @@ from lmaudit.report.tables import (
     population_threshold_at,
     result_of,
 )
+from lmaudit.report.verdict import EXTRACTION_RULE, dataset_inference_line, extraction_statement
 
 # Terms the page uses, explained once (attacks are explained from the registry).
 GLOSSARY = {

@@ -171,8 +171,8 @@ def feature_attack_lines(report: dict) -> list[str]:
 
 
 def summary_table(report: dict) -> str:
-    """The terminal summary: the verdict, the classifier's feature x attack table when there is one, each level's ranked
-    attacks on all data, and the warnings (slices and thresholds are in report.html)."""
+    """The terminal summary: the verdict, the classifier's feature x attack table when there is one, and each level's
+    ranked attacks on all data (slices and thresholds are in report.html; the warnings are logged, on stderr)."""
     lines = verdict_lines(report)
     if feature_attack_table(report["results"]):
         lines += ["", *_models_lines(report), "AUC (accuracy % at the shadow-calibrated threshold):", *feature_attack_lines(report)]
@@ -180,7 +180,7 @@ def summary_table(report: dict) -> str:
         if report.get("ranking", {}).get(level):
             lines += ["", f"{report.get('level_names', {}).get(level, level)} level:", *ranking_lines(report, level)]
     lines += nonmember_set_lines(report)
-    return "\n".join(lines + [f"warning: {w}" for w in report["warnings"]])
+    return "\n".join(lines)
 
 
 def nonmember_set_lines(report: dict) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lmaudit.data.columns import DEFAULT_COLUMNS, ColumnNames
 from lmaudit.data.corpus import load_corpus_chunks, table_kind, table_writer
 from lmaudit.logs import Throttle
 from lmaudit.models.fingerprints import tokenizer_fingerprint, weights_fingerprint
@@ -158,14 +159,14 @@ def model_signals(models: dict[str, str | Path | ModelSource], sample_ids: list[
 
 
 def score_file(model: ModelSource, data: str | Path, out: str | Path, settings: SignalSettings, scoring: Scoring,
-               shard: tuple[int, int] | None = None) -> tuple[int, int]:
-    """Score every sample of a corpus file (or shard i of N of each chunk read) into `out`: columns sample_id and the
-    signal. The file is read, scored and written a chunk at a time, so memory does not grow with its length; `out`
-    appears whole at the end. Returns (samples written, samples truncated)."""
+               shard: tuple[int, int] | None = None, names: ColumnNames = DEFAULT_COLUMNS) -> tuple[int, int]:
+    """Score every sample of a corpus file (its columns named as `names` says; or shard i of N of each chunk read) into
+    `out`: columns sample_id and the signal. The file is read, scored and written a chunk at a time, so memory does not
+    grow with its length; `out` appears whole at the end. Returns (samples written, samples truncated)."""
     table_kind(out)  # refuse an unknown output type before the work, not after
     written = truncated = 0
     with table_writer(out) as write:
-        for corpus in load_corpus_chunks(data):
+        for corpus in load_corpus_chunks(data, names=names):
             if shard is not None:
                 corpus = corpus.iloc[shard_positions(corpus["text"].tolist(), corpus["sample_id"].tolist(), shard)]
             values = model_signal(model, corpus["sample_id"].tolist(), corpus["text"].tolist(), settings, scoring)
