@@ -178,6 +178,13 @@ def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folde
                            "--out", root / "cli-secrets", "--signal", "clm_loss", "--candidates", "50")
     assert code == 0 and "secret canaries scored by secret (clm_tokens)" in output
     assert "exposure (bits; 19.9 possible, 50 random" in output
+    # like an audit, a canary audit refuses another run's report unless --overwrite, and a rerun of its own goes on
+    first = (root / "cli-secrets" / REPORT_FILE).read_text()
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
+                           "--out", root / "cli-secrets", "--signal", "clm_loss", "--candidates", "40")
+    assert_one_line_error(code, output, "holds a canary audit's report configured otherwise (its candidates differs)",
+                          "--overwrite")
+    assert (root / "cli-secrets" / REPORT_FILE).read_text() == first
     code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root,
                            "--out", root / "cli-bad", "--signal", "clm_loss")
     assert code == 2 and "not a canary folder" in output and len(output.strip().splitlines()) == 1

@@ -33,13 +33,14 @@ from lmaudit.canaries.make import (
     read_canary_set,
     secret_rows,
 )
-from lmaudit.canaries.report import canary_report, compared_epsilon, write_canary_audit
+from lmaudit.canaries.report import REPORT_FILE, canary_report, compared_epsilon, write_canary_audit
 from lmaudit.canaries.settings import DEFAULT_CANDIDATES, MINIMUM_CANDIDATES, SECRET_DESIGNS, SECRET_SLOT
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
+from lmaudit.report.build import refuse_another_run
 
 if TYPE_CHECKING:  # the attacks (and scikit-learn) load when an audit runs, not with the command line
     from lmaudit.attacks.base import AttackInput, AttackScores
@@ -296,11 +297,12 @@ def token_signal_config(config: AuditConfig) -> AuditConfig:
 
 def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None = None,
                    candidates: int = DEFAULT_CANDIDATES, delta: float | None = None, confidence: float = CONFIDENCE,
-                   progress: bool = False) -> CanaryAudit:
+                   progress: bool = False, overwrite: bool = False) -> CanaryAudit:
     """Score the canaries of `folder` on the configured target (and references) with `attack` (default:
     `default_attack`), bound epsilon from the key (Steinke et al.'s and the f-DP bound), measure the secrets' exposure
     against `candidates` random ones, and write the output folder (config.out). `delta`: that of the bounds (default:
-    the target's recorded DP-SGD delta, a group's for canaries planted several times, else DEFAULT_DELTA)."""
+    the target's recorded DP-SGD delta, a group's for canaries planted several times, else DEFAULT_DELTA). An output
+    folder holding another run's results is refused unless `overwrite`."""
     from lmaudit.audit.records import resolve
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.fdp_one_run import gaussian_bound
@@ -319,7 +321,10 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     claimed = compared_epsilon(dp, canary_set.repeats)  # a group's delta for repeated canaries
     delta = delta if delta is not None else (claimed[1] if claimed else dp["delta"] if dp else DEFAULT_DELTA)
     secret = canary_set.kind == "secret"
+    recorded = {**config.model_dump(), "canaries": str(folder), "attack": attack, "candidates": candidates,
+                "delta": delta, "confidence": confidence}
     with output_lock(config.out):
+        refuse_another_run(config.out, recorded, overwrite, REPORT_FILE)
         pool = secret_candidates(canary_set, canaries, candidates) if secret and candidates else None
         log.info("canary audit: scoring %d canaries%s with %s", len(canaries),
                  f" and {candidates} random secrets" if pool is not None else "", attack)
@@ -338,7 +343,8 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
             scores["exposure_sampled"] = [e.sampled for e in found]
             scores["exposure_extrapolated"] = [e.extrapolated for e in found]
             exposure = exposure_summary(scores, included, canary_set.space_bits, candidates)
-        report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp, white_box_of(trained))
+        report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp, white_box_of(trained)) | {
+            "config": recorded}
         if config.include_text:
             scores["text"] = canaries.set_index("sample_id").loc[scores["sample_id"], "text"].to_numpy()
         write_canary_audit(Path(config.out), report, scores)

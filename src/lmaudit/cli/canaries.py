@@ -14,7 +14,7 @@ from lmaudit.canaries.settings import (
     DEFAULT_SECRET_DIGITS,
     KINDS,
 )
-from lmaudit.cli.app import progress
+from lmaudit.cli.app import overwrite_option, progress
 from lmaudit.cli.options import placement_options, signal_options
 
 
@@ -79,14 +79,16 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
 @signal_options(from_config=True, signal_help="The signal of the model and the references: an LM's loss signal, or "
                                                "classifier (the classifier's loss on each canary's label).")
 @placement_options(from_config=True)
-def canaries_audit(folder: str, attack: str | None, delta: float | None, candidates: int, **options) -> None:
+@overwrite_option
+def canaries_audit(folder: str, attack: str | None, delta: float | None, candidates: int, overwrite: bool,
+                   **options) -> None:
     """Audit planted canaries: score them, guess which were planted, bound epsilon; exposure for secrets."""
     from lmaudit.canaries.audit import audit_canaries
     from lmaudit.canaries.report import canary_lines
     from lmaudit.config import load_config
 
     config = load_config(None, options)
-    result = audit_canaries(config, folder, attack, candidates, delta, progress=progress())
+    result = audit_canaries(config, folder, attack, candidates, delta, progress=progress(), overwrite=overwrite)
     click.echo("\n".join(canary_lines(result.report)))
     click.echo(f"report: {Path(config.out) / 'canary_report.html'}")
 

@@ -165,7 +165,8 @@ def population_caveats(counts: dict) -> list[str]:
 PRESENTATION = ("figures",)  # settings of how a report is drawn, not of what it found: a rerun may change them
 # Each command's result file, and how an error names it: one folder holds one run's result.
 RESULT_FILES = {"report.json": "an audit's report", "extraction.json": "an extraction's result",
-                "reconstruction.json": "a reconstruction's result", "dataset_inference.json": "a dataset inference's result"}
+                "reconstruction.json": "a reconstruction's result", "dataset_inference.json": "a dataset inference's result",
+                "canary_report.json": "a canary audit's report"}
 
 
 def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False, result_file: str = "report.json") -> None:
