@@ -100,3 +100,20 @@ def test_the_group_check_passes_what_the_cap_can_bound():
     DPSettings(1.0).refuse_ungrouped([True, True], "notes.csv")
     with pytest.raises(InputError, match="1 of the 2 rows of notes.csv has no group_id"):
         DPSettings(1.0, max_samples_per_group=5).refuse_ungrouped([False, True], "notes.csv")
+
+
+@pytest.mark.parametrize(("kind", "options", "fragments"), [
+    ("mlm", ["--lora-rank", "4"], ["--lora-rank applies to --lora only"]),
+    ("clm", ["--init-from", "CHECKPOINT", "--size", "mini"], ["--size is not read with --init-from", "drop it"]),
+    ("mlm", ["--init-from", "CHECKPOINT", "--tokenizer", "TOKENIZER"], ["--tokenizer is not read with --init-from"]),
+    ("classifier", ["--init-from", "CHECKPOINT", "--architecture", "lstm", "--vocab-size", "50"],
+     ["--architecture and --vocab-size are not read with --init-from", "drop them"]),
+    ("classifier", ["--tokenizer", "TOKENIZER", "--tokenization", "word"], ["--tokenization is not read with --tokenizer"]),
+])
+def test_an_option_the_way_training_starts_never_reads_is_refused(notes, tmp_path, kind, options, fragments):
+    """A LoRA rank without --lora, or a size, tokenizer or architecture beside a checkpoint (or a tokenizer folder)
+    that brings its own, would be dropped in silence: refused in one line naming them, before anything is read."""
+    data = write_training_file(tmp_path / "notes.csv", notes)
+    code, output = train(kind, data, tmp_path / "model", *options)
+    assert_one_line_error(code, output, *fragments)
+    assert_nothing_written(tmp_path, data)

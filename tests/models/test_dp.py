@@ -66,6 +66,8 @@ def test_cap_samples_per_group_hand_made():
     assert kept_groups.count("a") == 2 and kept_groups.count("b") == 2 and None in kept_groups
     assert list(cap_samples_per_group(groups, None, seed=0)) == list(range(7))
     assert list(kept) == list(cap_samples_per_group(groups, 2, seed=0))
+    # a CSV's empty group cells read as NaN: each such sample is kept, not pooled into one group called 'nan'
+    assert list(cap_samples_per_group(["a", float("nan"), float("nan"), float("nan")], 1, seed=0)) == [0, 1, 2, 3]
 
 
 def test_per_sample_losses_do_not_depend_on_the_rest_of_the_batch():

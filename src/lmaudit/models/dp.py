@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import torch
 
 from lmaudit.errors import InputError
@@ -29,14 +30,14 @@ if TYPE_CHECKING:
 
 def cap_samples_per_group(groups: Sequence[str | None], cap: int | None, seed: int) -> np.ndarray:
     """Positions kept when each group keeps at most `cap` samples (a seeded random choice); samples
-    without a group are kept."""
+    without a group (None or NaN, as a CSV's empty cell reads) are kept, never pooled into one group."""
     positions = np.arange(len(groups))
     if cap is None:
         return positions
     rng = np.random.default_rng(seed)
     by_group: dict[str, list[int]] = {}
     for position, group in zip(positions, groups, strict=True):
-        if group is not None:
+        if not pd.isna(group):
             by_group.setdefault(str(group), []).append(position)
     dropped = set()
     for members in by_group.values():
