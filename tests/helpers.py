@@ -90,3 +90,13 @@ def terms_written(folder, terms: set[str], skip: tuple[str, ...] = ()) -> dict[s
         if held:
             found[str(path.relative_to(folder))] = held
     return found
+
+
+def demo_member_only_terms(out, trained: tuple[str, ...] = ("member", "calibration_member")) -> set[str]:
+    """The words and word pairs of a demo's training texts (its data/ files of the `trained` roles) found in no other
+    text it generated."""
+    from pathlib import Path
+
+    tables = {path.stem: pd.read_parquet(path)["text"] for path in (Path(out) / "data").glob("*.parquet")}
+    return member_only_terms(pd.concat([tables[name] for name in trained if name in tables]),
+                             pd.concat([text for name, text in tables.items() if name not in trained]))

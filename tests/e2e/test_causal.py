@@ -10,6 +10,7 @@ from lmaudit.attacks.registry import attacks_reading
 from lmaudit.cli import main
 from lmaudit.demos import DEMO_SIZES, DemoSize
 from lmaudit.signals.store import default_cache_dir
+from tests.helpers import demo_member_only_terms, terms_written, text_terms
 
 
 def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkeypatch):
@@ -61,6 +62,10 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
                                          for part in default_cache_dir(tmp_path).rglob("part-*.parquet")))
     audited = pd.concat([pd.read_parquet(path) for path in (tmp_path / "data").glob("*member*.parquet")])["text"]
     assert len(audited) and not any(text in written for text in audited)
+    # nor any word or word pair that only the training texts have, in any file of the report folder or the terminal
+    terms = demo_member_only_terms(tmp_path)
+    assert terms and terms_written(tmp_path, terms, skip=("data", "models")) == {}
+    assert not text_terms(result.output) & terms
 
 
 def test_masked_lm_refused_for_the_causal_signal(tiny_model_dirs, notes, tmp_path):

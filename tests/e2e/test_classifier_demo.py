@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from lmaudit.report.tables import CLASSIFIER_ATTACKS
-from tests.helpers import assert_one_line_error, run_cli
+from tests.helpers import assert_one_line_error, demo_member_only_terms, run_cli, terms_written, text_terms
 
 
 @pytest.fixture(scope="module")
@@ -15,6 +15,15 @@ def demo_run(tmp_path_factory):
     code, output = run_cli("demo", "--suite", "classifier", "--size", "smoke", "--out", out)
     assert code == 0, output
     return out, output
+
+
+def test_no_output_holds_a_word_or_word_pair_found_only_in_the_members_posts(demo_run):
+    """The classifier demo's report folder (all but its inputs, data/ and models/) and terminal hold no word or word
+    pair that only the target's training posts have."""
+    out, output = demo_run
+    terms = demo_member_only_terms(out, trained=("member",))
+    assert terms and terms_written(out, terms, skip=("data", "models")) == {}
+    assert not text_terms(output) & terms
 
 
 def test_demo_reports_every_feature_and_attack(demo_run):

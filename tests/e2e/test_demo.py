@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from lmaudit.cli import main
 from lmaudit.demos import DEMO_SIZES
 from lmaudit.signals.store import default_cache_dir
-from tests.helpers import member_only_terms, terms_written, text_terms
+from tests.helpers import demo_member_only_terms, terms_written, text_terms
 
 
 @pytest.fixture(scope="module")
@@ -225,15 +225,6 @@ def test_second_audit_reuses_stored_signals_and_include_text(demo_run, tmp_path)
     # asked for, the training text is there: the scan below is one that finds it
     listed = terms_written(tmp_path / "again", demo_member_only_terms(out))
     assert listed["scores.parquet"] and listed["report.json"]
-
-
-def demo_member_only_terms(out) -> set[str]:
-    """The words and word pairs of the demo's training texts (members and calibration members) found in no other text
-    it generated."""
-    tables = {path.stem: pd.read_parquet(path)["text"] for path in (out / "data").glob("*.parquet")}
-    trained = ("member", "calibration_member")
-    return member_only_terms(pd.concat([tables[name] for name in trained]),
-                             pd.concat([text for name, text in tables.items() if name not in trained]))
 
 
 def test_no_output_holds_a_word_or_word_pair_found_only_in_the_training_text(demo_run):

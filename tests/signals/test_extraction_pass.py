@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from lmaudit.signals.sampling import SamplingScheme
 from lmaudit.metrics.uncertainty import clopper_pearson
 from lmaudit.signals.extraction import suffix_log_probabilities
+from lmaudit.signals.sampling import SamplingScheme
 from tests.families import tiny_family_model
 
 
