@@ -216,3 +216,47 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     heavy = (*HEAVY, "sklearn", "pandas", "numpy", "matplotlib", "scipy")
     code = f"import sys, lmaudit.cli\nprint(sorted(set(sys.modules) & set({heavy!r})))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+def document_writers(path: Path) -> list[str]:
+    """Where a module writes an output document itself: a call that writes JSON or stages files and names a document
+    of DOCUMENTS (its file name, or a module-level name bound to it) among its arguments."""
+    from lmaudit.report.documents import DOCUMENTS
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound = {target.id for node in tree.body if isinstance(node, ast.Assign)
+             for target, value in _pairs(node) if isinstance(target, ast.Name)
+             and isinstance(value, ast.Constant) and value.value in DOCUMENTS}
+
+    def names_a_document(call: ast.Call) -> bool:
+        return any((isinstance(node, ast.Constant) and node.value in DOCUMENTS) or
+                   (isinstance(node, ast.Name) and node.id in bound) for node in ast.walk(call))
+
+    return [f"{path.name}:{node.lineno}" for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("dump", "dumps", "staged", "write_text")
+            and names_a_document(node)]
+
+
+def _pairs(node: ast.Assign) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) of an assignment, `A, B = 1, 2` unpacked."""
+    pairs = []
+    for target in node.targets:
+        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            pairs += list(zip(target.elts, node.value.elts, strict=False))
+        else:
+            pairs.append((target, node.value))
+    return pairs
+
+
+def test_output_documents_are_written_by_the_staged_writer_only():
+    """report.json and every other output document are written by report/documents.py's write_document (one header,
+    strict JSON, the page and table with it, all or none): no other module that names one writes JSON or stages files."""
+    offenders = [hit for path in sorted(PACKAGE.rglob("*.py")) if path.name != "documents.py" for hit in document_writers(path)]
+    assert offenders == []
+
+
+def test_the_document_writer_check_finds_a_planted_writer(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text('import json\nRESULT, TABLE = "extraction.json", "x.parquet"\n'
+                       'def write(d, p):\n    (p / RESULT).write_text(json.dumps(d))\n    (p / "x").write_text("")\n')
+    assert document_writers(planted) == ["planted.py:4"]

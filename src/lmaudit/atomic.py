@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -42,12 +41,3 @@ def write_text(path: str | Path, text: str) -> None:
     with staged(path) as (temporary,):
         temporary.write_text(text, encoding="utf-8")
 
-
-def write_json_and_table(folder: str | Path, json_name: str, document: dict, table_name: str, table) -> None:
-    """A JSON document and a table (a pandas DataFrame, as parquet) in `folder`, both or neither; the JSON must hold
-    finite numbers only."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    with staged(folder / json_name, folder / table_name) as (json_path, table_path):
-        json_path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        table.to_parquet(table_path, index=False)

@@ -36,6 +36,7 @@ from lmaudit.locks import output_lock
 from lmaudit.models.recipe import LoraSettings, TrainingRecipe
 from lmaudit.models.self_prompt import SelfPromptSettings, self_prompt_recipe, self_prompt_texts
 from lmaudit.models.source import ModelSource
+from lmaudit.report.documents import write_document
 
 log = logging.getLogger(__name__)
 SELF_PROMPT_SOURCE = "self_prompt_source.json"  # in a self-prompt reference: the target and prompts it was made from
@@ -172,5 +173,5 @@ def finetune_demo(out: Path, size: str, seed: int, progress: bool) -> dict:
         comparison[name] = {**recorded, "population_nll": population_nll(outcome.scores, "target_clm_tokens"),
                             "base_population_nll": population_nll(outcome.scores, "reference_clm_tokens"),
                             "sample_level": strongest_at_low_fpr(outcome.report)}
-    write_text(out / RESULT_FILE, json.dumps(comparison, indent=2, allow_nan=False) + "\n")
+    write_document(out, RESULT_FILE, comparison)
     return reports["full"]

@@ -7,13 +7,10 @@ texts can tell. Writes dataset_inference.json (no text) into the output folder.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
-from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.atomic import write_text
 from lmaudit.audit.corpus import load_audit_corpus
 from lmaudit.audit.records import resolve
 from lmaudit.audit.run import signals_and_attacks
@@ -23,7 +20,8 @@ from lmaudit.errors import row_location
 from lmaudit.locks import output_lock
 from lmaudit.metrics.dataset_inference import DATASET_INFERENCE_RULE, members_against_nonmembers
 from lmaudit.metrics.validity import blind_validity
-from lmaudit.report.build import environment_info, json_ready, refuse_another_run
+from lmaudit.report.build import environment_info
+from lmaudit.report.documents import json_ready, refuse_another_run, write_document
 from lmaudit.report.verdict import dataset_inference_statement
 
 RESULT_FILE = "dataset_inference.json"
@@ -65,5 +63,4 @@ def infer_dataset(config: AuditConfig, progress: bool = False, overwrite: bool =
             "warnings": shared_text_warnings(corpus),
             "blind_baseline": blind, "config": resolved.given, "environment": environment_info(resolved.placement.device),
         })
-        write_text(Path(resolved.out) / RESULT_FILE, json.dumps(document, indent=2, allow_nan=False) + "\n")
-    return document
+        return write_document(resolved.out, RESULT_FILE, document)

@@ -12,12 +12,10 @@ length: ids, role, matches, log p_z; the prefix, generated and true suffix texts
 from __future__ import annotations
 
 from dataclasses import asdict, fields
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lmaudit.atomic import write_json_and_table
 from lmaudit.audit.corpus import load_audit_corpus
 from lmaudit.audit.records import ResolvedAudit
 from lmaudit.config import AuditConfig
@@ -28,7 +26,8 @@ from lmaudit.metrics.clusters import frame_clusters
 from lmaudit.metrics.extraction import SuffixMatch, extraction_summary, suffix_matches
 from lmaudit.metrics.slices import members_against_each_set
 from lmaudit.models.source import ModelSource
-from lmaudit.report.build import environment_info, json_ready, refuse_another_run
+from lmaudit.report.build import environment_info
+from lmaudit.report.documents import json_ready, refuse_another_run, write_document
 from lmaudit.signals.sampling import ExtractionSettings
 
 RESULT_FILE, TABLE_FILE = "extraction.json", "extraction.parquet"
@@ -141,8 +140,7 @@ def extract(config: AuditConfig, progress: bool = False, overwrite: bool = False
                     table[f"{column}_text"] = tokenizer.batch_decode(table[column].tolist())
             else:
                 table = table.drop(columns=["prefix", "suffix", "generated"])
-        write_json_and_table(Path(config.out), RESULT_FILE, document, TABLE_FILE, table)
-    return document
+        return write_document(config.out, RESULT_FILE, document, table=(TABLE_FILE, table))
 
 
 def loaded_tokenizer(audit: ResolvedAudit):

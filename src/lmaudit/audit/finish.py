@@ -19,7 +19,8 @@ from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
 from lmaudit.metrics.validity import NO_TEXTS
-from lmaudit.report.build import AuditFacts, build_report, data_summary, json_ready, write_report
+from lmaudit.report.build import AuditFacts, build_report, data_summary, write_report
+from lmaudit.report.documents import json_ready
 
 # The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
 # Algorithm 4 per user.

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lmaudit.atomic import write_json_and_table
 from lmaudit.audit.corpus import load_audit_corpus
 from lmaudit.config import AuditConfig
 from lmaudit.data.fields import FieldRule, candidate_values, field_values
@@ -35,7 +33,8 @@ from lmaudit.metrics.reconstruction import (
     truth_ranks,
 )
 from lmaudit.metrics.slices import members_against_each_set
-from lmaudit.report.build import environment_info, json_ready, refuse_another_run
+from lmaudit.report.build import environment_info
+from lmaudit.report.documents import json_ready, refuse_another_run, write_document
 
 RESULT_FILE, TABLE_FILE = "reconstruction.json", "reconstruction.parquet"
 RULE = ("rank: 1 + candidates scored above the truth + half of those tied (1 = restored first), among the candidates "
@@ -156,5 +155,4 @@ def reconstruct(config: AuditConfig, settings: ReconstructionSettings, progress:
         table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
         if len(table) and not settings.include_text:
             table = table.drop(columns=["value", "first_choice"])
-        write_json_and_table(Path(config.out), RESULT_FILE, document, TABLE_FILE, table)
-    return document
+        return write_document(config.out, RESULT_FILE, document, table=(TABLE_FILE, table))

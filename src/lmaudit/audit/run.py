@@ -27,7 +27,8 @@ from lmaudit.data.scores import REFERENCE_MODEL, load_scores
 from lmaudit.locks import output_lock
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.validity import blind_validity
-from lmaudit.report.build import AuditFacts, environment_info, refuse_another_run
+from lmaudit.report.build import AuditFacts, environment_info
+from lmaudit.report.documents import refuse_another_run
 
 
 def run_audit(config: AuditConfig, progress: bool = False, overwrite: bool = False) -> dict:
@@ -39,7 +40,7 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
           overwrite: bool = False) -> AuditOutcome:
     """Audit from models: compute (or reuse) the signals, run every attack they allow, write the output folder.
     `corpus`: the samples, already validated (`corpus_from_table`), instead of the configuration's role files; the
-    output folder may hold another run's results only with `overwrite` (`report.build.refuse_another_run`)."""
+    output folder may hold another run's results only with `overwrite` (`report.documents.refuse_another_run`)."""
     if corpus is None:
         corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by, config.columns)
     else:

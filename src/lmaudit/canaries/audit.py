@@ -40,7 +40,7 @@ from lmaudit.data.corpus import load_corpus, read_table
 from lmaudit.data.roles import NONMEMBER, POPULATION
 from lmaudit.errors import InputError
 from lmaudit.locks import output_lock
-from lmaudit.report.build import refuse_another_run
+from lmaudit.report.documents import refuse_another_run
 
 if TYPE_CHECKING:  # the attacks (and scikit-learn) load when an audit runs, not with the command line
     from lmaudit.attacks.base import AttackInput, AttackScores

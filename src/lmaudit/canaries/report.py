@@ -4,18 +4,16 @@ mean in plain words (and, when they prove nothing, that this is not a proof of p
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lmaudit import __version__
-from lmaudit.atomic import staged
 from lmaudit.canaries.make import CanarySet
 from lmaudit.config import AuditConfig
 from lmaudit.metrics.dp_audit import white_box_line
 from lmaudit.metrics.privacy import accountant_epsilon, group_privacy, verdict_against
+from lmaudit.report.documents import headed
 
 if TYPE_CHECKING:
     from lmaudit.metrics.fdp_one_run import GaussianBound
@@ -91,9 +89,7 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
                    NOTHING_PROVED.format(correct=guesses.correct, guesses=guesses.guesses))
     if group:
         explanation += " " + group_sentence(group)
-    return {
-        "schema_version": 1, "kind": "canary_audit", "lmaudit_version": __version__,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    return headed(REPORT_FILE, {
         "target": config.target, "reference": list(config.reference), "attack": attack, "signal": config.signal.signal,
         # Never the seed: it rebuilds the key.
         "canaries": {key: value for key, value in asdict(canary_set).items() if key not in ("seed", "secret_format")}
@@ -112,21 +108,17 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
         "explanation": explanation,
         "settings": {"signal": config.signal.model_dump(), "seed": config.evaluation.seed,
                      "include_text": config.include_text},
-    }
+    })
 
 
 def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
     """The scores table, the report and its page, all or none."""
-    from lmaudit.report.build import json_text
+    from lmaudit.report.documents import write_document
     from lmaudit.report.html import render_template
     from lmaudit.report.plots import canary_figure
 
-    out.mkdir(parents=True, exist_ok=True)
     page = render_template("canaries.html.j2", report=report, figure=canary_figure(report))
-    with staged(out / SCORES_FILE, out / REPORT_FILE, out / PAGE_FILE) as (scores_file, report_file, page_file):
-        scores.to_parquet(scores_file, index=False)
-        report_file.write_text(json_text(report), encoding="utf-8")
-        page_file.write_text(page, encoding="utf-8")
+    write_document(out, REPORT_FILE, report, page=(PAGE_FILE, page), table=(SCORES_FILE, scores))
 
 
 def group_sentence(group: dict) -> str:

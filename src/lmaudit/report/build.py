@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-import json
-import math
 import platform
 import subprocess
-from dataclasses import dataclass, field, fields, is_dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from lmaudit import __version__
-from lmaudit.atomic import staged
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.data.roles import NONMEMBER_SET
-from lmaudit.errors import InputError
 from lmaudit.metrics.clusters import ungrouped_count
 from lmaudit.metrics.leakage_test import LeakageTests
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.validity import ranking_with_lift, shift_caveats, verdict_set_levels, with_lift
-from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.report.checks import audit_warnings
+from lmaudit.report.documents import headed, json_ready, write_document
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
 from lmaudit.report.verdict import verdict
 
-SCHEMA_VERSION = 1
+REPORT_FILE = "report.json"
 
 
 def source_revision() -> str | None:
@@ -77,21 +72,6 @@ def data_summary(signals: pd.DataFrame) -> dict:
     return summary
 
 
-def json_ready(value):
-    """The report.json form of a value: the one place results become JSON. Dataclasses become dicts (a field marked
-    optional is left out when None), tuples lists, and NaN and infinities null, so the file stays strict JSON."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: json_ready(getattr(value, f.name)) for f in fields(value)
-                if not (f.metadata.get("optional") and getattr(value, f.name) is None)}
-    if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 @dataclass(frozen=True)
 class AuditFacts:
     """What report.json says of an audit besides its findings: the configuration as given, the environment that
@@ -115,9 +95,6 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     `validity`: the blind baseline and the population test (metrics/validity.py), and `tests`: the permutation tests
     (metrics/leakage_test.py), both of which the verdict reads."""
     document = json_ready({
-        "schema_version": SCHEMA_VERSION,
-        "lmaudit_version": __version__,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": facts.config,
         "environment": facts.environment,
         "data": data,
@@ -147,7 +124,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
             summary["shift"] = shift
         if elsewhere:
             summary["shift_elsewhere"] = elsewhere
-    return {"schema_version": document.pop("schema_version"), "summary": summary, **document}
+    return headed(REPORT_FILE, {"summary": summary, **document})
 
 
 NO_POPULATION = ("no population data (texts never trained on, besides the audited non-members): no threshold was "
@@ -162,59 +139,8 @@ def population_caveats(counts: dict) -> list[str]:
     return [] if calibrated else [NO_POPULATION]
 
 
-PRESENTATION = ("figures",)  # settings of how a report is drawn, not of what it found: a rerun may change them
-# Each command's result file, and how an error names it: one folder holds one run's result.
-RESULT_FILES = {"report.json": "an audit's report", "extraction.json": "an extraction's result",
-                "reconstruction.json": "a reconstruction's result", "dataset_inference.json": "a dataset inference's result",
-                "canary_report.json": "a canary audit's report"}
-
-
-def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False, result_file: str = "report.json") -> None:
-    """Refuse to write `result_file` into a folder that holds another run's results: a model, another command's result
-    file, or this command's run configured otherwise (InputError naming the first setting that differs), unless
-    `overwrite`. A rerun of the same configuration goes on, reusing its stored signals."""
-    out = Path(out)
-    if overwrite or not out.is_dir():
-        return
-    if (out / SUMMARY_FILE).is_file() or (out / "config.json").is_file():
-        raise InputError(f"{out}: holds a model, not {RESULT_FILES[result_file]}; choose another --out")
-    other = next((name for name in RESULT_FILES if name != result_file and (out / name).is_file()), None)
-    if other is not None:
-        raise InputError(f"{out}: holds {RESULT_FILES[other]} ({other}); choose another --out, or give --overwrite to "
-                         "write beside it")
-    result = out / result_file
-    if not result.is_file():
-        return
-    try:
-        previous = json.loads(result.read_text(encoding="utf-8"))["config"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"{result}: not a result of lmaudit's that can be read; choose another --out, or give "
-                         "--overwrite to replace it") from None
-    current = json.loads(json_text(config))
-    differing = [key for key in dict.fromkeys([*current, *previous])
-                 if key not in PRESENTATION and current.get(key) != previous.get(key)]
-    if differing:
-        raise InputError(f"{out}: holds {RESULT_FILES[result_file]} configured otherwise (its {differing[0]} differs); "
-                         "choose another --out, or give --overwrite to replace it")
-
-
-def json_text(document: dict) -> str:
-    """A JSON document as strict JSON text (indented)."""
-    return json.dumps(json_ready(document), indent=2, allow_nan=False)
-
-
-def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attacks: list[AttackScores]) -> Path:
-    """Write scores.parquet, report.html and report.json into `out_dir`, all or nothing.
-
-    Everything is rendered first and written under temporary names; only then are the files
-    renamed into place, report.json last, so an interrupted audit never leaves a half-written report.
-    """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    html = render_html(report, attacks)
-    text = json_text(report)
-    with staged(out / "scores.parquet", out / "report.html", out / "report.json") as (scores_file, html_file, json_file):
-        scores.to_parquet(scores_file, index=False)
-        html_file.write_text(html, encoding="utf-8")
-        json_file.write_text(text, encoding="utf-8")
-    return out / "report.json"
+def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attacks: list[AttackScores]) -> None:
+    """Write scores.parquet, report.html and report.json into `out_dir`, all or nothing (report.json last, so an
+    interrupted audit never leaves a half-written report)."""
+    write_document(out_dir, REPORT_FILE, report, page=("report.html", render_html(report, attacks)),
+                   table=("scores.parquet", scores))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmaudit.atomic import staged
-from lmaudit.report.build import json_text
+from lmaudit.report.documents import write_document
 from lmaudit.report.html import render_template
 from lmaudit.report.plots import study_figure
 from lmaudit.report.tables import number, percent, shown_summary
@@ -58,6 +57,4 @@ def write_study(out: str | Path, study: dict, analysis_figure: str | None = None
     html = render_template("study.html.j2", study=study, keys=columns(study), value=column_value, shown=shown,
                            summary=shown_summary, setting=setting, figure=study_figure(study) if grid_figure else None,
                            analysis_figure=analysis_figure)
-    with staged(out / "study.html", out / "study.json") as (html_file, json_file):
-        html_file.write_text(html, encoding="utf-8")
-        json_file.write_text(json_text(study), encoding="utf-8")
+    write_document(out, "study.json", study, page=("study.html", html))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmaudit.atomic import staged
-from lmaudit.report.build import json_text
+from lmaudit.report.documents import write_document
 from lmaudit.report.html import render_template
 from lmaudit.report.plots import accountant_epsilon, sweep_figure
 
@@ -43,6 +42,4 @@ def write_sweep(out: str | Path, sweep: dict) -> None:
     out = Path(out)
     rows = sorted(sweep["rows"], key=accountant_epsilon)
     html = render_template("sweep.html.j2", sweep=sweep, rows=rows, figure=sweep_figure(sweep))
-    with staged(out / "sweep.html", out / "sweep.json") as (html_file, json_file):
-        html_file.write_text(html, encoding="utf-8")
-        json_file.write_text(json_text(sweep), encoding="utf-8")
+    write_document(out, "sweep.json", sweep, page=("sweep.html", html))

@@ -18,7 +18,7 @@ from pathlib import Path
 from lmaudit.atomic import write_text
 from lmaudit.config import AuditConfig
 from lmaudit.locks import output_lock
-from lmaudit.report.build import json_text
+from lmaudit.report.documents import json_text
 from lmaudit.report.tables import population_threshold_at
 
 log = logging.getLogger(__name__)

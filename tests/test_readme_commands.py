@@ -1,0 +1,96 @@
+"""Every `lmaudit ...` command in the README's code blocks parses as written: each names a command that exists, and
+click accepts its options (no unknown option, no bad choice or value, no missing required option).
+
+Commands are read from the fenced code blocks of README.md: each line whose first word is `lmaudit` (or
+`.venv/bin/lmaudit`), with backslash continuations joined and trailing `#` comments dropped; a command inside a comment
+(the YAML example's `# audit.yaml   lmaudit audit --config audit.yaml`) counts too. A command holding `...` (outside
+its comment) is deliberately partial (`lmaudit audit ...`, an elided option list) and is skipped: write a README
+command in full, or with `...`, never half. Parsing stops before any command runs: click's `make_context`
+converts and checks every option, and lmaudit's path options do not require the path to exist, so no file is read.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+
+from lmaudit.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+PROGRAM = re.compile(r"(?:^|#\s*|\s)((?:\.venv/bin/)?lmaudit(?:\s.*)?)$")
+
+
+def readme_commands(text: str) -> list[str]:
+    """The `lmaudit` command lines of the markdown's fenced code blocks, continuations joined, partial ones left out."""
+    commands = []
+    for block in FENCE.findall(text):
+        lines = block.replace("\\\n", " ").splitlines()
+        for line in lines:
+            stripped = line.strip()
+            if stripped.startswith("#"):  # a command quoted in a comment: the text after the comment sign
+                found = PROGRAM.search(stripped)
+                stripped = found.group(1) if found else ""
+            command = re.sub(r"\s#.*$", "", stripped)  # a trailing comment (which may itself hold '...')
+            if re.match(r"(\.venv/bin/)?lmaudit(\s|$)", command) and "..." not in command:
+                commands.append(" ".join(command.split()))
+    return commands
+
+
+def parse(command: str) -> None:
+    """Resolve the command through the `lmaudit` group (and nested groups such as `train`) and let click parse its
+    arguments; raises click.UsageError for what click refuses."""
+    args = shlex.split(command, comments=True)[1:]
+    group: click.Group = main
+    # The group's own options (-v, -q) come before the command's name.
+    ctx = click.Context(group, info_name="lmaudit", resilient_parsing=False)
+    while args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
+        option = args.pop(0)
+        if option not in ("-v", "--verbose", "-q", "--quiet"):
+            raise click.UsageError(f"no such option of lmaudit: {option}", ctx)
+    command_obj: click.Command = group
+    while isinstance(command_obj, click.Group):
+        if not args or args[0] in ("-h", "--help"):
+            return  # `lmaudit --help`, `lmaudit train -h`: help is always valid
+        name, sub, args = command_obj.resolve_command(ctx, args)
+        assert sub is not None, f"{command}: no command {name!r}"
+        ctx = click.Context(sub, info_name=name, parent=ctx, resilient_parsing=False)
+        command_obj = sub
+    if "-h" in args or "--help" in args:
+        return
+    with command_obj.make_context(ctx.info_name, list(args), parent=ctx.parent, resilient_parsing=False):
+        pass
+
+
+def test_readme_has_commands():
+    """The extraction finds the README's commands (the quick start's split and audit at least), and joins a command
+    continued over lines."""
+    commands = readme_commands(README.read_text(encoding="utf-8"))
+    assert any(command.startswith("lmaudit split ") for command in commands)
+    assert any(command.startswith("lmaudit audit ") and "--population" in command for command in commands)
+    assert readme_commands("```\nlmaudit audit --target M \\\n  --out r   # a comment ...\nlmaudit audit ...\n```\n") == [
+        "lmaudit audit --target M --out r"]
+
+
+def test_parse_refuses_what_click_refuses():
+    """The check has teeth: an unknown option, a bad choice, a missing required option and an unknown command fail."""
+    for bad in ("lmaudit split --data x.csv --out plan --bogus 1", "lmaudit demo --size huge",
+                "lmaudit split --out plan", "lmaudit train mlm --data x.csv --out m --size enormous"):
+        with pytest.raises(click.UsageError):
+            parse(bad)
+    with pytest.raises((click.UsageError, AssertionError)):
+        parse("lmaudit nosuchcommand --out x")
+    parse("lmaudit split --data x.csv --out plan")
+
+
+@pytest.mark.parametrize("command", readme_commands(README.read_text(encoding="utf-8")))
+def test_readme_command_parses(command: str):
+    """click parses the README's command as written."""
+    try:
+        parse(command)
+    except click.UsageError as err:
+        pytest.fail(f"{command}\n  -> {err.format_message()}")
