@@ -2,8 +2,8 @@
 
 One module per family of commands (`train.py`, `audit.py`, `extraction.py`, `studies.py`, `canaries.py`), each listing
 its commands in COMMANDS; the group and its one-line errors in `app.py`; options built from the settings models in
-`options.py`. A new command is a function in a family module and its name in that module's COMMANDS;
-`scripts/cli_docs.py` then writes its help into docs/cli.md.
+`options.py`; the busiest commands' help (options under headings, an example) in `help.py`. A new command is a function
+in a family module and its name in that module's COMMANDS; `scripts/cli_docs.py` then writes its help into docs/cli.md.
 """
 
 from lmaudit.cli import audit, canaries, extraction, studies, train

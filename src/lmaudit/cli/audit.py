@@ -10,7 +10,13 @@ import click
 
 from lmaudit.attacks.settings import AttackSettings
 from lmaudit.cli.app import log_warnings, overwrite_option, progress
+from lmaudit.cli.help import GroupedCommand
 from lmaudit.cli.options import (
+    BACKEND_NAMES,
+    COLUMN_NAMES,
+    EVALUATION_NAMES,
+    PLACEMENT_NAMES,
+    SIGNAL_NAMES,
     backend_options,
     column_names,
     column_options,
@@ -20,14 +26,21 @@ from lmaudit.cli.options import (
     signal_options,
 )
 from lmaudit.config import NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig, given
-from lmaudit.data.roles import NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
+from lmaudit.data.roles import MEMBER, NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.signals.registry import signal_names
 from lmaudit.signals.settings import SignalSettings
 
+# Required, unless a --config file gives them (so not click's required=True, which would refuse the config's values).
+UNLESS_CONFIG = "  [required unless --config]"
+UNLESS_DATA = "  [required unless --data or --config]"
 
-@click.command()
+
+@click.command(cls=GroupedCommand, groups={
+    "Model": "--model --adapter", "Data": f"--data {COLUMN_NAMES}", "Output": "--out --cache-dir --shard --chunk-size",
+    "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES, "Backend": BACKEND_NAMES,
+}, epilog="lmaudit score --model model --data members.csv --out member-signals.parquet")
 @click.option("--model", required=True, type=click.Path(), help="Model folder (save_pretrained or `lmaudit train`).")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter folder to apply to --model.")
 @click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column (.csv, .jsonl, .parquet).")
@@ -62,9 +75,10 @@ def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str |
 
 
 ROLE_FILE_HELP = {
+    MEMBER: f"Samples the target trained on.{UNLESS_DATA}",
     SHADOW_MEMBER: "The shadow classifier's training data.", SHADOW_NONMEMBER: "Data the shadow classifier did not see.",
     NONMEMBER: "Samples the target did not train on. Repeat as NAME=FILE for several sets (e.g. other hospitals): each "
-               "result is also reported per set, and the verdict audits the first.",
+               "result is also reported per set, and the verdict audits the first." + UNLESS_DATA,
 }
 
 
@@ -102,10 +116,26 @@ def nonmember_files(values: tuple[str, ...]) -> str | dict[str, str] | None:
 audit_setting = partial(setting, AuditConfig, from_config=True)
 
 
-@click.command()
+@click.command(cls=GroupedCommand, groups={
+    "Configuration": "--config",
+    "Models": "--target --adapter --reference --reference-adapter --shadow --allow-tokenizer-mismatch",
+    "Data": f"--members --nonmembers --population --calibration-members --shadow-members --shadow-nonmembers --data "
+            f"{COLUMN_NAMES}",
+    "Output": "--out --cache-dir --overwrite --figures --include-text",
+    "Signal": f"{SIGNAL_NAMES} --token-signal",
+    "Evaluation": EVALUATION_NAMES,
+    "Attacks' settings": "--whitebox --whitebox-split --min-k-fraction --rmia-offline-a --lowercase --recall-prefix "
+                         "--neighbours --neighbour-words --neighbour-model --self-prompt-reference --camia --samia "
+                         "--frequency-data --extraction",
+    "Placement": PLACEMENT_NAMES, "Backend": BACKEND_NAMES,
+}, epilog="lmaudit audit --target model --out report \\\n"
+          "    --members members.csv --nonmembers nonmembers.csv\n"
+          "lmaudit audit --target model --reference base-model --out report \\\n"
+          "    --members members.csv --nonmembers nonmembers.csv \\\n"
+          "    --population population.csv")
 @click.option("--config", "config_path", default=None, type=click.Path(),
               help="audit.yaml with the same settings; options given here override its values.")
-@click.option("--target", default=None, type=click.Path(), help="The audited model's folder.")
+@click.option("--target", default=None, type=click.Path(), help=f"The audited model's folder.{UNLESS_CONFIG}")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
 @click.option("--reference", multiple=True, type=click.Path(),
               help="Reference model, never trained on the audited members; repeat for several (RMIA, LiRA).")
@@ -115,7 +145,7 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
 @role_file_options
 @click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
 @column_options(from_config=True)
-@click.option("--out", default=None, type=click.Path(file_okay=False), help="Folder of the report.")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help=f"Folder of the report.{UNLESS_CONFIG}")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
               help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out, never in it).")
 @signal_options(from_config=True)
@@ -173,8 +203,10 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], extraction_asked
 
     options["nonmembers"] = nonmember_files(nonmembers)
     if not config_path:
-        missing = [f"--{n}" for n in ("target", "members", "nonmembers", "out") if not options.get(n)]
-        if missing and not (options.get("data") and "--members" in missing):
+        # --data's role column gives the members and non-members
+        needed = ("target", "out") if options.get("data") else ("target", "members", "nonmembers", "out")
+        missing = [f"--{name}" for name in needed if not options.get(name)]
+        if missing:
             raise InputError(f"missing {', '.join(missing)}; give them or --config audit.yaml")
     config = load_config(config_path, options)
     if extraction_asked and config.extraction is None:
@@ -187,7 +219,9 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], extraction_asked
     click.echo(f"report: {Path(config.out) / 'report.html'}")
 
 
-@click.command()
+@click.command(cls=GroupedCommand, groups={
+    "Data": "--scores", "Output": "--out --overwrite", "Evaluation": f"{EVALUATION_NAMES} --seed",
+}, epilog="lmaudit attack --scores scores.csv --out report")
 @click.option("--scores", required=True, type=click.Path(),
               help="sample_id, role, target_loss[, reference_loss or reference_loss_1, _2, ..., group_id, length]")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder of the report.")
@@ -207,7 +241,12 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
 
 
 
-@click.command("dataset-inference")
+@click.command("dataset-inference", cls=GroupedCommand, groups={
+    "Models": "--target --adapter --reference", "Data": f"--suspect --validation --population {COLUMN_NAMES}",
+    "Output": "--out --cache-dir --overwrite --include-text", "Signal": f"{SIGNAL_NAMES} --token-signal",
+    "Placement": PLACEMENT_NAMES,
+}, epilog="lmaudit dataset-inference --target model --out dataset-inference \\\n"
+          "    --suspect suspect.csv --validation validation.csv")
 @click.option("--target", required=True, type=click.Path(), help="The model's folder.")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
 @click.option("--reference", multiple=True, type=click.Path(),

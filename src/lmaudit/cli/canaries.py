@@ -15,7 +15,8 @@ from lmaudit.canaries.settings import (
     KINDS,
 )
 from lmaudit.cli.app import overwrite_option, progress
-from lmaudit.cli.options import placement_options, signal_options
+from lmaudit.cli.help import GroupedCommand
+from lmaudit.cli.options import PLACEMENT_NAMES, SIGNAL_NAMES, placement_options, signal_options
 
 
 @click.group()
@@ -59,7 +60,10 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
                f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
 
 
-@canaries.command("audit")
+@canaries.command("audit", cls=GroupedCommand, groups={
+    "Models": "--model --adapter --reference", "Data": "--canaries", "Output": "--out --overwrite --include-text",
+    "Attack and bounds": "--attack --delta --candidates", "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES,
+}, epilog="lmaudit canaries audit --model model --canaries canaries --out canary-audit")
 @click.option("--model", "target", required=True, type=click.Path(), help="The trained model's folder.")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --model.")
 @click.option("--reference", multiple=True, type=click.Path(),

@@ -10,7 +10,8 @@ import click
 
 from lmaudit.cli.app import overwrite_option
 from lmaudit.cli.audit import nonmember_files
-from lmaudit.cli.options import column_names, column_options
+from lmaudit.cli.help import GroupedCommand
+from lmaudit.cli.options import COLUMN_NAMES, column_names, column_options
 from lmaudit.errors import InputError
 
 
@@ -22,7 +23,12 @@ def parse_lengths(value: str) -> tuple[int, ...]:
         raise InputError(f"--prefix-tokens {value!r}: write token counts separated by commas (e.g. 32,64)") from None
 
 
-@click.command()
+@click.command(cls=GroupedCommand, groups={
+    "Model": "--target", "Data": f"--members --nonmembers {COLUMN_NAMES}",
+    "Output": "--out --cache-dir --overwrite --include-text",
+    "Generation": "--prefix-tokens --suffix-tokens --scheme --batch-size --device",
+}, epilog="lmaudit extract --target model --out extraction \\\n"
+          "    --members members.csv --nonmembers nonmembers.csv")
 @click.option("--target", required=True, type=click.Path(), help="The causal LM's folder.")
 @click.option("--members", required=True, type=click.Path(), help="Texts the model trained on.")
 @click.option("--nonmembers", required=True, multiple=True, metavar="[NAME=]FILE",

@@ -14,6 +14,7 @@ from functools import partial
 import click
 from pydantic import BaseModel
 
+from lmaudit.cli.help import names
 from lmaudit.config import AUDITED_OUTPUTS, AuditConfig, given, validated
 from lmaudit.data.columns import COLUMN_OPTIONS, ColumnNames
 from lmaudit.metrics.settings import EvaluationSettings
@@ -178,3 +179,9 @@ def column_options(from_config: bool) -> Decorator:
 def column_names(options: dict) -> ColumnNames:
     """The column options, taken out of a command's `options` (an option not given: lmaudit's own name)."""
     return validated(given({field: options.pop(field) for field in COLUMN_OPTIONS}), "the column options", ColumnNames)
+
+
+# The names of each shared stack of options, for the headings of a command's help (cli/help.py).
+COLUMN_NAMES, SIGNAL_NAMES, PLACEMENT_NAMES, BACKEND_NAMES, EVALUATION_NAMES = (names(options) for options in (
+    column_options(True), signal_options(True), placement_options(True), backend_options(True, ""),
+    evaluation_options(True)))

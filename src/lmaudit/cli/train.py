@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from lmaudit.cli.app import progress
-from lmaudit.cli.options import column_names, column_options, setting, stack
+from lmaudit.cli.help import GroupedCommand, names
+from lmaudit.cli.options import COLUMN_NAMES, column_names, column_options, setting, stack
 from lmaudit.cli.train_checks import dp_settings, refuse_unread
 from lmaudit.data.roles import DEFAULT_HELD_OUT
 from lmaudit.errors import InputError
@@ -234,9 +235,17 @@ language_model_options = stack(
     recipe_option("epochs", type=click.IntRange(min=1), help="Passes over the data."),
     canaries_option, overwrite_option, model_options, start_options, dp_options,
 )
+# The headings of the train commands' help (cli/help.py); a classifier has more of both model and training options.
+MODEL_NAMES, TRAINING_NAMES = "--size --tokenizer --init-from --lora --lora-rank", "--seed --batch-size --learning-rate"
+DP_NAMES = names(dp_options)
+language_model_help = {
+    "Data": f"--data {COLUMN_NAMES} --canaries", "Output": "--out --overwrite", "Model": MODEL_NAMES,
+    "Training": f"--epochs {TRAINING_NAMES}", "DP-SGD": DP_NAMES,
+}
 
 
-@train.command("mlm")
+@train.command("mlm", cls=GroupedCommand, groups=language_model_help,
+               epilog="lmaudit train mlm --data train.csv --out model --size mini --epochs 20")
 @language_model_options
 def train_mlm(**options) -> None:
     """Train a BERT-style masked LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from);
@@ -244,7 +253,8 @@ def train_mlm(**options) -> None:
     train_language_model_command("mlm", **options)
 
 
-@train.command("clm")
+@train.command("clm", cls=GroupedCommand, groups=language_model_help,
+               epilog="lmaudit train clm --init-from base-gpt --lora --data train.csv --out adapter")
 @language_model_options
 def train_clm(**options) -> None:
     """Train a GPT-2-style causal LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from), e.g.
@@ -252,7 +262,12 @@ def train_clm(**options) -> None:
     train_language_model_command("clm", **options)
 
 
-@train.command("classifier")
+@train.command("classifier", cls=GroupedCommand, groups={
+    "Data": f"--data --validation --test {COLUMN_NAMES} --canaries", "Output": "--out --overwrite",
+    "Model": f"--architecture --tokenization --vocab-size --max-length {MODEL_NAMES}",
+    "Training": f"--max-epochs --patience {TRAINING_NAMES}", "DP-SGD": DP_NAMES,
+}, epilog="lmaudit train classifier --data train.csv --out classifier \\\n"
+          "    --validation validation.csv")
 @click.option("--data", required=True, type=click.Path(), help="Training file with 'text' and 'label' columns.")
 @click.option("--validation", required=True, type=click.Path(), help="Held-out file (text, label) for early stopping.")
 @click.option("--test", "test_data", default=None, type=click.Path(), help="Held-out file (text, label) for the test accuracy.")
