@@ -1,5 +1,5 @@
 """Write docs/cli.md from the command line's own help (`lmaudit COMMAND -h`), so that the page cannot drift from the
-code: `.venv/bin/python scripts/cli_docs.py`. tests/test_cli_options.py fails when docs/cli.md is not what this writes."""
+code: `.venv/bin/python scripts/cli_docs.py`. tests/cli/test_cli_options.py fails when docs/cli.md is not what this writes."""
 
 from __future__ import annotations
 

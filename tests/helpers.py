@@ -11,7 +11,7 @@ from lmaudit.cli import main
 
 def run_cli(*args) -> tuple[int, str]:
     """Exit status and output (stdout and stderr) of `lmaudit -q ARGS`: quiet, so that the output is the command's
-    results or its error line without the stage lines logged before it (logging is tested in test_cli_options.py)."""
+    results or its error line without the stage lines logged before it (logging is tested in tests/cli/test_cli_options.py)."""
     result = CliRunner().invoke(main, ["-q", *[str(a) for a in args]])
     return result.exit_code, result.output
 

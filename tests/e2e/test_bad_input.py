@@ -5,7 +5,6 @@ import json
 import pandas as pd
 import pytest
 
-from lmaudit.errors import InputError
 from lmaudit.signals.store import default_cache_dir
 from tests.helpers import assert_one_line_error, run_cli
 
@@ -263,20 +262,3 @@ def test_one_file_for_two_roles_is_named_as_such_not_as_duplicate_ids(files, tin
                            "--validation", files["members"], "--out", tmp_path / "di")
     assert_one_line_error(code, output, "members.csv: given as both --suspect and --validation")
     assert_nothing_written(tmp_path / "di")
-
-
-def test_an_option_out_of_range_is_named_as_typed(tmp_path):
-    """`extract --suffix-tokens 0` names --suffix-tokens, never the configuration's extraction.suffix_tokens."""
-    code, output = run_cli("extract", "--target", tmp_path, "--members", "m.csv", "--nonmembers", "n.csv",
-                           "--out", tmp_path / "x", "--suffix-tokens", 0)
-    assert_one_line_error(code, output, "--suffix-tokens")
-    assert "extraction.suffix_tokens" not in output
-
-
-def test_a_command_line_setting_refused_by_the_configuration_names_its_option():
-    """Where the configuration refuses a value given on the command line, the error names the option typed."""
-    from lmaudit.config import COMMAND_LINE, validated
-
-    with pytest.raises(InputError, match=r"^command line: --suffix-tokens: "):
-        validated({"target": "t", "members": "m", "nonmembers": "n", "out": "o", "extraction": {"suffix_tokens": 0}},
-                  COMMAND_LINE)

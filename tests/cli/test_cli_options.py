@@ -18,11 +18,13 @@ from lmaudit.attacks.settings import AttackSettings
 from lmaudit.cli import main
 from lmaudit.cli import studies as study_commands
 from lmaudit.config import AuditConfig
+from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.recipe import SIZES, TrainingRecipe
 from lmaudit.signals.settings import SignalSettings
+from tests.helpers import assert_one_line_error, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d lmaudit: ")
 
 
@@ -154,6 +156,23 @@ def test_usage_errors_are_one_line_on_stderr_with_status_2(args, command, fragme
     assert len(lines) == 1, stderr
     assert lines[0].startswith("lmaudit: error: ") and lines[0].endswith(f"(see '{command} -h')"), lines[0]
     assert fragment in lines[0] and "Usage:" not in stderr
+
+
+def test_an_option_out_of_range_is_named_as_typed(tmp_path):
+    """`extract --suffix-tokens 0` names --suffix-tokens, never the configuration's extraction.suffix_tokens."""
+    code, output = run_cli("extract", "--target", tmp_path, "--members", "m.csv", "--nonmembers", "n.csv",
+                           "--out", tmp_path / "x", "--suffix-tokens", 0)
+    assert_one_line_error(code, output, "--suffix-tokens")
+    assert "extraction.suffix_tokens" not in output
+
+
+def test_a_command_line_setting_refused_by_the_configuration_names_its_option():
+    """Where the configuration refuses a value given on the command line, the error names the option typed."""
+    from lmaudit.config import COMMAND_LINE, validated
+
+    with pytest.raises(InputError, match=r"^command line: --suffix-tokens: "):
+        validated({"target": "t", "members": "m", "nonmembers": "n", "out": "o", "extraction": {"suffix_tokens": 0}},
+                  COMMAND_LINE)
 
 
 @pytest.fixture
