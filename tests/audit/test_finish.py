@@ -55,6 +55,10 @@ def test_extraction_matches_become_one_column_per_match_and_prefix_length():
     assert table["extraction_common_prefix_prefix8"].tolist() == [4, 1, 0]
     np.testing.assert_array_equal(table["extraction_similarity_prefix16"].astype(float), [1.0, np.nan, np.nan])
     assert table["sample_id"].tolist() == ["m1", "m2", "n1"]
+    # each match keeps a type of its own, missing values included, so that scores.parquet's columns are not objects
+    assert {str(table[f"extraction_{m}_prefix16"].dtype) for m in ("exact", "common_prefix", "similarity")} == {
+        "boolean", "Int64", "Float64"}
+    assert table["extraction_exact_prefix16"].isna().sum() == 2
     pd.testing.assert_frame_equal(scores_table(SAMPLES, [], None, extraction.iloc[:0]), SAMPLES)
 
 

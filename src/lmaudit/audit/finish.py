@@ -53,6 +53,8 @@ class AuditOutcome:
     scores: pd.DataFrame
 
 
+EXTRACTION_COLUMN_TYPES = {"exact": "boolean", "common_prefix": "Int64", "similarity": "Float64"}
+
 def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
                       level_names: dict[str, str]) -> tuple[list[AttackResult], list[Skipped]]:
     """Every attack's results on all data, on each slice and on each non-member set, and all that was not run or not
@@ -114,8 +116,10 @@ def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
     if texts is not None:
         table["text"] = texts.to_numpy()
     if extraction is not None and len(extraction):
-        wide = extraction.pivot(index="sample_id", columns="prefix_tokens", values=["exact", "common_prefix", "similarity"])
-        wide.columns = [f"extraction_{match}_prefix{prefix}" for match, prefix in wide.columns]
+        # one pivot per match, each in its own nullable type: pivoted together they would all become objects
+        wide = pd.concat([extraction.pivot(index="sample_id", columns="prefix_tokens", values=match).astype(dtype)
+                          .rename(columns=lambda prefix, match=match: f"extraction_{match}_prefix{prefix}")
+                          for match, dtype in EXTRACTION_COLUMN_TYPES.items()], axis=1)
         table = table.merge(wide.reset_index(), on="sample_id", how="left")
     return table
 
