@@ -1,5 +1,6 @@
 """Every `lmaudit ...` command in the README's code blocks parses as written: each names a command that exists, and
-click accepts its options (no unknown option, no bad choice or value, no missing required option).
+click accepts its options (no unknown option, no bad choice or value, no missing required option; for `lmaudit audit`,
+whose options may come from --config, the ones it asks for at run time without one).
 
 Commands are read from the fenced code blocks of README.md: each line whose first word is `lmaudit` (or
 `.venv/bin/lmaudit`), with backslash continuations joined and trailing `#` comments dropped; a command inside a comment
@@ -62,8 +63,15 @@ def parse(command: str) -> None:
         command_obj = sub
     if "-h" in args or "--help" in args:
         return
-    with command_obj.make_context(ctx.info_name, list(args), parent=ctx.parent, resilient_parsing=False):
-        pass
+    with command_obj.make_context(ctx.info_name, list(args), parent=ctx.parent, resilient_parsing=False) as parsed:
+        params = parsed.params
+    if command_obj.name == "audit" and not params.get("config_path"):
+        # audit's options default to None so that a --config file's value stands; the command itself then asks for
+        # these (cli/audit.py), at run time, so the check is repeated here
+        needed = ("target", "out") if params.get("data") else ("target", "members", "nonmembers", "out")
+        missing = [f"--{name}" for name in needed if not params.get(name)]
+        if missing:
+            raise click.UsageError(f"missing {', '.join(missing)} (and no --config)")
 
 
 def test_readme_has_commands():
@@ -79,12 +87,15 @@ def test_readme_has_commands():
 def test_parse_refuses_what_click_refuses():
     """The check has teeth: an unknown option, a bad choice, a missing required option and an unknown command fail."""
     for bad in ("lmaudit split --data x.csv --out plan --bogus 1", "lmaudit demo --size huge",
-                "lmaudit split --out plan", "lmaudit train mlm --data x.csv --out m --size enormous"):
+                "lmaudit split --out plan", "lmaudit train mlm --data x.csv --out m --size enormous",
+                "lmaudit audit --target m --members a.csv --out r"):
         with pytest.raises(click.UsageError):
             parse(bad)
     with pytest.raises((click.UsageError, AssertionError)):
         parse("lmaudit nosuchcommand --out x")
     parse("lmaudit split --data x.csv --out plan")
+    parse("lmaudit audit --config audit.yaml")
+    parse("lmaudit audit --target m --data roles.csv --out r")
 
 
 @pytest.mark.parametrize("command", readme_commands(README.read_text(encoding="utf-8")))
