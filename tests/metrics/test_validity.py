@@ -10,7 +10,8 @@ import pytest
 
 from lmaudit.metrics.blind import blind_scores, group_means
 from lmaudit.metrics.roc import auc
-from lmaudit.metrics.validity import blind_validity, ranking_with_lift, shift_caveats, with_lift
+from lmaudit.metrics.validity import blind_validity
+from lmaudit.report.validity import ranking_with_lift, shift_caveats, with_lift
 
 WORDS = "patient admitted with chest pain fever cough stable discharged home follow up clinic blood pressure".split()
 

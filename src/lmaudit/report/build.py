@@ -15,11 +15,11 @@ from lmaudit.data.roles import NONMEMBER_SET
 from lmaudit.metrics.clusters import ungrouped_count
 from lmaudit.metrics.leakage_test import LeakageTests
 from lmaudit.metrics.results import AttackResult
-from lmaudit.metrics.validity import ranking_with_lift, shift_caveats, verdict_set_levels, with_lift
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.documents import headed, json_ready, write_document
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
+from lmaudit.report.validity import ranking_with_lift, shift_caveats, verdict_set_levels, with_lift
 from lmaudit.report.verdict import verdict
 
 REPORT_FILE = "report.json"
