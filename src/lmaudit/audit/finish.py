@@ -55,6 +55,7 @@ class AuditOutcome:
 
 EXTRACTION_COLUMN_TYPES = {"exact": "boolean", "common_prefix": "Int64", "similarity": "Float64"}
 
+
 def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
                       level_names: dict[str, str]) -> tuple[list[AttackResult], list[Skipped]]:
     """Every attack's results on all data, on each slice and on each non-member set, and all that was not run or not
@@ -76,12 +77,11 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
     warnings = population_mismatch_warnings(population, facts.level_names) + extreme_score_warnings(findings.attacks)
     validity = {**(findings.validity or NO_TEXTS), "population": population}
     tests = leakage_tests(findings.attacks, sets, evaluation.permutations, evaluation.seed)
+    sections = {"dataset_inference": dataset_inference_section(findings, facts.level_names.get("group", "group"),
+                                                               evaluation.seed),
+                **({"extraction": findings.extraction[0]} if findings.extraction is not None else {})}
     report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
-                          classifier_per_class(findings.samples, findings.attacks), validity, tests)
-    report["dataset_inference"] = dataset_inference_section(findings, facts.level_names.get("group", "group"),
-                                                            evaluation.seed)
-    if findings.extraction is not None:
-        report["extraction"] = findings.extraction[0]
+                          classifier_per_class(findings.samples, findings.attacks), validity, tests, sections)
     scores = scores_table(findings.samples, findings.attacks, findings.texts,
                           findings.extraction[1] if findings.extraction else None)
     write_report(out, report, scores, findings.attacks)

@@ -88,12 +88,13 @@ class AuditFacts:
 
 def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped], warnings: list[str],
                  delta: float, per_class: dict | None = None, validity: dict | None = None,
-                 tests: LeakageTests | None = None) -> dict:
+                 tests: LeakageTests | None = None, sections: dict | None = None) -> dict:
     """The report.json document (docs/design.md schema, version 1): the verdict (`summary`) first, the attacks ranked at
     each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
     audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds;
     `validity`: the blind baseline and the population test (metrics/validity.py), and `tests`: the permutation tests
-    (metrics/leakage_test.py), both of which the verdict reads."""
+    (metrics/leakage_test.py), both of which the verdict reads; `sections`: the audit's other findings, by key
+    (`dataset_inference`, `extraction`), so that the report is built once, after every finding."""
     document = json_ready({
         "config": facts.config,
         "environment": facts.environment,
@@ -106,6 +107,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
         **({"per_class": per_class} if per_class else {}),
         "level_names": facts.level_names,
         **({"leakage_tests": tests} if tests is not None else {}),
+        **(sections or {}),
     })
     document["warnings"] += audit_warnings(document)
     validity = json_ready(validity)
