@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
+from lmaudit.report.formatting import number, percent
 from lmaudit.report.plots import histogram_figure, roc_figure
 from lmaudit.report.tables import (
     CLASSIFIER_ATTACKS,
@@ -21,8 +22,6 @@ from lmaudit.report.tables import (
     feature_attack_table,
     level_table,
     nonmember_set_table,
-    number,
-    percent,
     population_threshold_at,
     result_of,
 )

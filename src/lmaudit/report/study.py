@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmaudit.report.documents import write_document
+from lmaudit.report.formatting import number, percent
 from lmaudit.report.html import render_template
 from lmaudit.report.plots import study_figure
-from lmaudit.report.tables import number, percent, shown_summary
+from lmaudit.report.tables import shown_summary
 
 
 def setting(value) -> str:

@@ -6,12 +6,11 @@ attacks go in which table comes from the attack registry.
 
 from __future__ import annotations
 
-import math
-
 from lmaudit.attacks.base import CLASSIFIER_FEATURE, LABEL_RANKS, LEVELS
 from lmaudit.attacks.registry import ATTACKS, attack_spec, attacks_reading
 from lmaudit.attacks.shadow import PAPER_STATISTIC
 from lmaudit.metrics.slices import NONMEMBER_SLICE
+from lmaudit.report.formatting import number, percent, with_interval
 from lmaudit.report.verdict import verdict_lines
 
 # Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics) and their baseline (Song and Shmatikov's
@@ -34,16 +33,6 @@ def result_of(report: dict, attack: str, level: str, signal: str | None = None, 
     """The result record of one attack at one level (and signal, when given) on one slice, if the report has it."""
     return next((r for r in report["results"] if r["attack"] == attack and r["level"] == level and r["slice"] == slice_name
                  and (signal is None or r["signal"] == signal)), None)
-
-
-def percent(value: float | None) -> str:
-    """A fraction as a percentage with one decimal; blank when unknown."""
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}%"
-
-
-def number(value: float | None) -> str:
-    """Three decimals; blank when unknown."""
-    return "" if value is None else f"{value:.3f}"
 
 
 RANKED_ALPHAS = ("0.01", "0.001")  # the FPRs a ranking shows TPR at
@@ -90,7 +79,7 @@ def ranking_lines(report: dict, level: str = "sample") -> list[str]:
         population = ([percent(threshold["precision"]) or "n/a", percent(threshold["recall"]), number(threshold["advantage"])]
                       if threshold else ["n/a"] * 3)
         lines.append(f"{rank:>2}  {row['attack']:<{attack_width}}{row['signal']:<{signal_width}}"
-                     f"{row['auc']:.3f} [{row['auc_ci'][0]:.3f}, {row['auc_ci'][1]:.3f}]    {cells[0]:<20}{cells[1]:<20}"
+                     f"{with_interval(row['auc'], row['auc_ci'])}    {cells[0]:<20}{cells[1]:<20}"
                      f"{population[0]:>9}{population[1]:>9}{population[2]:>7}")
     return lines
 

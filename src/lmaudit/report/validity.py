@@ -4,6 +4,8 @@ what the texts alone give (its lift), and in words, where the texts alone separa
 
 from __future__ import annotations
 
+from lmaudit.report.formatting import with_interval
+
 
 def verdict_set_levels(validity: dict | None) -> dict[str, dict]:
     """The blind baseline's result per level on the verdict's non-member set (the first), or {} where it did not run."""
@@ -52,6 +54,6 @@ def shift_caveats(validity: dict, level_names: dict[str, str]) -> tuple[list[str
                    "differ from the members as texts.")
         caveats[position > 0].append(
             f"the texts alone, with no model, separate members from {who}: a blind classifier "
-            f"({result['classifier'].replace('_', ' ')}) reaches AUC {result['auc']:.3f} [{result['auc_ci'][0]:.3f}, "
-            f"{result['auc_ci'][1]:.3f}] per {level_names.get(level, level)}{lift}. {reading}")
+            f"({result['classifier'].replace('_', ' ')}) reaches AUC {with_interval(result['auc'], result['auc_ci'])} "
+            f"per {level_names.get(level, level)}{lift}. {reading}")
     return caveats

@@ -5,6 +5,7 @@ decision, not a guarantee)."""
 from __future__ import annotations
 
 from lmaudit.attacks.base import ACCESS_LEVELS, LEVELS
+from lmaudit.report.formatting import counted, with_interval
 
 VERDICT_ALPHA = "0.01"  # the false-positive rate the verdict reads TPR at
 # The rule, in the order it is applied; its numbers are the constants below.
@@ -119,8 +120,8 @@ def shift_decides(blind: dict | None, strongest: dict) -> bool:
 
 def _shift_opening(heading: str, blind: dict, strongest: dict, risk_from_attacks: str) -> str:
     return (f"Inconclusive at {heading}: the texts alone separate members from non-members. A blind classifier "
-            f"that never sees the model reaches AUC {blind['auc']:.3f} [{blind['auc_ci'][0]:.3f}, "
-            f"{blind['auc_ci'][1]:.3f}] against {strongest['auc']:.3f} for the strongest attack, so the attacks measure "
+            f"that never sees the model reaches AUC {with_interval(blind['auc'], blind['auc_ci'])} against "
+            f"{strongest['auc']:.3f} for the strongest attack, so the attacks measure "
             f"how the data was collected as much as the model (from the attacks alone this level would read "
             f"{risk_from_attacks}); audit against non-members drawn like the members.")
 
@@ -185,7 +186,7 @@ def _epsilon_words(epsilon: dict | None, level_name: str, delta: float) -> str:
 def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | None, epsilon: dict | None,
                delta: float, opening: str, shifted: bool) -> str:
     units = f"{level_name}s"
-    auc = f"AUC {strongest['auc']:.3f} [{strongest['auc_ci'][0]:.3f}, {strongest['auc_ci'][1]:.3f}]"
+    auc = f"AUC {with_interval(strongest['auc'], strongest['auc_ci'])}"
     parts = [_exposed(at_low_fpr, units)] if at_low_fpr is not None else []
     if not shifted:  # where the sets differ, an epsilon would measure the difference: a DP reading does not stand
         parts.append(_epsilon_words(epsilon, level_name, delta))
@@ -303,8 +304,7 @@ EXTRACTION_RULE = (
 
 
 def _counted(entry: dict, whose: str) -> str:
-    low, high = entry["interval"]
-    return f"{entry['exposed']} of {entry['units']} {whose} ({entry['rate']:.3f} [{low:.3f}, {high:.3f}])"
+    return counted(entry["exposed"], entry["units"], whose, entry["rate"], entry["interval"])
 
 
 def extraction_statement(section: dict | None) -> str | None:
