@@ -100,3 +100,15 @@ def demo_member_only_terms(out, trained: tuple[str, ...] = ("member", "calibrati
     tables = {path.stem: pd.read_parquet(path)["text"] for path in (Path(out) / "data").glob("*.parquet")}
     return member_only_terms(pd.concat([tables[name] for name in trained if name in tables]),
                              pd.concat([text for name, text in tables.items() if name not in trained]))
+
+
+def assert_document_round_trips(path) -> None:
+    """The document at `path` reads into its model (report/document.py) and writes out to the same JSON."""
+    import json
+    from pathlib import Path
+
+    from lmaudit.report.document import load_document
+    from lmaudit.report.documents import json_ready
+
+    written = json.loads(Path(path).read_text(encoding="utf-8"))
+    assert json.loads(json.dumps(json_ready(load_document(path)))) == written

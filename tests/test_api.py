@@ -14,6 +14,7 @@ from lmaudit.audit.run import run_attack, run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.report.documents import json_ready
 
 DOCS = Path(__file__).parents[1] / "docs" / "api.md"
 
@@ -41,8 +42,9 @@ def test_audit_losses_equals_the_command_lines_audit_of_the_same_file(tmp_path):
     from_file = run_attack(tmp_path / "scores.csv", tmp_path / "cli", EvaluationSettings(bootstrap=50))
     results = audit_losses(frame, bootstrap=50)
     assert results.out is None  # a temporary folder, removed
-    assert json.dumps(results.report["results"]) == json.dumps(from_file["results"])
-    assert results.verdict == from_file["summary"]
+    assert json.dumps(json_ready(results.report)["results"]) == json.dumps(from_file["results"])
+    assert results.verdict.risk == from_file["summary"]["risk"] and results.report.summary is results.verdict
+    assert json_ready(results.verdict) == from_file["summary"]
     assert results.result("loss", "group").n_members == 20
     table = results.table()
     assert len(table) == len(results.results) and set(table["slice"]) == {"all", *{r.slice for r in results.results}}

@@ -2,7 +2,7 @@
 
     >>> from lmaudit.api import audit_losses
     >>> results = audit_losses(losses)            # sample_id, role, target_loss[, reference_loss, group_id, ...]
-    >>> results.verdict["risk"], results.table()  # the verdict, and one row per attack, level and slice
+    >>> results.verdict.risk, results.table()     # the verdict, and one row per attack, level and slice
 
 Both functions validate their input as the command line does (an InputError names the row), run every attack the
 data allows, write the same output folder (report.json, report.html, scores.parquet; a temporary one that is removed
@@ -25,6 +25,7 @@ from lmaudit.data.corpus import corpus_from_table
 from lmaudit.data.scores import scores_from_table
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.report.document import ReportDocument, Summary, typed_document
 
 # How results.table() names the TPR columns: the FPR levels the evaluation reports by default.
 TABLE_ALPHAS = ("0.01", "0.001")
@@ -33,14 +34,14 @@ TABLE_ALPHAS = ("0.01", "0.001")
 @dataclass(frozen=True)
 class AuditResults:
     """An audit's findings: the verdict (report.json's `summary`), every attack's typed result (metrics.results), what
-    could not be run and why, the per-sample scores (scores.parquet), the whole report.json document, and the output
-    folder (None when it was temporary)."""
+    could not be run and why, the per-sample scores (scores.parquet), the whole report.json document as its typed
+    model (report/document.py), and the output folder (None when it was temporary)."""
 
-    verdict: dict
+    verdict: Summary
     results: list[AttackResult]
     skipped: list[Skipped]
     scores: pd.DataFrame
-    report: dict
+    report: ReportDocument
     out: Path | None
 
     def result(self, attack: str, level: str = "sample", signal: str | None = None, slice: str = "all") -> AttackResult:
@@ -68,7 +69,9 @@ class AuditResults:
 
 
 def _results(outcome: AuditOutcome, out: Path | None) -> AuditResults:
-    return AuditResults(outcome.report["summary"], outcome.results, outcome.skipped, outcome.scores, outcome.report, out)
+    report = typed_document("report.json", outcome.report)
+    return AuditResults(verdict=report.summary, results=outcome.results, skipped=outcome.skipped, scores=outcome.scores,
+                        report=report, out=out)
 
 
 def _in_folder(out: str | Path | None, run) -> AuditResults:

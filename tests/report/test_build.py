@@ -68,13 +68,21 @@ def test_skipped_records():
         {"attack": "likelihood_ratio", "level": "sample", "reason": "no reference", "signal": None, "slice": "all"}]
 
 
+def small_report() -> dict:
+    """A whole report.json document: one attack evaluated on 30 members, 20 non-members and 40 population samples."""
+    results, _ = evaluate_attack(scores(with_population=True), EvaluationSettings(bootstrap=20))
+    facts = build.AuditFacts({"out": "x"}, build.environment_info(), {"sample": "sample"})
+    data = {"counts": {"member": 30, "nonmember": 20, "population": 40}, "groups": {}, "truncated": 0}
+    return build.build_report(facts, data, results, [Skipped("min_k", "sample", "no token values")], [], 1e-5)
+
+
 def test_failed_report_leaves_nothing_half_written(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk full while plotting")
 
     monkeypatch.setattr(build, "render_html", broken)
     with pytest.raises(RuntimeError):
-        build.write_report(tmp_path, {"results": []}, pd.DataFrame({"a": [1]}), [])
+        build.write_report(tmp_path, small_report(), pd.DataFrame({"a": [1]}), [])
     assert list(tmp_path.iterdir()) == []
 
     def broken_parquet(self, path, **kwargs):
@@ -83,7 +91,7 @@ def test_failed_report_leaves_nothing_half_written(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "render_html", lambda report, attacks: "<html></html>")
     monkeypatch.setattr(pd.DataFrame, "to_parquet", broken_parquet)
     with pytest.raises(OSError):
-        build.write_report(tmp_path, {"results": []}, pd.DataFrame({"a": [1]}), [])
+        build.write_report(tmp_path, small_report(), pd.DataFrame({"a": [1]}), [])
     assert list(tmp_path.iterdir()) == []
 
 

@@ -23,6 +23,7 @@ from scipy.stats import rankdata
 from lmaudit.attacks.base import AttackScores
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER
 from lmaudit.metrics.clusters import cluster_keys
+from lmaudit.metrics.results import Number
 from lmaudit.metrics.slices import NonmemberSets
 
 TEST_FPR = 0.01  # the false-positive rate the second statistic is read at
@@ -40,9 +41,9 @@ class LeakageTest:
     signal: str
     level: str
     statistic: str
-    observed: float
-    p_value: float
-    family_p_value: float
+    observed: Number
+    p_value: Number
+    family_p_value: Number
 
 
 @dataclass(frozen=True)

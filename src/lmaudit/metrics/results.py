@@ -7,9 +7,22 @@ that could not be computed (a population threshold, precision, the balanced eval
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import BeforeValidator, WithJsonSchema
 
 OPTIONAL = {"optional": True}
+
+
+def _nan_if_null(value: object) -> object:
+    return math.nan if value is None else value
+
+
+# A number that report.json writes as null where it is not one (NaN, an infinity), and that reads back as NaN.
+Number = Annotated[float, BeforeValidator(_nan_if_null), WithJsonSchema({"type": ["number", "null"]})]
+Interval = tuple[Number, Number]
 
 
 @dataclass(frozen=True)
@@ -17,13 +30,13 @@ class TprRecord:
     """The best TPR at FPR <= alpha (a step lookup of the ROC), its counts, and both rates' intervals at its threshold
     (Clopper-Pearson; on effective counts where units come in groups: metrics/uncertainty.py:rate_interval)."""
 
-    tpr: float
-    fpr: float
+    tpr: Number
+    fpr: Number
     tp: int
     fp: int
-    tpr_ci: tuple[float, float]
+    tpr_ci: Interval
     resolution_limited: bool
-    fpr_ci: tuple[float, float] | None = field(default=None, metadata=OPTIONAL)
+    fpr_ci: Interval | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -34,19 +47,19 @@ class ThresholdResult:
 
     rule: str
     alpha: float | None
-    value: float
+    value: Number
     tp: int
     fp: int
     tn: int
     fn: int
-    precision: float
-    recall: float
-    fpr: float
-    accuracy: float
-    advantage: float
-    recall_ci: tuple[float, float]
-    fpr_ci: tuple[float, float]
-    epsilon_lower_bound: float
+    precision: Number
+    recall: Number
+    fpr: Number
+    accuracy: Number
+    advantage: Number
+    recall_ci: Interval
+    fpr_ci: Interval
+    epsilon_lower_bound: Number
     population_fpr: float | None = field(default=None, metadata=OPTIONAL)
     unavailable: dict[str, str] | None = field(default=None, metadata=OPTIONAL)
 
@@ -57,16 +70,16 @@ class BalancedThreshold:
 
     rule: str
     alpha: float | None
-    precision_mean: float
-    precision_std: float
-    recall_mean: float
-    recall_std: float
-    fpr_mean: float
-    fpr_std: float
-    accuracy_mean: float
-    accuracy_std: float
-    advantage_mean: float
-    advantage_std: float
+    precision_mean: Number
+    precision_std: Number
+    recall_mean: Number
+    recall_std: Number
+    fpr_mean: Number
+    fpr_std: Number
+    accuracy_mean: Number
+    accuracy_std: Number
+    advantage_mean: Number
+    advantage_std: Number
 
 
 @dataclass(frozen=True)
@@ -75,8 +88,8 @@ class BalancedResult:
 
     repeats: int
     size_per_side: int
-    auc_mean: float
-    auc_std: float
+    auc_mean: Number
+    auc_std: Number
     thresholds: list[BalancedThreshold]
 
 
@@ -88,8 +101,8 @@ class AttackResult:
     signal: str
     level: str
     slice: str
-    auc: float
-    auc_ci: tuple[float, float]
+    auc: Number
+    auc_ci: Interval
     tpr_at_fpr: dict[str, TprRecord]
     thresholds: list[ThresholdResult]
     balanced: BalancedResult | None

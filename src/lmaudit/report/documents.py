@@ -16,10 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.models.source import SUMMARY_FILE
+from lmaudit.report.document import typed_document
 
 if TYPE_CHECKING:  # only a document's table needs pandas
     import pandas as pd
@@ -43,6 +46,11 @@ PRESENTATION = ("figures",)  # settings of how a report is drawn, not of what it
 def json_ready(value):
     """The JSON form of a value: the one place results become JSON. Dataclasses become dicts (a field marked optional
     is left out when None), tuples lists, and NaN and infinities null, so the file stays strict JSON."""
+    if isinstance(value, BaseModel):  # the fields it was given, in its order, under their names in the file
+        given = value.model_fields_set
+        named = {(field.alias or name): getattr(value, name) for name, field in type(value).model_fields.items()
+                 if name in given}
+        return json_ready({**named, **(value.model_extra or {})})
     if is_dataclass(value) and not isinstance(value, type):
         return {f.name: json_ready(getattr(value, f.name)) for f in fields(value)
                 if not (f.metadata.get("optional") and getattr(value, f.name) is None)}
@@ -71,11 +79,11 @@ def headed(name: str, document: dict) -> dict:
 def write_document(folder: str | Path, name: str, document: dict, page: tuple[str, str] | None = None,
                    table: tuple[str, pd.DataFrame] | None = None) -> dict:
     """Write the document `name` (with its header) into `folder`, with its `page` (file name, HTML) and its `table`
-    (file name, DataFrame, as parquet) when given: all or none, the JSON last. Returns the document as written."""
+    (file name, DataFrame, as parquet) when given: all or none, the JSON last, and only once it matches its schema
+    (report/document.py). Returns the document as written."""
+    text = json_text(typed_document(name, json_ready(headed(name, document))))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    document = headed(name, document)
-    text = json_text(document)
     others = [item for item in (table, page) if item is not None]
     with staged(*(folder / item[0] for item in others), folder / name) as paths:
         for (_, content), path in zip(others, paths, strict=False):
@@ -84,7 +92,7 @@ def write_document(folder: str | Path, name: str, document: dict, page: tuple[st
             else:
                 content.to_parquet(path, index=False)
         paths[-1].write_text(text, encoding="utf-8")
-    return document
+    return json.loads(text)
 
 
 def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False, result_file: str = "report.json") -> None:

@@ -86,7 +86,7 @@ def end_to_end_rates(scenario: Scenario, runs: int, settings: EvaluationSettings
     from lmaudit.api import audit_losses
 
     risks = [audit_losses(losses_file(scenario, seed), **settings.model_copy(update={"seed": seed}).model_dump()
-                          ).verdict["risk"] for seed in range(runs)]
+                          ).verdict.risk for seed in range(runs)]
     return [counted("verdict, end to end: moderate or high", scenario, runs,
                     lambda s: risks[s] in ("moderate", "high"), 0.05),
             counted("verdict, end to end: high", scenario, runs, lambda s: risks[s] == "high", 0.01)]
