@@ -63,9 +63,9 @@ def demo_rows(size: str) -> list[dict]:
     import pandas as pd
 
     from lmaudit.data.roles import MEMBER, NONMEMBER
-    from lmaudit.demos import DEMO_SIZES, DEMO_SPLIT, split_and_write_roles, write_other_hospital_nonmembers
     from lmaudit.metrics.blind import group_means, member_features
     from lmaudit.metrics.uncertainty import auc_interval
+    from lmaudit.studies.setup import DEMO_SIZES, DEMO_SPLIT, split_and_write_roles, write_other_hospital_nonmembers
 
     notes = generate_notes(DEMO_SIZES[size].patients, SEED)
     with tempfile.TemporaryDirectory() as folder:

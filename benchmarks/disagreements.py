@@ -33,7 +33,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from lmaudit.attacks.shadow import classwise_thresholds, user_statistics
-from lmaudit.demos import OTHER_HOSPITAL_SECTIONS
+from lmaudit.studies.setup import OTHER_HOSPITAL_SECTIONS
 
 LOSS_ATTACKS = ("score_loss_mlm_energy", "score_likelihood_ratio")
 

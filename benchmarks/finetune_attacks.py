@@ -31,8 +31,12 @@ from lmaudit.attacks.settings import AttackSettings
 from lmaudit.audit.run import audit
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, POPULATION, TARGET_ROLES
-from lmaudit.demos import DEMO_SIZES
-from lmaudit.finetune_demo import (
+from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource
+from lmaudit.signals.compute import Scoring, model_signal
+from lmaudit.signals.samia import SamiaJob
+from lmaudit.signals.settings import SignalSettings
+from lmaudit.signals.variants import prefix_samples, prefix_text
+from lmaudit.studies.finetune_suite import (
     PERTURBATIONS,
     PERTURBED_WORDS,
     SAMIA_DRAWS,
@@ -42,11 +46,7 @@ from lmaudit.finetune_demo import (
     strongest_at_low_fpr,
     train_self_prompt_reference,
 )
-from lmaudit.models.source import DEFAULT_PLACEMENT, ModelSource
-from lmaudit.signals.compute import Scoring, model_signal
-from lmaudit.signals.samia import SamiaJob
-from lmaudit.signals.settings import SignalSettings
-from lmaudit.signals.variants import prefix_samples, prefix_text
+from lmaudit.studies.setup import DEMO_SIZES
 
 NEW_ATTACKS = ("ez_mia", "con_recall", "camia", "samia", "petal", "spv_mia")
 PREFIX_SAMPLES = 4  # --recall-prefix's default
@@ -123,8 +123,8 @@ def matched_lora(demo: Path, files: dict) -> tuple[dict, dict]:
     base: (each checkpoint's population NLL by epoch, that audit's report)."""
     from dataclasses import replace
 
-    from lmaudit.demos import train_language_model_unless_done
     from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.studies.setup import train_language_model_unless_done
 
     recipe = finetune_recipes(DEMO_SIZES["quick"].epochs, demo / "models" / "base", 0)["lora"]
     recipe = replace(recipe, checkpoints=tuple(range(5, recipe.epochs, 5)))

@@ -21,7 +21,7 @@ from lmaudit.config import AuditConfig
 from lmaudit.data.fields import FieldRule
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER
 from lmaudit.data.synth import generate_notes
-from lmaudit.demos import DEMO_SIZES, DEMO_SPLIT, demo_recipe, split_and_write_roles, train_language_model_unless_done
+from lmaudit.studies.setup import DEMO_SIZES, DEMO_SPLIT, demo_recipe, split_and_write_roles, train_language_model_unless_done
 
 FIELDS = (FieldRule("name", pattern=r"^(\w+ \w+) "), FieldRule("age", pattern=r"(\d+) year old"),
           FieldRule("diagnosis", pattern=r"Discharge diagnosis: ([^,]+),"))

@@ -20,7 +20,7 @@ from markdown_section import machine_line, markdown_table, publish
 import lmaudit.models.train as training
 from lmaudit.data.roles import split_groups
 from lmaudit.data.synth import generate_notes
-from lmaudit.demos import DEMO_SIZES, DEMO_SPLIT, REFERENCE_TRAIN, demo_recipe
+from lmaudit.studies.setup import DEMO_SIZES, DEMO_SPLIT, REFERENCE_TRAIN, demo_recipe
 
 
 def own_loss(model, input_ids, attention_mask, labels):

@@ -141,7 +141,7 @@ FLOORS = (
     ("metrics",),
     ("config", "report"),
     ("audit",),
-    ("api", "demos", "finetune_demo", "canaries"),
+    ("api", "canaries"),
     ("studies",),
     ("cli",),
 )

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from lmaudit.attacks.settings import AttackSettings
 from lmaudit.cli import main
 from lmaudit.cli import studies as study_commands
-from lmaudit.config import AuditConfig
+from lmaudit.config import AuditConfig, PlacementSettings, TokenPassSettings
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.recipe import SIZES, TrainingRecipe
@@ -85,15 +85,15 @@ def test_audit_help_states_the_configuration_defaults_from_the_settings_models()
                     "classifier", "--precision": SignalSettings().precision,
         "--bootstrap": EvaluationSettings().bootstrap, "--length-slices": EvaluationSettings().length_slices,
         "--seed": SignalSettings().seed, "--min-k-fraction": f"{AttackSettings().min_k_fraction:g}",
-        "--rmia-offline-a": f"{AttackSettings().rmia_offline_a:g}", "--recall-prefix": AuditConfig.model_fields["recall_prefix"].default,
-        "--neighbours": AuditConfig.model_fields["neighbours"].default, "--device": AuditConfig.model_fields["device"].default,
-        "--dtype": AuditConfig.model_fields["dtype"].default, "--backend": AuditConfig.model_fields["backend"].default,
+        "--rmia-offline-a": f"{AttackSettings().rmia_offline_a:g}", "--recall-prefix": TokenPassSettings().recall_prefix,
+        "--neighbours": TokenPassSettings().neighbours, "--device": PlacementSettings().device,
+        "--dtype": PlacementSettings().dtype, "--backend": PlacementSettings().backend,
     }
     for name, default in expected.items():
         audit_option = option(("audit",), name)
         assert audit_option.default is None, name
         assert f"(default: {default})" in " ".join(audit_option.help.split()), (name, audit_option.help)
-    assert AuditConfig.model_fields["device"].default == "auto"
+    assert PlacementSettings().device == "auto"
 
 
 def test_score_and_audit_share_the_signal_and_placement_options_with_the_settings_defaults():
@@ -117,9 +117,9 @@ def test_score_and_audit_share_the_signal_and_placement_options_with_the_setting
 def test_sizes_batch_sizes_and_noises_are_the_code_defaults():
     """--size means one thing per family of commands (the three train commands: the model sizes; demo and dp-sweep:
     the demo sizes) with one definition; the constants the CLI keeps to start without torch are the code's."""
-    from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES
     from lmaudit.studies.dp_sweep import DEFAULT_NOISES
     from lmaudit.studies.registry import STUDY_SIZES
+    from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES, DEMO_SIZES
 
     assert study_commands.DEMO_SIZES == tuple(DEMO_SIZES) == tuple(CLASSIFIER_DEMO_SIZES)
     assert tuple(float(n) for n in study_commands.DEFAULT_NOISES.split(",")) == DEFAULT_NOISES
@@ -202,7 +202,7 @@ def test_audit_options_land_in_the_nested_configuration_sections(captured_audit,
     assert (config.signal.batch_tokens, config.signal.precision) == (512, "bf16")
     assert (config.evaluation.bootstrap, config.evaluation.length_slices) == (50, 0)
     assert config.evaluation.length_bounds == (20, 60) and config.evaluation.slice_by == ("source", "ward")
-    assert config.attacks.min_k_fraction == 0.1 and config.device == "auto"
+    assert config.attacks.min_k_fraction == 0.1 and config.placement.device == "auto"
 
 
 def test_audit_options_override_the_config_files_values_and_leave_the_rest(captured_audit, tmp_path):
@@ -215,8 +215,8 @@ def test_audit_options_override_the_config_files_values_and_leave_the_rest(captu
     assert code == 0, stderr
     config = captured_audit["config"]
     assert (config.evaluation.bootstrap, config.evaluation.length_slices, config.evaluation.slice_by) == (100, 5, ("source",))
-    assert (config.signal.k, config.signal.seed, config.evaluation.seed, config.device) == (2, 3, 3, "cpu")
-    assert config.lowercase is False and config.whitebox is True
+    assert (config.signal.k, config.signal.seed, config.evaluation.seed, config.placement.device) == (2, 3, 3, "cpu")
+    assert config.token_passes.lowercase is False and config.whitebox is True
 
 
 def test_attack_builds_the_evaluation_settings_from_its_options(monkeypatch, tmp_path):

@@ -8,9 +8,9 @@ from click.testing import CliRunner
 from lmaudit.attacks.base import TARGET_LOSS
 from lmaudit.attacks.registry import attacks_reading
 from lmaudit.cli import main
-from lmaudit.demos import DEMO_SIZES, DemoSize
 from lmaudit.signals.store import default_cache_dir
-from tests.helpers import demo_member_only_terms, terms_written, text_terms
+from lmaudit.studies.setup import DEMO_SIZES, DemoSize
+from tests.helpers import assert_document_round_trips, demo_member_only_terms, terms_written, text_terms
 
 
 def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkeypatch):
@@ -22,6 +22,7 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
     result = CliRunner().invoke(main, ["demo", "--suite", "causal", "--size", "smoke", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
+    assert_document_round_trips(tmp_path / "report.json")
     assert report["config"]["signal"]["signal"] == "clm_tokens" and len(report["config"]["reference"]) == 2
     # Every sample-level attack on the target's loss ran, and PETAL on its greedy tokens, except lowercase (the demo's
     # tokenizer lowercases) and SPV-MIA (a model trained from scratch has no base to build a self-prompt reference on).

@@ -6,7 +6,14 @@ import pandas as pd
 import pytest
 
 from lmaudit.report.tables import CLASSIFIER_ATTACKS
-from tests.helpers import assert_one_line_error, demo_member_only_terms, run_cli, terms_written, text_terms
+from tests.helpers import (
+    assert_document_round_trips,
+    assert_one_line_error,
+    demo_member_only_terms,
+    run_cli,
+    terms_written,
+    text_terms,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +35,7 @@ def test_no_output_holds_a_word_or_word_pair_found_only_in_the_members_posts(dem
 
 def test_demo_reports_every_feature_and_attack(demo_run):
     out, output = demo_run
+    assert_document_round_trips(out / "report.json")
     report = json.loads((out / "report.json").read_text())
     cells = {(r["signal"], r["attack"]) for r in report["results"] if r["slice"] == "all" and r["attack"] in CLASSIFIER_ATTACKS}
     # Song and Shmatikov's rank histograms read the rank feature only.

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from lmaudit.cli import main
-from lmaudit.demos import DEMO_SIZES
 from lmaudit.signals.store import default_cache_dir
-from tests.helpers import demo_member_only_terms, terms_written, text_terms
+from lmaudit.studies.setup import DEMO_SIZES
+from tests.helpers import assert_document_round_trips, demo_member_only_terms, terms_written, text_terms
 from tests.report.test_page import CHROMIUM, CHROMIUM_FLAGS, measured_widths
 
 
@@ -31,6 +31,7 @@ def demo_run(tmp_path_factory):
 
 def test_demo_writes_the_three_report_files(demo_run):
     out, output = demo_run
+    assert_document_round_trips(out / "report.json")
     assert {"report.json", "report.html", "scores.parquet"} <= {p.name for p in out.iterdir()}
     assert not list(out.glob(".*.tmp-*"))
     assert "likelihood_ratio" in output and "report.html" in output
@@ -292,6 +293,7 @@ def test_the_dataset_inference_command_reads_the_stored_signals_and_refuses_a_su
     assert result.exit_code == 0, result.output
     assert sorted(path.name for path in default_cache_dir(out).rglob("*") if path.is_file()) == stored  # no new model pass
     document = json.loads((tmp_path / "di" / "dataset_inference.json").read_text())
+    assert_document_round_trips(tmp_path / "di" / "dataset_inference.json")
     assert document["p_value"] < 0.1 and document["unit"] == "patient" and document["decisions"]["p<0.1"]
     assert document["statement"] in result.output and "the suspect set as a set against the validation set" in result.output
     assert not document["texts_separate"]  # one hospital, one generator

@@ -8,11 +8,12 @@ from click.testing import CliRunner
 
 from lmaudit.canaries.make import planted_canaries
 from lmaudit.cli import main
-from lmaudit.demos import DEMO_SIZES, DemoSize
 from lmaudit.models.dp import privacy_spent
 from lmaudit.models.folders import read_training_summary
 from lmaudit.studies.canary_epsilon import CANARY_COUNTS
 from lmaudit.studies.dp_sweep import run_dp_sweep, swept_attacks
+from lmaudit.studies.setup import DEMO_SIZES, DemoSize
+from tests.helpers import assert_document_round_trips
 
 CAP = 5  # notes per patient: binds (the generator writes more for most patients)
 
@@ -45,6 +46,7 @@ def test_sweep_rows_carry_the_accountants_epsilon_and_every_attack(sweep):
 def test_sweep_files_are_written_and_strict_json(sweep):
     out, _ = sweep
     saved = json.loads((out / "sweep.json").read_text())
+    assert_document_round_trips(out / "sweep.json")
     assert saved["rows"][1]["epsilon_prv"] is None  # infinity is written as null
     html = (out / "sweep.html").read_text()
     assert "data:image/png;base64," in html and "accountant's epsilon" in html and "&infin;" in html

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from lmaudit.cli import main
 from lmaudit.data.synth import generate_notes
 from lmaudit.signals.store import default_cache_dir
+from tests.helpers import assert_document_round_trips
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,7 @@ def test_members_suffixes_come_back_and_nothing_of_the_text_is_written(memorised
     result = CliRunner().invoke(main, arguments)
     assert result.exit_code == 0, result.output
     document = json.loads((tmp_path / "x" / "extraction.json").read_text())
+    assert_document_round_trips(tmp_path / "x" / "extraction.json")
     table = pd.read_parquet(tmp_path / "x" / "extraction.parquet")
     for prefix in ("4", "8"):
         [entry] = document["prefix_lengths"][prefix]["sets"].values()
@@ -108,6 +110,7 @@ def test_reconstruct_restores_members_names_and_writes_no_value(memorised, tmp_p
     result = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     document = json.loads((tmp_path / "r" / "reconstruction.json").read_text())
+    assert_document_round_trips(tmp_path / "r" / "reconstruction.json")
     table = pd.read_parquet(tmp_path / "r" / "reconstruction.parquet")
     name = document["fields"]["name"]
     [result_of_set] = name["sets"].values()
@@ -271,7 +274,7 @@ def test_the_suites_self_prompt_reference_is_reused_only_for_the_same_target(mem
     (trained again) it samples and trains anew."""
     import shutil
 
-    import lmaudit.finetune_demo as suite
+    import lmaudit.studies.finetune_suite as suite
     from lmaudit.models.recipe import TrainingRecipe
     from lmaudit.models.source import ModelSource
 

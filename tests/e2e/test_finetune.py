@@ -5,17 +5,18 @@ import json
 
 from click.testing import CliRunner
 
-from lmaudit import finetune_demo
 from lmaudit.cli import main
-from lmaudit.demos import DEMO_SIZES, DemoSize
+from lmaudit.studies import finetune_suite
+from lmaudit.studies.setup import DEMO_SIZES, DemoSize
+from tests.helpers import assert_document_round_trips
 
 
 def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monkeypatch):
     """What it checks holds at any size, so a smaller one than smoke (24 patients, 4 epochs, 2 SaMIA generations per
     text) keeps the test fast."""
     monkeypatch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=24, epochs=4, k=2, bootstrap=50, references=1, neighbours=0))
-    monkeypatch.setattr(finetune_demo, "SAMIA_DRAWS", 2)
-    monkeypatch.setattr(finetune_demo, "PERTURBATIONS", 2)
+    monkeypatch.setattr(finetune_suite, "SAMIA_DRAWS", 2)
+    monkeypatch.setattr(finetune_suite, "PERTURBATIONS", 2)
     result = CliRunner().invoke(main, ["demo", "--suite", "finetune", "--size", "smoke", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     full = json.loads((tmp_path / "report.json").read_text())
@@ -25,6 +26,8 @@ def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monk
     assert lora["config"]["target"] == base and lora["config"]["adapter"] == str(tmp_path / "models" / "lora")
     assert (tmp_path / "models" / "lora" / "adapter_config.json").exists()
     comparison = json.loads((tmp_path / "finetune.json").read_text())
+    for document in ("report.json", "lora/report.json", "finetune.json"):
+        assert_document_round_trips(tmp_path / document)
     for name, report in (("full", full), ("lora", lora)):
         assert {"ez_mia", "con_recall", "user_inference", "camia", "samia", "petal", "spv_mia", "likelihood_ratio",
                 "rmia"} <= {r["attack"] for r in report["results"]}

@@ -14,6 +14,7 @@ import torch
 from lmaudit.metrics.dp_audit import white_box_audit
 from lmaudit.models.dp import dp_record, make_private, noise_for_epsilon, training_step
 from lmaudit.models.recipe import DPSettings
+from tests.helpers import assert_document_round_trips
 
 N, BATCH, DELTA = 200, 20, 1e-5
 
@@ -105,6 +106,7 @@ def test_the_command_line_audits_dp_sgd_and_refuses_the_audit_without_dp(tmp_pat
                            "--out", tmp_path / "audit")
     assert code == 0 and "white-box audit of DP-SGD (300 gradient canaries)" in output
     report = json.loads((tmp_path / "audit" / "canary_report.json").read_text())
+    assert_document_round_trips(tmp_path / "audit" / "canary_report.json")
     assert report["white_box"]["epsilon_lower_bound"] == audit["epsilon_lower_bound"] and "checks" not in report["white_box"]
     page = (tmp_path / "audit" / "canary_report.html").read_text()
     assert "White-box audit of the DP-SGD training itself" in page and page.count("data:image/png;base64,") == 1

@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from lmaudit.data.users import generate_user_posts
-from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
 from lmaudit.models.folders import read_training_summary
 from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.studies import classifier_ablations
@@ -24,6 +23,7 @@ from lmaudit.studies.classifier_ablations import (
     whole_word_shares,
 )
 from lmaudit.studies.registry import STUDIES, study_spec
+from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
 from tests.helpers import invoke
 
 

@@ -5,9 +5,9 @@ only in the base's text or the kind of fine-tune."""
 import json
 from dataclasses import replace
 
-from lmaudit import finetune_demo
-from lmaudit.demos import DEMO_SIZES, DemoSize
 from lmaudit.models.folders import read_training_summary
+from lmaudit.studies import finetune_suite
+from lmaudit.studies.setup import DEMO_SIZES, DemoSize
 
 
 def test_a_cell_fine_tunes_a_base_of_its_own_text_and_audits_it_against_that_base(tmp_path, monkeypatch):
@@ -16,8 +16,8 @@ def test_a_cell_fine_tunes_a_base_of_its_own_text_and_audits_it_against_that_bas
 
     monkeypatch.setitem(DEMO_SIZES, "smoke", DemoSize(patients=24, epochs=4, k=2, bootstrap=20, references=1,
                                                       neighbours=0))
-    monkeypatch.setattr(finetune_demo, "SAMIA_DRAWS", 0)  # SaMIA is the fine-tuning suite's test's (generation is slow)
-    monkeypatch.setattr(finetune_demo, "PERTURBATIONS", 2)
+    monkeypatch.setattr(finetune_suite, "SAMIA_DRAWS", 0)  # SaMIA is the fine-tuning suite's test's (generation is slow)
+    monkeypatch.setattr(finetune_suite, "PERTURBATIONS", 2)
     planned = plan(tmp_path, "smoke", 0)
     assert [c.settings for c in planned.cells] == [{"base": base, "fine-tune": name} for base in ("notes", "posts")
                                                    for name in ("full", "lora")]

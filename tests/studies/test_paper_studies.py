@@ -7,9 +7,9 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from lmaudit.demos import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
 from lmaudit.models.folders import read_training_summary
 from lmaudit.models.trained import checkpoint_folder
+from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
 from tests.helpers import assert_one_line_error, invoke, run_cli
 
 TINY = DemoSize(patients=24, epochs=3, k=2, bootstrap=20, references=1, neighbours=2)

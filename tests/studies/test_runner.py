@@ -12,6 +12,7 @@ from lmaudit.data.scores import scores_from_table
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.report.study import study_lines
 from lmaudit.studies.runner import Cell, StudyPlan, run_study
+from tests.helpers import assert_document_round_trips
 
 
 @pytest.fixture
@@ -67,6 +68,7 @@ def test_each_cell_is_its_own_audit_and_finished_cells_are_kept(tmp_path, audits
     assert prepared == [3.0] and len(audits) == 4
     assert again["cells"][:3] == study["cells"]
     assert json.loads((tmp_path / "study.json").read_text())["cells"] == again["cells"]
+    assert_document_round_trips(tmp_path / "study.json")
     html = (tmp_path / "study.html").read_text()
     assert html.count("<td class=\"l\">shift-") == 0 and html.count("data:image/png;base64,") == 1
     assert all(f"<td class=\"l\">{s:g}</td>" in html for s in (0.0, 1.0, 2.0, 3.0))

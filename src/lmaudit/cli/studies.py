@@ -12,8 +12,9 @@ from lmaudit.errors import InputError
 from lmaudit.models.recipe import ARCHITECTURES
 from lmaudit.studies.registry import STUDIES, STUDY_SIZES
 
-# The demos' sizes (demos.py DEMO_SIZES and CLASSIFIER_DEMO_SIZES; not imported here, which would import pandas) and the
-# dp sweep's noise multipliers (studies/dp_sweep.py DEFAULT_NOISES, as text); a test checks that these agree.
+# The demos' sizes (studies/setup.py DEMO_SIZES and CLASSIFIER_DEMO_SIZES; not imported here, which would import
+# pandas) and the dp sweep's noise multipliers (studies/dp_sweep.py DEFAULT_NOISES, as text); a test checks that these
+# agree.
 DEMO_SIZES = ("smoke", "quick", "full")
 DEFAULT_NOISES = "2,1,0.1,0.01,0.001,0"
 SIZE_HELP = {"smoke": "smoke: about a minute, checks the set-up", "quick": "quick: a few minutes, the findings",
@@ -40,12 +41,12 @@ def size_option(sizes: tuple[str, ...], default: str):
               help="Classifier architecture (--suite classifier).")
 def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -> None:
     """Run the whole audit on generated data (clinical notes, or user posts) with tiny models trained on the spot."""
-    from lmaudit.demos import default_out, run_demo
     from lmaudit.report.tables import summary_table
+    from lmaudit.studies.demo import default_out, run_demo
 
     out = out or default_out(suite)
     if suite == "finetune":
-        from lmaudit.finetune_demo import run_finetune_demo
+        from lmaudit.studies.finetune_suite import run_finetune_demo
 
         report = run_finetune_demo(out, size, seed, progress=progress())
     else:

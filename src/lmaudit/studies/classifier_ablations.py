@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.roles import MEMBER, NONMEMBER
-from lmaudit.demos import CLASSIFIER_DEMO_SIZES
 from lmaudit.metrics.roc import auc
 from lmaudit.report.tables import shown_summary
 from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES
 
 RUNS = 3  # the paper averages three runs
 RUN_SEED_STEP = 101  # run r is seeded with seed + r * RUN_SEED_STEP
@@ -207,16 +207,16 @@ def analyse(records: list[dict], ablation: Ablation) -> dict:
 
 def plan(out: Path, size: str, seed: int, progress: bool = False, ablation: str = "classes") -> StudyPlan:
     """One cell per (value of the ablation's setting, run)."""
-    from lmaudit.demos import (
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.tokenizer import load_tokenizer
+    from lmaudit.report.plots import ablation_figure
+    from lmaudit.studies.setup import (
         classifier_audit_config,
         classifier_recipe,
         train_classifier_pair,
         train_posts_mlm,
         write_classifier_roles,
     )
-    from lmaudit.models.folders import read_training_summary
-    from lmaudit.models.tokenizer import load_tokenizer
-    from lmaudit.report.plots import ablation_figure
 
     study = ABLATIONS[ablation]
     demo = CLASSIFIER_DEMO_SIZES[size]

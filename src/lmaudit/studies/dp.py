@@ -32,7 +32,6 @@ from functools import cache, partial
 from pathlib import Path
 
 from lmaudit.data.roles import MEMBER, POPULATION
-from lmaudit.demos import CLASSIFIER_DEMO_SIZES, REFERENCE_TRAIN
 from lmaudit.metrics.privacy import group_privacy
 from lmaudit.report.tables import shown_summary
 from lmaudit.signals.store import default_cache_dir
@@ -48,6 +47,7 @@ from lmaudit.studies.epochs import checkpoint_epochs
 from lmaudit.studies.note_inference import INFERENCE_EPOCHS, inference_accuracy, inference_task
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, held_out_loss, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES, REFERENCE_TRAIN
 
 PAPER_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 1e-4, 1e-20)  # Section 5.2; 1e-20 ablates the noise
 PAPER_DELTA = 1e-6  # Appendix B
@@ -220,16 +220,16 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
 def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bool) -> list[Cell]:
     """One cell per (start, noise, checkpoint epoch) of the classifier demo's target, audited with its shadow's
     checkpoint of the same epoch."""
-    from lmaudit.demos import (
+    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.recipe import DPSettings
+    from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.studies.setup import (
         classifier_audit_config,
         classifier_recipe,
         train_classifier_pair,
         train_posts_mlm,
         write_classifier_roles,
     )
-    from lmaudit.models.folders import read_training_summary
-    from lmaudit.models.recipe import DPSettings
-    from lmaudit.models.trained import checkpoint_folder
 
     demo = CLASSIFIER_DEMO_SIZES[size]
     epochs = checkpoint_epochs(demo.max_epochs, grid.checkpoints)

@@ -21,14 +21,6 @@ from lmaudit.attacks.registry import attacks_reading
 from lmaudit.audit.run import run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
-from lmaudit.demos import (
-    DEMO_SIZES,
-    DEMO_SPLIT,
-    REFERENCE_TRAIN,
-    demo_recipe,
-    split_and_write_roles,
-    train_language_model_unless_done,
-)
 from lmaudit.locks import output_lock
 from lmaudit.report.sweep import write_sweep
 from lmaudit.report.tables import population_threshold_at, result_of
@@ -41,6 +33,14 @@ from lmaudit.studies.canary_epsilon import (
     with_canaries,
 )
 from lmaudit.studies.notes import held_out_loss
+from lmaudit.studies.setup import (
+    DEMO_SIZES,
+    DEMO_SPLIT,
+    REFERENCE_TRAIN,
+    demo_recipe,
+    split_and_write_roles,
+    train_language_model_unless_done,
+)
 
 DEFAULT_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 0.0)
 SWEPT_LEVELS = ("sample", "group")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from lmaudit.demos import REFERENCE_TRAIN
 from lmaudit.studies.notes import TARGET_ROLES, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.studies.setup import REFERENCE_TRAIN
 
 KINDS = {"mlm": "mlm_energy", "clm": "clm_loss"}
 POINTS = 5  # checkpoints per model, from epoch 1 to the last
@@ -44,14 +44,14 @@ def maximum_over_epochs(records: list[dict]) -> dict:
 def classifier_cells(out: Path, size: str, seed: int, progress: bool) -> tuple[list[Cell], list[int]]:
     """One cell per checkpoint epoch of the classifier demo's target, audited with the shadow's checkpoint of the same
     epoch (white-box attacks left out), and those epochs."""
-    from lmaudit.demos import (
+    from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.studies.setup import (
         CLASSIFIER_DEMO_SIZES,
         classifier_audit_config,
         classifier_recipe,
         train_classifier_pair,
         write_classifier_roles,
     )
-    from lmaudit.models.trained import checkpoint_folder
 
     demo = CLASSIFIER_DEMO_SIZES[size]
     epochs = checkpoint_epochs(demo.max_epochs)

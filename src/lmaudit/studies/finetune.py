@@ -10,11 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from lmaudit.config import AuditConfig
-from lmaudit.demos import REFERENCE_TRAIN, demo_recipe, train_language_model_unless_done, write_other_hospital_nonmembers
-from lmaudit.finetune_demo import finetune_audit_config, finetune_recipes, prepare_finetune, target_of
 from lmaudit.signals.store import default_cache_dir
+from lmaudit.studies.finetune_suite import finetune_audit_config, finetune_recipes, prepare_finetune, target_of
 from lmaudit.studies.notes import TARGET_ROLES, held_out_loss, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.studies.setup import REFERENCE_TRAIN, demo_recipe, train_language_model_unless_done, write_other_hospital_nonmembers
 
 BASES = ("notes", "posts")  # the base's public text: other patients' notes, or user posts (not clinical)
 FINE_TUNES = ("full", "lora")

@@ -29,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from lmaudit.config import checked_nonmember_sets, read_yaml_settings, relative_to, validated
 from lmaudit.data.corpus import load_corpus
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
-from lmaudit.demos import DEMO_SIZES, REFERENCE_TRAIN
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.studies.setup import DEMO_SIZES, REFERENCE_TRAIN
 
 # What a grid may vary: the target's training (train_language_model's settings, `model_size` its size) and the audit.
 TRAINING_SETTINGS = ("model_size", "epochs", "learning_rate", "dropout", "batch_size")

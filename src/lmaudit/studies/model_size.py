@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from lmaudit.demos import DEMO_SIZES
 from lmaudit.studies.grid import GridConfig, plan_from_config
 from lmaudit.studies.length_split import PAPER_LENGTH_BOUNDS, short_and_long
 from lmaudit.studies.runner import StudyPlan
+from lmaudit.studies.setup import DEMO_SIZES
 
 SIZES = ("tiny", "mini")  # 2 layers of width 64 and 128 (models/train.py SIZES)
 

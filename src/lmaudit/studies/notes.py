@@ -12,18 +12,17 @@ import pandas as pd
 
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
-from lmaudit.demos import (
-    DEMO_SIZES,
-    DEMO_SPLIT,
-    REFERENCE_TRAIN,
-    DemoSize,
-    demo_recipe,
-    split_and_write_roles,
-    train_language_model_unless_done,
-)
 from lmaudit.models.source import ModelSource
 from lmaudit.signals.store import default_cache_dir
 from lmaudit.studies.runner import Cell
+from lmaudit.studies.setup import (
+    DEMO_SIZES,
+    REFERENCE_TRAIN,
+    DemoSize,
+    demo_recipe,
+    train_language_model_unless_done,
+    write_note_roles,
+)
 
 TARGET_ROLES = (MEMBER, CALIBRATION_MEMBER)  # the target trains on both; calibration members fit the learned attacks
 
@@ -122,11 +121,7 @@ def notes_study(out: str | Path, size: str, seed: int, progress: bool = False,
                 reserved_tokens: tuple[str, ...] = (), length_bounds: tuple[int, ...] = ()) -> NotesStudy:
     """Generate the demo's notes for `size` and write their roles (by patient, seeded) to out/data; every model of the
     study reserves `reserved_tokens` in its vocabulary; every audit slices by length at `length_bounds` if given."""
-    from lmaudit.data.synth import generate_notes
-
     out = Path(out)
-    demo = DEMO_SIZES[size]
-    notes = generate_notes(demo.patients, seed)
-    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-    return NotesStudy(out, demo, seed, notes, files, progress, reserved_tokens=reserved_tokens,
+    notes, files = write_note_roles(size, seed, out / "data")
+    return NotesStudy(out, DEMO_SIZES[size], seed, notes, files, progress, reserved_tokens=reserved_tokens,
                       length_bounds=length_bounds)

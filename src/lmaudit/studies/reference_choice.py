@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmaudit.atomic import staged
-from lmaudit.demos import REFERENCE_TRAIN
 from lmaudit.studies.notes import TARGET_ROLES, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
+from lmaudit.studies.setup import REFERENCE_TRAIN
 
 # Seed offsets of the independently generated notes: other patients, the same generator.
 OTHER_SOURCE_SEED = 7919

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the runner loads when a study runs
     from lmaudit.studies.runner import StudyPlan
 
 
-# The sizes every study (and the dp sweep) plans for: demos.DEMO_SIZES's, but for the demo's own 'quick' one.
+# The sizes every study (and the dp sweep) plans for: studies/setup.py DEMO_SIZES's, but for the demo's own 'quick' one.
 STUDY_SIZES = ("smoke", "full")
 
 

@@ -8,6 +8,7 @@ utility (the population's mean NLL under each model and under the base) and the 
 attack built for fine-tunes runs: EZ-MIA, Con-ReCall, user inference, CAMIA (its repeated pass), SaMIA (10
 generations per text), PETAL (the base as its surrogate) and SPV-MIA (a self-prompt reference per fine-tune: the base
 fine-tuned on that fine-tune's continuations of public notes; 10 neighbours per text, words proposed by the base).
+The finetune study (`studies/finetune.py`) makes and audits its fine-tunes with this module's recipes and audit.
 """
 
 from __future__ import annotations
@@ -22,21 +23,20 @@ from lmaudit.atomic import write_text
 from lmaudit.audit.run import audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
-from lmaudit.demos import (
-    DEMO_SIZES,
-    DEMO_SPLIT,
-    NONMEMBER_SET_NAMES,
-    REFERENCE_TRAIN,
-    demo_recipe,
-    split_and_write_roles,
-    train_language_model_unless_done,
-    write_other_hospital_nonmembers,
-)
 from lmaudit.locks import output_lock
 from lmaudit.models.recipe import LoraSettings, TrainingRecipe
 from lmaudit.models.self_prompt import SelfPromptSettings, self_prompt_recipe, self_prompt_texts
 from lmaudit.models.source import ModelSource
 from lmaudit.report.documents import write_document
+from lmaudit.studies.setup import (
+    DEMO_SIZES,
+    NONMEMBER_SET_NAMES,
+    REFERENCE_TRAIN,
+    demo_recipe,
+    train_language_model_unless_done,
+    write_note_roles,
+    write_other_hospital_nonmembers,
+)
 
 log = logging.getLogger(__name__)
 SELF_PROMPT_SOURCE = "self_prompt_source.json"  # in a self-prompt reference: the target and prompts it was made from
@@ -148,11 +148,8 @@ def run_finetune_demo(out: str | Path, size: str = "quick", seed: int = 0, progr
 
 def finetune_demo(out: Path, size: str, seed: int, progress: bool) -> dict:
     """run_finetune_demo's body, the output folder already held."""
-    from lmaudit.data.synth import generate_notes
-
     demo = DEMO_SIZES[size]
-    notes = generate_notes(demo.patients, seed)
-    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
+    notes, files = write_note_roles(size, seed, out / "data")
     files["other-hospital"] = write_other_hospital_nonmembers(notes, seed, out / "data")
     models = out / "models"
     base = models / "base"

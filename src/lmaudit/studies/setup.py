@@ -1,9 +1,6 @@
-"""The demos: generated data split into roles, tiny models trained on the spot (or reused), and one audit.
-
-suite "mlm": BERT masked LMs and the MLM energy; "causal": GPT-2 causal LMs and the mean next-token
-loss (Jagannatha's black-box setting); "classifier": topic classifiers of user posts, with a shadow
-classifier (Shejwalkar et al.). The fine-tuning suite is finetune_demo.py. Reruns reuse every model already trained the same way.
-"""
+"""What the demos and the studies set up alike: the sizes, the generated notes and user posts split into roles and
+written, the training recipes, and the tiny language models and classifiers trained unless already trained the same
+way (reruns reuse them); the classifier audit's configuration."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.audit.run import run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import write_table
 from lmaudit.data.roles import (
@@ -26,7 +22,6 @@ from lmaudit.data.roles import (
     SHADOW_NONMEMBER,
     split_groups,
 )
-from lmaudit.locks import output_lock
 from lmaudit.models.recipe import TrainingRecipe
 
 log = logging.getLogger(__name__)
@@ -67,11 +62,6 @@ DEMO_SPLIT = {MEMBER: 0.24, CALIBRATION_MEMBER: 0.06, NONMEMBER: 0.12, POPULATIO
 OTHER_HOSPITAL_SECTIONS = ("nursing", "radiology")
 OTHER_HOSPITAL_SEED = 104729  # added to the demo's seed: patients independent of the first hospital's
 NONMEMBER_SET_NAMES = ("same-hospital", "other-hospital")
-# Each language-model suite: the model kind trained, the signal audited, and the per-token signal the token-level
-# attacks read (the causal suite's audited signal is one).
-LANGUAGE_MODEL_SUITES = {"mlm": ("mlm", "mlm_energy", "mlm_tokens"), "causal": ("clm", "clm_tokens", None)}
-
-
 @dataclass(frozen=True)
 class ClassifierDemoSize:
     """How big the classifier demo is: users generated, the epoch limit, bootstrap resamples."""
@@ -100,11 +90,6 @@ def demo_recipe(epochs: int) -> TrainingRecipe:
     return TrainingRecipe(epochs=epochs, dropout=0.1, learning_rate=DEMO_LEARNING_RATE)
 
 
-def default_out(suite: str) -> str:
-    """Where a demo writes unless told: runs/demo for the MLM suite, runs/demo-<suite> for the others."""
-    return "runs/demo" if suite == "mlm" else f"runs/demo-{suite}"
-
-
 def split_and_write_roles(corpus: pd.DataFrame, split: dict[str, float], seed: int, data_dir: Path) -> dict[str, Path]:
     """Give whole groups a role in the `split` proportions (seeded; sets corpus["role"]) and write one Parquet file per role."""
     corpus["role"] = corpus["group_id"].map(split_groups(corpus["group_id"].tolist(), split, seed))
@@ -113,6 +98,14 @@ def split_and_write_roles(corpus: pd.DataFrame, split: dict[str, float], seed: i
     for role, path in files.items():
         write_table(corpus[corpus["role"] == role].drop(columns="role"), path)
     return files
+
+
+def write_note_roles(size: str, seed: int, data_dir: Path) -> tuple[pd.DataFrame, dict[str, Path]]:
+    """The size's generated notes (seeded), split into DEMO_SPLIT's roles by patient and written to `data_dir`."""
+    from lmaudit.data.synth import generate_notes
+
+    notes = generate_notes(DEMO_SIZES[size].patients, seed)
+    return notes, split_and_write_roles(notes, DEMO_SPLIT, seed, data_dir)
 
 
 def write_other_hospital_nonmembers(notes: pd.DataFrame, seed: int, data_dir: Path) -> Path:
@@ -136,72 +129,6 @@ def train_language_model_unless_done(kind: str, texts: list[str], folder: Path, 
 
     train_unless_done(folder, kind, recipe, len(texts),
                       partial(train_language_model, kind, texts, folder, recipe, groups, progress, label))
-
-
-def run_demo(out: str | Path, size: str = "quick", seed: int = 0, progress: bool = False, suite: str = "mlm",
-             architecture: str = "bert") -> dict:
-    """Generate the suite's data, split it into roles, train its models unless done, audit, report."""
-    with output_lock(out):
-        if suite == "classifier":
-            return classifier_demo(Path(out), size, seed, progress, architecture)
-        return language_model_demo(Path(out), size, seed, progress, suite)
-
-
-def language_model_demo(out: Path, size: str, seed: int, progress: bool, suite: str) -> dict:
-    """Notes of generated patients; the target, and references trained alike on other patients (each with its own
-    seed: offline, never on an audited member); audited with white-box. The causal suite also trains a masked LM on
-    the references' patients to propose neighbours."""
-    from lmaudit.data.synth import generate_notes
-
-    demo = DEMO_SIZES[size]
-    log.info("demo (%s suite, %s size): generating the notes of %d patients", suite, size, demo.patients)
-    notes = generate_notes(demo.patients, seed)
-    files = split_and_write_roles(notes, DEMO_SPLIT, seed, out / "data")
-    log.info("demo: %d notes split into roles by patient, written to %s", len(notes), out / "data")
-    other_hospital = write_other_hospital_nonmembers(notes, seed, out / "data")
-    models = out / "models"
-    reference_texts = notes.loc[notes["role"] == REFERENCE_TRAIN, "text"].tolist()
-    target_texts = notes.loc[notes["role"].isin([MEMBER, CALIBRATION_MEMBER]), "text"].tolist()
-    kind, signal, token_signal = LANGUAGE_MODEL_SUITES[suite]
-    recipe = demo_recipe(demo.epochs)
-    references = [models / "reference"] + [models / f"reference-{i + 1}" for i in range(1, demo.references)]
-    log.info("demo: training %d models unless already trained (%d references, the target%s), %d epochs each",
-             len(references) + 1 + (kind == "clm"), len(references), ", a masked LM for neighbours" if kind == "clm" else "",
-             demo.epochs)
-    for number, folder in enumerate(references):
-        train_language_model_unless_done(kind, reference_texts, folder, replace(
-            recipe, seed=seed + 1 + number, tokenizer_dir=None if number == 0 else references[0]), folder.name, progress)
-    train_language_model_unless_done(kind, target_texts, models / "target",
-                                     replace(recipe, seed=seed, tokenizer_dir=references[0]), "target", progress)
-    neighbours = {}
-    if kind == "clm":
-        train_language_model_unless_done("mlm", reference_texts, models / "neighbour-mlm", replace(recipe, seed=seed + 1),
-                                         "neighbour-mlm", progress)
-        neighbours = {"neighbours": demo.neighbours, "neighbour_model": str(models / "neighbour-mlm")}
-    config = AuditConfig(
-        target=str(models / "target"), reference=[str(folder) for folder in references],
-        members=str(files[MEMBER]), nonmembers=dict(zip(NONMEMBER_SET_NAMES, map(str, (files[NONMEMBER], other_hospital)),
-                                                        strict=True)),
-        population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]),
-        out=str(out), signal={"signal": signal, "k": demo.k, "seed": seed}, evaluation={"bootstrap": demo.bootstrap, "seed": seed},
-        whitebox=True, token_signal=token_signal, **neighbours,
-        # the notes are short (median 23 tokens): extraction reads 4- and 8-token prefixes and 8-token suffixes
-        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8} if kind == "clm" else None, camia=kind == "clm",
-    )
-    log.info("demo: auditing the target (%s, with white-box attacks)", signal)
-    return run_audit(config, progress=progress, overwrite=True)  # the demo's own folder: a rerun replaces its report
-
-
-def classifier_demo(out: Path, size: str, seed: int, progress: bool, architecture: str) -> dict:
-    """User posts; target and shadow classifiers trained alike on disjoint users; audited with white-box."""
-    demo = CLASSIFIER_DEMO_SIZES[size]
-    posts, files = write_classifier_roles(size, seed, out / "data")
-    log.info("demo: %d posts split into roles by user, written to %s; training the target and the shadow %s "
-             "classifiers unless already trained", len(posts), out / "data", architecture)
-    target, shadow = train_classifier_pair(posts, out / "models", classifier_recipe(size, architecture, seed=seed), progress)
-    log.info("demo: auditing the target classifier (shadow-calibrated and white-box attacks)")
-    return run_audit(classifier_audit_config(target, shadow, files, out, demo.bootstrap, seed), progress=progress,
-                     overwrite=True)
 
 
 def write_classifier_roles(size: str, seed: int, data_dir: Path, **generation) -> tuple[pd.DataFrame, dict[str, Path]]:
