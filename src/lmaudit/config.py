@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import yaml
 from pydantic import (
@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -74,6 +75,85 @@ class RoleFile(NamedTuple):
     nonmember_set: str | None = None
 
 
+class TokenPassSettings(BaseModel):
+    """What the token-level attacks ask of the target besides its audited signal: a per-token signal beside it, the
+    extra passes (lowercased texts, ReCaLL's prefix, neighbours, CAMIA, SaMIA, SPV-MIA) and DC-PDD's corpus."""
+
+    model_config = ConfigDict(extra="forbid")
+    token_signal: str | None = Field(None, description="a per-token signal of the target besides the audited one, for the "
+                                                       "token-level attacks (e.g. mlm_tokens in an mlm_energy audit)")
+    lowercase: bool = Field(True, description="token signals: also score the lowercased texts (one more target pass)")
+    recall_prefix: int = Field(4, ge=0, description="token signals: population samples that make ReCaLL's non-member "
+                                                    "prefix (one more target pass, longer inputs); 0 = no ReCaLL")
+    neighbours: int = Field(0, ge=0, description="token signals: neighbour texts per sample (that many more target "
+                                                 "passes); 0 = no neighbourhood attack")
+    camia: bool = Field(False, description="causal LMs: CAMIA's pass of each text repeated 6 times (one more pass, six "
+                                           "times as long)")
+    samia: int = Field(0, ge=0, description="causal LMs: SaMIA's sampled continuations of each text's first half (that "
+                                            "many generations per text; the paper: 10; 0 = off)")
+    neighbour_words: int = Field(1, ge=1, description="words a language model replaces to make each neighbour")
+    neighbour_model: str | None = Field(None, description="masked or causal LM that proposes the neighbours' words "
+                                                          "(default: the first reference)")
+    self_prompt_reference: str | None = Field(None, description="causal LMs: SPV-MIA's self-prompt reference, the base "
+                                              "fine-tuned on the target's own generations (lmaudit train self-prompt); "
+                                              "its losses of each text and of its neighbours (give --neighbours N)")
+    frequency_data: str | None = Field(None, description="non-audited text (a corpus file) whose token frequencies DC-PDD "
+                                                         "uses, besides the population's")
+
+    @field_validator("token_signal")
+    @classmethod
+    def _token_signal(cls, name: str | None) -> str | None:
+        choices = signal_names("tokens")
+        if name is not None and name not in choices:
+            raise ValueError(f"'{name}' is not a per-token signal; use one of {', '.join(choices)}")
+        return name
+
+
+class PlacementSettings(BaseModel):
+    """How the audit's models are loaded and where their signals are computed: whether code shipped with a model may
+    run, the device, the weights' dtype, device map and quantization, and the backend (this process or Ray)."""
+
+    model_config = ConfigDict(extra="forbid")
+    trust_remote_code: bool = False
+    device: Literal[DEVICES] = "auto"
+    dtype: Literal[WEIGHT_DTYPES] = Field("fp32", description="dtype the weights are loaded in (bf16 halves the memory "
+                                          "of fp32; the signal store keeps each dtype's values apart)")
+    device_map: Literal["auto"] | None = Field(None, description="auto: spread a model too large for one GPU over the "
+                                               "GPUs and the CPU (accelerate)")
+    quantization: Literal[QUANTIZATIONS] | None = Field(None, description="load the weights in 8 or 4 bits "
+                                                        "(bitsandbytes, CUDA only; the gpu extra)")
+    backend: Literal["local", "ray"] = Field("local", description="where the signals are computed: local = in this "
+                                             "process; ray = on the workers of a Ray cluster (the ray extra)")
+    ray_address: str | None = Field(None, description="backend ray: the cluster to join ('auto': the one this machine "
+                                    "belongs to; ray://HEAD:10001); default RAY_ADDRESS, else a new local cluster")
+    ray_workers: int | None = Field(None, ge=1, description="backend ray: workers, each holding one copy of the models "
+                                    "(default: one per GPU of the cluster with device cuda, else one per CPU)")
+
+
+# The sections whose settings are also accepted flat, as they were before there were sections (and still are on the
+# command line): a flat key named by a field of the section's model is moved into the section, and report.json's
+# `config` echoes them flat again, so that a report written before the sections compares equal on a rerun.
+FLAT_SECTIONS: dict[str, type[BaseModel]] = {"token_passes": TokenPassSettings, "placement": PlacementSettings}
+
+
+def nested(values: dict) -> dict:
+    """`values` with each flat setting of a FLAT_SECTIONS section moved into that section; ValueError naming the
+    setting when it is given both flat and in its section (which would win is a guess)."""
+    values = dict(values)
+    for name, model in FLAT_SECTIONS.items():
+        flat = {key: values.pop(key) for key in list(values) if key in model.model_fields}
+        section = values.get(name)
+        if not flat or not isinstance(section, dict | BaseModel | None):
+            values |= flat  # nothing to move, or a section that is no mapping: validation names what is wrong
+            continue
+        section = section.model_dump(exclude_unset=True) if isinstance(section, BaseModel) else dict(section or {})
+        both = next((key for key in flat if key in section), None)
+        if both is not None:
+            raise ValueError(f"'{both}' is given both flat and as {name}.{both}; give it once")
+        values[name] = section | flat
+    return values
+
+
 class AuditConfig(BaseModel):
     """An audit: which models, which data in which role, how to score and evaluate, where to write."""
 
@@ -101,25 +181,7 @@ class AuditConfig(BaseModel):
     signal: SignalSettings = SignalSettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     whitebox: bool = Field(False, description="also run the white-box attacks (attention and gradient features of the target)")
-    token_signal: str | None = Field(None, description="a per-token signal of the target besides the audited one, for the "
-                                                       "token-level attacks (e.g. mlm_tokens in an mlm_energy audit)")
-    lowercase: bool = Field(True, description="token signals: also score the lowercased texts (one more target pass)")
-    recall_prefix: int = Field(4, ge=0, description="token signals: population samples that make ReCaLL's non-member "
-                                                    "prefix (one more target pass, longer inputs); 0 = no ReCaLL")
-    neighbours: int = Field(0, ge=0, description="token signals: neighbour texts per sample (that many more target "
-                                                 "passes); 0 = no neighbourhood attack")
-    camia: bool = Field(False, description="causal LMs: CAMIA's pass of each text repeated 6 times (one more pass, six "
-                                           "times as long)")
-    samia: int = Field(0, ge=0, description="causal LMs: SaMIA's sampled continuations of each text's first half (that "
-                                            "many generations per text; the paper: 10; 0 = off)")
-    neighbour_words: int = Field(1, ge=1, description="words a language model replaces to make each neighbour")
-    neighbour_model: str | None = Field(None, description="masked or causal LM that proposes the neighbours' words "
-                                                          "(default: the first reference)")
-    self_prompt_reference: str | None = Field(None, description="causal LMs: SPV-MIA's self-prompt reference, the base "
-                                              "fine-tuned on the target's own generations (lmaudit train self-prompt); "
-                                              "its losses of each text and of its neighbours (give --neighbours N)")
-    frequency_data: str | None = Field(None, description="non-audited text (a corpus file) whose token frequencies DC-PDD "
-                                                         "uses, besides the population's")
+    token_passes: TokenPassSettings = TokenPassSettings()
     attacks: AttackSettings = AttackSettings()
     include_text: bool = False
     figures: bool = Field(True, description="draw the report page's ROC curves and score histograms (a study's cells "
@@ -129,20 +191,19 @@ class AuditConfig(BaseModel):
     allow_tokenizer_mismatch: bool = Field(False, description="audit with references whose tokenizer differs from the "
                                            "target's (masks are then drawn over each model's own tokens, not paired); "
                                            "the report and its verdict say so")
-    trust_remote_code: bool = False
-    device: Literal[DEVICES] = "auto"
-    dtype: Literal[WEIGHT_DTYPES] = Field("fp32", description="dtype the weights are loaded in (bf16 halves the memory "
-                                          "of fp32; the signal store keeps each dtype's values apart)")
-    device_map: Literal["auto"] | None = Field(None, description="auto: spread a model too large for one GPU over the "
-                                               "GPUs and the CPU (accelerate)")
-    quantization: Literal[QUANTIZATIONS] | None = Field(None, description="load the weights in 8 or 4 bits "
-                                                        "(bitsandbytes, CUDA only; the gpu extra)")
-    backend: Literal["local", "ray"] = Field("local", description="where the signals are computed: local = in this "
-                                             "process; ray = on the workers of a Ray cluster (the ray extra)")
-    ray_address: str | None = Field(None, description="backend ray: the cluster to join ('auto': the one this machine "
-                                    "belongs to; ray://HEAD:10001); default RAY_ADDRESS, else a new local cluster")
-    ray_workers: int | None = Field(None, ge=1, description="backend ray: workers, each holding one copy of the models "
-                                    "(default: one per GPU of the cluster with device cuda, else one per CPU)")
+    placement: PlacementSettings = PlacementSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_settings_into_their_sections(cls, values: Any) -> Any:
+        return nested(values) if isinstance(values, dict) else values
+
+    @model_serializer(mode="wrap")
+    def _flat_sections(self, handler) -> dict[str, Any]:
+        # the sections of FLAT_SECTIONS dumped flat, in their place: report.json's `config` as before the sections
+        dumped = handler(self)
+        return {key: value for name, entry in dumped.items() for key, value in (
+            entry.items() if name in FLAT_SECTIONS and isinstance(entry, dict) else [(name, entry)])}
 
     @field_validator("signal")
     @classmethod
@@ -151,14 +212,6 @@ class AuditConfig(BaseModel):
         if settings.signal not in choices:
             raise ValueError(f"unknown signal '{settings.signal}' for an audit; use one of {', '.join(choices)}")
         return settings
-
-    @field_validator("token_signal")
-    @classmethod
-    def _token_signal(cls, name: str | None) -> str | None:
-        choices = signal_names("tokens")
-        if name is not None and name not in choices:
-            raise ValueError(f"'{name}' is not a per-token signal; use one of {', '.join(choices)}")
-        return name
 
     @field_validator("reference", "reference_adapter", mode="before")
     @classmethod
@@ -227,7 +280,8 @@ def refuse_a_file_in_two_roles(files: list[RoleFile]) -> None:
 
 COMMAND_LINE = "command line"  # how errors name where a setting came from when no file gave it
 PATH_FIELDS = ("target", "adapter", "reference", "reference_adapter", "shadow", *ROLE_FILE_FIELDS.values(), "data", "out",
-               "cache_dir", "neighbour_model", "self_prompt_reference", "frequency_data")
+               "cache_dir")
+SECTION_PATH_FIELDS = {"token_passes": ("neighbour_model", "self_prompt_reference", "frequency_data")}
 
 
 def option_of(names: list[str]) -> str:
@@ -266,7 +320,7 @@ def read_yaml_settings(path: Path, what: str = "config") -> dict:
 # The configuration's sections, each a settings model of its own: a flat setting (a command-line option) named by a
 # field of a section's model belongs to that section.
 SECTIONS: dict[str, type[BaseModel]] = {"signal": SignalSettings, "evaluation": EvaluationSettings, "attacks": AttackSettings,
-                                        "columns": ColumnNames}
+                                        "columns": ColumnNames, **FLAT_SECTIONS}
 
 
 def given(options: dict) -> dict:
@@ -281,9 +335,25 @@ def sectioned(options: dict) -> dict:
     options = given(options)
     sections = {name: {key: value for key, value in options.items() if key in model.model_fields}
                 for name, model in SECTIONS.items()}
-    nested = {key for values in sections.values() for key in values}
-    return {key: value for key, value in options.items() if key not in nested} | {
+    inside = {key for values in sections.values() for key in values}
+    return {key: value for key, value in options.items() if key not in inside} | {
         name: values for name, values in sections.items() if values}
+
+
+def file_settings(path: Path) -> dict:
+    """An audit configuration file's settings, flat settings of a FLAT_SECTIONS section moved into it (so that an option
+    given on top overrides them) and relative paths made relative to the file's folder; InputError naming the file."""
+    try:
+        values = nested(read_yaml_settings(path))
+    except ValueError as err:
+        raise InputError(f"{path}: {err}") from None
+    for key in set(PATH_FIELDS) & set(values):
+        values[key] = relative_to(path.parent, values[key])
+    for name, keys in SECTION_PATH_FIELDS.items():
+        if isinstance(values.get(name), dict):
+            values[name] = {key: relative_to(path.parent, value) if key in keys else value
+                            for key, value in values[name].items()}
+    return values
 
 
 def load_config(path: str | Path | None, options: dict | None = None) -> AuditConfig:
@@ -293,9 +363,7 @@ def load_config(path: str | Path | None, options: dict | None = None) -> AuditCo
     values = {}
     if path is not None:
         path = Path(path)
-        values = read_yaml_settings(path)
-        for key in set(PATH_FIELDS) & set(values):
-            values[key] = relative_to(path.parent, values[key])
+        values = file_settings(path)
     for key, value in sectioned(options or {}).items():
         values[key] = {**values[key], **value} if key in SECTIONS and isinstance(values.get(key), dict) else value
     return validated(values, COMMAND_LINE if path is None else str(path))

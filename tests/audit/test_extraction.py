@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from lmaudit.audit.extraction import checked_generator, per_set_summaries, split_tokens
+from lmaudit.audit.records import known_family
 from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
 from lmaudit.models.source import ModelSource
@@ -46,17 +47,26 @@ def model_folder(root, name: str, architecture: str) -> ModelSource:
     return ModelSource(str(folder))
 
 
+def generator_checked(source: ModelSource) -> None:
+    """checked_generator with the family resolve reads once from the folder's config.json."""
+    checked_generator(source, known_family(source))
+
+
 def test_only_a_causal_lm_is_accepted_as_the_generator(tmp_path):
     """Extraction continues texts: a causal LM passes; a masked LM is refused with the way out (`lmaudit reconstruct`),
-    a classifier by its family, both naming the folder."""
-    checked_generator(model_folder(tmp_path, "gpt", "GPT2LMHeadModel"))
-    checked_generator(model_folder(tmp_path, "llama", "LlamaForCausalLM"))
+    a classifier by its family and an architecture of no known family as such, each naming the folder."""
+    generator_checked(model_folder(tmp_path, "gpt", "GPT2LMHeadModel"))
+    generator_checked(model_folder(tmp_path, "llama", "LlamaForCausalLM"))
     bert = model_folder(tmp_path, "bert", "BertForMaskedLM")
     with pytest.raises(InputError, match="needs a causal LM, not a masked LM") as refused:
-        checked_generator(bert)
+        generator_checked(bert)
     assert bert.folder in str(refused.value) and "lmaudit reconstruct" in str(refused.value)
     with pytest.raises(InputError, match="needs a causal LM, not a classifier"):
-        checked_generator(model_folder(tmp_path, "clf", "BertForSequenceClassification"))
+        generator_checked(model_folder(tmp_path, "clf", "BertForSequenceClassification"))
+    t5 = model_folder(tmp_path, "t5", "T5ForConditionalGeneration")
+    with pytest.raises(InputError, match="needs a causal LM; its config.json names an architecture of no family") as refused:
+        generator_checked(t5)
+    assert t5.folder in str(refused.value)
 
 
 def extraction_table(log_p_by_row: list[float]) -> tuple[pd.DataFrame, np.ndarray]:

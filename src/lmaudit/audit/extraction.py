@@ -38,11 +38,11 @@ RULES = ("greedy exact: every suffix token reproduced (a generation that ends ea
          "per-patient intervals exact")
 
 
-def checked_generator(source: ModelSource) -> None:
-    """A one-line refusal unless `source` is a causal LM: extraction continues texts."""
-    from lmaudit.models.config_json import model_family
-
-    family = model_family(source)
+def checked_generator(source: ModelSource, family: str | None) -> None:
+    """A one-line refusal unless `source`, of `family` (as resolve read it), is a causal LM: extraction continues texts."""
+    if family is None:
+        raise InputError(f"{source.folder}: extraction continues texts, so it needs a causal LM; its config.json names "
+                         "an architecture of no family lmaudit knows")
     if family != "clm":
         raise InputError(f"{source.folder}: extraction continues texts, so it needs a causal LM, not a "
                          f"{'masked LM' if family == 'mlm' else family} (for a masked LM, `lmaudit reconstruct` ranks "
@@ -83,7 +83,7 @@ def extraction_section(audit: ResolvedAudit, corpus: pd.DataFrame, settings: Ext
     from lmaudit.signals.settings import SignalSettings
     from lmaudit.signals.store import open_store, stored_signals
 
-    checked_generator(audit.target)
+    checked_generator(audit.target, audit.target_family)
     [loaded] = loaded_models((audit.target,), "clm", audit.placement)
     limit = model_max_length(loaded.model.config, loaded.tokenizer)
     if max(settings.prefix_tokens) + settings.suffix_tokens > limit:

@@ -28,11 +28,11 @@ CLASSIFIER_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "
 GENERIC_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "group"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TokenPasses:
     """What the token-level attacks ask of the target besides its audited signal: a per-token signal beside it, and the
     extra passes (lowercased texts, ReCaLL's prefix of population samples, `neighbours` neighbour texts per sample of
-    `neighbour_words` words proposed by `neighbour_model` (a masked or causal LM), `samia` sampled continuations per
+    `neighbour_words` words proposed by `neighbour_model` (a masked or causal LM, of `neighbour_family`), `samia` sampled continuations per
     text, CAMIA's repeated texts, the texts and their neighbours under SPV-MIA's `self_prompt_reference`) and the
     non-audited corpus DC-PDD counts tokens in."""
 
@@ -42,22 +42,26 @@ class TokenPasses:
     neighbours: int = 0
     neighbour_words: int = 1
     neighbour_model: str | ModelSource | None = None
+    neighbour_family: str | None = None
     frequency_data: str | None = None
     samia: int = 0
     camia: bool = False
     self_prompt_reference: ModelSource | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ResolvedAudit:
     """An audit resolved once, before any model runs: the target, the references by their name in the report and the
-    shadow model; how and where signals are computed and stored (`scoring`); the settings of each stage; and the
-    configuration as given, which the report echoes. The stages take this record, never the configuration."""
+    shadow model, and each one's family by that name (`families`: 'mlm', 'clm' or 'classifier' from its config.json;
+    None for an architecture of no family lmaudit knows, which its loader refuses); how and where signals are computed
+    and stored (`scoring`); the settings of each stage; and the configuration as given, which the report echoes. The
+    stages take this record, never the configuration."""
 
     out: Path
     target: ModelSource
     references: dict[str, ModelSource]
     shadow: ModelSource | None
+    families: dict[str, str | None]
     scoring: Scoring
     signal: SignalSettings
     evaluation: EvaluationSettings
@@ -78,6 +82,16 @@ class ResolvedAudit:
     def level_names(self) -> dict[str, str]:
         """What each level's unit is called in the report."""
         return CLASSIFIER_LEVEL_NAMES if self.classifier else LANGUAGE_MODEL_LEVEL_NAMES
+
+    @property
+    def models(self) -> dict[str, ModelSource]:
+        """Each audited model by its name in the report: the target, the references, the shadow model if any."""
+        return {"target": self.target, **self.references, **({"shadow": self.shadow} if self.shadow else {})}
+
+    @property
+    def target_family(self) -> str | None:
+        """The target's family ('mlm', 'clm' or 'classifier'; None for an architecture lmaudit knows no family of)."""
+        return self.families["target"]
 
     @property
     def placement(self) -> Placement:
@@ -104,59 +118,86 @@ def reference_names(count: int) -> list[str]:
 
 
 def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
-    """The audit of `config`: every model folder checked (an error names the model at fault), the signal chosen from
-    the target's kind when none is given, device 'auto' resolved, the backend started, the store's folder chosen
-    (`<out>.signals/` beside the output unless given), and the masked LM that proposes neighbours found when the token-level
-    attacks need one."""
+    """The audit of `config`: every model folder checked (an error names the model at fault) and each audited model's
+    family read, the signal chosen from the target's family when none is given, device 'auto' resolved, the backend
+    started, the store's folder chosen (`<out>.signals/` beside the output unless given), and the model that proposes
+    neighbours found when the token-level attacks need one."""
     from lmaudit.models.folders import checked_source
     from lmaudit.models.load import resolve_device
 
-    others = [ModelSource(path) for path in (config.shadow, config.self_prompt_reference) if path]
-    for source in (config.target_source(), *config.reference_sources(), *others):
-        checked_source(source)
-    config = with_signal(config)
-    placement = Placement(resolve_device(config.device), config.dtype, config.device_map, config.quantization,
-                          config.trust_remote_code)
-    scoring = Scoring(Path(config.cache_dir) if config.cache_dir else default_cache_dir(config.out), placement,
-                      signal_backend(config.backend, config.ray_address, config.ray_workers, placement.device), progress)
     references = dict(zip(reference_names(len(config.reference)), config.reference_sources(), strict=True))
-    spec = signal_spec(config.signal.signal)
-    token_level = spec.output == "tokens" or (config.token_signal is not None and spec.output == "loss")
-    tokens = TokenPasses(config.token_signal, config.lowercase, config.recall_prefix, config.neighbours,
-                         config.neighbour_words, neighbour_proposer(config, references) if token_level else None,
-                         config.frequency_data, config.samia, config.camia,
-                         ModelSource(config.self_prompt_reference) if config.self_prompt_reference else None)
-    return ResolvedAudit(Path(config.out), config.target_source(), references,
-                         ModelSource(config.shadow) if config.shadow else None, scoring, config.signal, config.evaluation,
-                         config.attacks, tokens, config.whitebox, config.include_text, config.allow_tokenizer_mismatch,
-                         config.model_dump(), config.extraction)
+    shadow = ModelSource(config.shadow) if config.shadow else None
+    models = {"target": config.target_source(), **references, **({"shadow": shadow} if shadow else {})}
+    self_prompt = config.token_passes.self_prompt_reference
+    for source in (*models.values(), *([ModelSource(self_prompt)] if self_prompt else [])):
+        checked_source(source)
+    families = {name: known_family(source) for name, source in models.items()}
+    config = with_signal(config, families["target"])
+    chosen = config.placement
+    placement = Placement(device=resolve_device(chosen.device), dtype=chosen.dtype, device_map=chosen.device_map,
+                          quantization=chosen.quantization, trust_remote_code=chosen.trust_remote_code)
+    scoring = Scoring(cache_dir=Path(config.cache_dir) if config.cache_dir else default_cache_dir(config.out),
+                      placement=placement, progress=progress,
+                      backend=signal_backend(chosen.backend, chosen.ray_address, chosen.ray_workers, placement.device))
+    return ResolvedAudit(
+        out=Path(config.out), target=models["target"], references=references, shadow=shadow, families=families,
+        scoring=scoring, signal=config.signal, evaluation=config.evaluation, attacks=config.attacks,
+        tokens=token_passes(config, references, families), whitebox=config.whitebox, include_text=config.include_text,
+        allow_tokenizer_mismatch=config.allow_tokenizer_mismatch, given=config.model_dump(), extraction=config.extraction)
 
 
-def with_signal(config: AuditConfig) -> AuditConfig:
-    """The configuration, with the signal of the target's kind (DEFAULT_SIGNALS) when it names none: a causal LM is
-    audited on clm_tokens, a masked LM on mlm_energy, a classifier on its label probabilities."""
+def known_family(source: ModelSource) -> str | None:
+    """The model's family from its config.json ('mlm', 'clm' or 'classifier'), or None for an architecture of no family
+    lmaudit knows (not refused here: its loader says what is wrong with it)."""
     from lmaudit.models.config_json import model_family
 
-    if "signal" in config.signal.model_fields_set:
-        return config
     try:
-        family = model_family(config.target_source())
-    except InputError:  # an architecture of no family lmaudit knows: the loader says what is wrong with it
+        return model_family(source)
+    except InputError:
+        return None
+
+
+def token_passes(config: AuditConfig, references: dict[str, ModelSource], families: dict[str, str | None]) -> TokenPasses:
+    """The token-level attacks' passes of `config`; the neighbours' proposer only where token-level attacks run (a
+    per-token audited signal, or a per-token signal beside a loss)."""
+    passes = config.token_passes
+    output = signal_spec(config.signal.signal).output
+    token_level = output == "tokens" or (passes.token_signal is not None and output == "loss")
+    proposer, family = neighbour_proposer(config, references, families) if token_level else (None, None)
+    return TokenPasses(
+        token_signal=passes.token_signal, lowercase=passes.lowercase, recall_prefix=passes.recall_prefix,
+        neighbours=passes.neighbours, neighbour_words=passes.neighbour_words, neighbour_model=proposer,
+        neighbour_family=family, frequency_data=passes.frequency_data, samia=passes.samia, camia=passes.camia,
+        self_prompt_reference=ModelSource(passes.self_prompt_reference) if passes.self_prompt_reference else None)
+
+
+def with_signal(config: AuditConfig, family: str | None) -> AuditConfig:
+    """The configuration, with the signal of the target's `family` (DEFAULT_SIGNALS) when it names none: a causal LM is
+    audited on clm_tokens, a masked LM on mlm_energy, a classifier on its label probabilities. A family lmaudit does not
+    know (None) keeps the default, for the loader to refuse."""
+    if "signal" in config.signal.model_fields_set or family is None:
         return config
     signal = config.signal.model_copy(update={"signal": DEFAULT_SIGNALS[family]})
     return config.model_copy(update={"signal": signal})
 
 
-def neighbour_proposer(config: AuditConfig, references: dict[str, ModelSource]) -> str | ModelSource | None:
-    """The language model that proposes neighbours: --neighbour-model, else the first reference (a masked or causal LM);
-    None when no neighbours are asked for. InputError when they are and there is none."""
+def neighbour_proposer(config: AuditConfig, references: dict[str, ModelSource],
+                       families: dict[str, str | None]) -> tuple[str | ModelSource | None, str | None]:
+    """The language model that proposes neighbours and its family: --neighbour-model, else the first reference (a
+    masked or causal LM, by its family in `families`); (None, None) when no neighbours are asked for. InputError when
+    they are and there is none."""
     from lmaudit.models.config_json import model_family
 
-    if not config.neighbours:
-        return None
-    proposer = config.neighbour_model or next(iter(references.values()), None)
-    if proposer is not None and model_family(proposer) in ("mlm", "clm"):
-        return proposer
-    raise InputError(f"--neighbours {config.neighbours} needs a language model to propose the neighbours' words: give "
+    passes = config.token_passes
+    if not passes.neighbours:
+        return None, None
+    first = next(iter(references), None)
+    if passes.neighbour_model:  # a folder of no audited model: its family is read here, the one time it is needed
+        proposer, family = passes.neighbour_model, model_family(passes.neighbour_model)
+    else:
+        proposer, family = (references[first], families[first]) if first else (None, None)
+    if proposer is not None and family in ("mlm", "clm"):
+        return proposer, family
+    raise InputError(f"--neighbours {passes.neighbours} needs a language model to propose the neighbours' words: give "
                      "--neighbour-model FOLDER (a masked or causal LM never trained on the audited members, such as the "
                      "fine-tune's public base)")

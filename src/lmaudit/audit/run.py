@@ -49,7 +49,7 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
         resolved = resolve(config, progress)
         refuse_another_run(resolved.out, resolved.given, overwrite)
         if resolved.extraction is not None:
-            checked_generator(resolved.target)  # refused before any signal is computed
+            checked_generator(resolved.target, resolved.target_family)  # refused before any signal is computed
         scored, attacks, not_run = signals_and_attacks(resolved, corpus)
         by_id = corpus.set_index("sample_id")
         texts = by_id.loc[scored.samples["sample_id"], "text"] if resolved.include_text else None
@@ -77,10 +77,9 @@ def model_files(audit: ResolvedAudit) -> dict[str, dict]:
     """Each audited model by role: its folder and fingerprint, and its adapter's folder and fingerprint when it has one."""
     from lmaudit.models.fingerprints import adapter_fingerprint, model_fingerprint
 
-    sources = {"target": audit.target, **audit.references, **({"shadow": audit.shadow} if audit.shadow else {})}
     return {name: {"folder": source.folder, "fingerprint": model_fingerprint(source.folder), "adapter": source.adapter,
                    "adapter_fingerprint": adapter_fingerprint(source.adapter) if source.adapter else None}
-            for name, source in sources.items()}
+            for name, source in audit.models.items()}
 
 
 def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss",

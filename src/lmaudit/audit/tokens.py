@@ -164,7 +164,7 @@ def neighbour_texts_of(audit: ResolvedAudit, ids: list[str], texts: list[str]) -
     from lmaudit.models.load import load_model
     from lmaudit.signals.neighbours import neighbour_texts
 
-    proposer = load_model(audit.tokens.neighbour_model, "any", audit.placement)
+    proposer = load_model(audit.tokens.neighbour_model, audit.tokens.neighbour_family, audit.placement)
     return neighbour_texts(proposer.model, proposer.tokenizer, texts, ids, audit.tokens.neighbours,
                            audit.tokens.neighbour_words, audit.signal.seed, progress=audit.scoring.progress)
 

@@ -25,7 +25,7 @@ from lmaudit.cli.options import (
     setting,
     signal_options,
 )
-from lmaudit.config import NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig, given
+from lmaudit.config import NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig, TokenPassSettings, given
 from lmaudit.data.roles import MEMBER, NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
@@ -65,10 +65,11 @@ def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str |
     from lmaudit.signals.store import default_cache_dir, parse_shard
 
     settings = SignalSettings(**{key: options.pop(key) for key in list(options) if key in SignalSettings.model_fields})
-    placement = Placement(resolve_device(options["device"]), options["dtype"], options["device_map"], options["quantization"])
+    placement = Placement(device=resolve_device(options["device"]), dtype=options["dtype"],
+                          device_map=options["device_map"], quantization=options["quantization"])
     backend = signal_backend(options["backend"], options["ray_address"], options["ray_workers"], placement.device)
-    scoring = Scoring(Path(cache_dir) if cache_dir else default_cache_dir(Path(out).parent), placement, backend,
-                      progress(), chunk_size)
+    scoring = Scoring(cache_dir=Path(cache_dir) if cache_dir else default_cache_dir(Path(out).parent),
+                      placement=placement, backend=backend, progress=progress(), chunk_size=chunk_size)
     written, truncated = score_file(ModelSource(model, adapter), data, out, settings, scoring,
                                     parse_shard(shard) if shard is not None else None, column_names(options))
     click.echo(f"wrote {settings.signal} of {written} samples to {out} ({truncated} truncated)")
@@ -114,6 +115,7 @@ def nonmember_files(values: tuple[str, ...]) -> str | dict[str, str] | None:
 
 
 audit_setting = partial(setting, AuditConfig, from_config=True)
+token_setting = partial(setting, TokenPassSettings, from_config=True)  # the configuration's token_passes section
 
 
 @click.command(cls=GroupedCommand, groups={
@@ -159,27 +161,27 @@ audit_setting = partial(setting, AuditConfig, from_config=True)
 @audit_setting("allow_tokenizer_mismatch", is_flag=True, default_text="off",
                help="Audit even when a reference's tokenizer differs from the target's (masks are then not paired); "
                     "the report's warnings and verdict say so.")
-@audit_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
+@token_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
                help="Also compute this per-token signal of the target for the token-level attacks (e.g. mlm_tokens "
                     "beside --signal mlm_energy); --signal clm_tokens needs none.")
-@audit_setting("lowercase", "--lowercase/--no-lowercase",
+@token_setting("lowercase", "--lowercase/--no-lowercase",
                help="Token signals: score the lowercased texts too, for the lowercase attack (one more pass).")
-@audit_setting("recall_prefix", type=click.IntRange(min=0),
+@token_setting("recall_prefix", type=click.IntRange(min=0),
                help="Token signals: population samples in ReCaLL's non-member prefix (0 = no ReCaLL).")
-@audit_setting("neighbours", type=click.IntRange(min=0),
+@token_setting("neighbours", type=click.IntRange(min=0),
                help="Token signals: neighbour texts per sample for the neighbourhood attack (N more passes; 0 = off).")
-@audit_setting("neighbour_words", type=click.IntRange(min=1), help="Words replaced per neighbour.")
+@token_setting("neighbour_words", type=click.IntRange(min=1), help="Words replaced per neighbour.")
 @audit_setting("figures", "--figures/--no-figures",
                help="Draw the page's ROC curves and score histograms (a third of a small audit's time).")
-@audit_setting("camia", is_flag=True, default_text="off",
+@token_setting("camia", is_flag=True, default_text="off",
                help="Causal LMs: score each text repeated 6 times too, for CAMIA (one more pass, 6x as long).")
-@audit_setting("samia", type=click.IntRange(min=0),
+@token_setting("samia", type=click.IntRange(min=0),
                help="Causal LMs: SaMIA's sampled continuations per text (N more generations each; 0 = off).")
-@audit_setting("neighbour_model", type=click.Path(), help="Masked or causal LM that proposes the neighbours' words.",
+@token_setting("neighbour_model", type=click.Path(), help="Masked or causal LM that proposes the neighbours' words.",
                default_text="the first reference")
-@audit_setting("self_prompt_reference", type=click.Path(), default_text="none",
+@token_setting("self_prompt_reference", type=click.Path(), default_text="none",
                help="Causal LMs: SPV-MIA's self-prompt reference (`lmaudit train self-prompt`); needs --neighbours N.")
-@audit_setting("frequency_data", type=click.Path(), default_text="none",
+@token_setting("frequency_data", type=click.Path(), default_text="none",
                help="Non-audited text whose token frequencies DC-PDD uses, besides the population's.")
 @setting(AttackSettings, "min_k_fraction", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
          help="Share of least likely tokens Min-K% and Min-K%++ average.")
@@ -264,7 +266,7 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
               help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out, never in it).")
 @signal_options(from_config=True)
 @placement_options(from_config=True)
-@audit_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
+@token_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
                help="Also compute this per-token signal for the token-level attacks (e.g. mlm_tokens).")
 @audit_setting("include_text", is_flag=True, default_text="off",
                help="List the blind baseline's words that say 'member' in dataset_inference.json (training text!).")

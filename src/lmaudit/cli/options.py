@@ -15,7 +15,7 @@ import click
 from pydantic import BaseModel
 
 from lmaudit.cli.help import names
-from lmaudit.config import AUDITED_OUTPUTS, AuditConfig, given, validated
+from lmaudit.config import AUDITED_OUTPUTS, PlacementSettings, given, validated
 from lmaudit.data.columns import COLUMN_OPTIONS, ColumnNames
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
@@ -110,7 +110,7 @@ def signal_options(from_config: bool, signal_help: str | None = None) -> Decorat
 
 def placement_options(from_config: bool) -> Decorator:
     """How the models are loaded and where they run: device, weight dtype, device map, quantization."""
-    option = partial(setting, AuditConfig, from_config=from_config)
+    option = partial(setting, PlacementSettings, from_config=from_config)
     return stack(
         option("device", type=click.Choice(DEVICES), help="Where the models run; auto = cuda when available, else cpu."),
         option("dtype", type=click.Choice(WEIGHT_DTYPES), help="Load the weights in this dtype (bf16 halves the memory of fp32)."),
@@ -123,7 +123,7 @@ def placement_options(from_config: bool) -> Decorator:
 
 def backend_options(from_config: bool, what: str) -> Decorator:
     """Where the signals are computed: in this process, or on a Ray cluster (`what`: what the backend computes)."""
-    option = partial(setting, AuditConfig, from_config=from_config)
+    option = partial(setting, PlacementSettings, from_config=from_config)
     return stack(
         option("backend", type=click.Choice(["local", "ray"]),
                help=f"Where the {what} computed: in this process, or on the workers of a Ray cluster "
