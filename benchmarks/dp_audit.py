@@ -21,6 +21,7 @@ from lmaudit.metrics.dp_audit import white_box_audit
 from lmaudit.models.dp import noise_for_epsilon
 from lmaudit.models.recipe import DPSettings, TrainingRecipe
 from lmaudit.models.train import train_language_model
+from lmaudit.report.privacy_words import with_verdict
 
 PATIENTS, SEED, DELTA, EPOCHS = 30, 0, 1e-5, 20
 
@@ -32,7 +33,7 @@ def run(texts: list[str], epsilon: float, batch_size: int, canaries: int, folder
     recipe = TrainingRecipe(epochs=EPOCHS, seed=SEED, batch_size=batch_size,
                             dp=DPSettings(sigma, 1.0, DELTA, gradient_canaries=canaries))
     started = time.perf_counter()
-    audit = white_box_audit(train_language_model("clm", texts, folder, recipe).dp)
+    audit = with_verdict(white_box_audit(train_language_model("clm", texts, folder, recipe).dp))
     return {"batches": "full" if batch_size >= len(texts) else f"Poisson, {batch_size}", "steps": steps,
             "sigma": f"{sigma:.3f}", "accountant epsilon": f"{audit['accountant_epsilon']:.2f}",
             "Steinke epsilon": f"{audit['epsilon_lower_bound']:.3f}",

@@ -260,3 +260,85 @@ def test_the_document_writer_check_finds_a_planted_writer(tmp_path):
     planted.write_text('import json\nRESULT, TABLE = "extraction.json", "x.parquet"\n'
                        'def write(d, p):\n    (p / RESULT).write_text(json.dumps(d))\n    (p / "x").write_text("")\n')
     assert document_writers(planted) == ["planted.py:4"]
+
+
+# metrics/ computes, report/ words (docs/design.md, "Layout"): no string of READER_WORDS or more words (an f-string's
+# each placeholder one word) stands in a metrics module, except a docstring, an error's message (inside `raise`), a
+# why-not of the typed records (a value put into an `unavailable` mapping or under its key, a `Skipped`'s reason), a
+# setting's `description=` (its documentation), and these names of what was computed, stored beside the numbers as
+# part of the record (a field of `LeakageTests`, which report/document.py embeds, or the first key of a dict):
+READER_WORDS = 6
+RECORD_TEXTS = {
+    ("leakage_test.py", "NULL"),  # LeakageTests.null: the null hypothesis the permutation tests test
+    ("population_fit.py", "TEST"),  # validity.population.test: which test the rejections come from
+    ("validity.py", "blind_baseline"),  # validity.blind_baseline: which classifiers the blind baseline is
+}
+
+
+def _names_why_not(target: ast.expr) -> bool:
+    """`unavailable = ...` or `unavailable[key] = ...`."""
+    target = target.value if isinstance(target, ast.Subscript) else target
+    return isinstance(target, ast.Name) and target.id == "unavailable"
+
+
+def _exempt(chain: list[ast.AST], module: str) -> bool:
+    """Whether a string whose ancestors are `chain` (the string first, the module last) may stand in a metrics module."""
+    for child, parent in zip(chain, chain[1:], strict=False):
+        if isinstance(parent, ast.Raise) or (isinstance(parent, ast.keyword) and parent.arg == "description"):
+            return True
+        if isinstance(parent, ast.Call) and getattr(parent.func, "id", getattr(parent.func, "attr", None)) == "Skipped":
+            return True
+        if isinstance(parent, ast.Assign | ast.AnnAssign | ast.AugAssign) and child is parent.value:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if any(_names_why_not(t) or (isinstance(t, ast.Name) and (module, t.id) in RECORD_TEXTS) for t in targets):
+                return True
+        if isinstance(parent, ast.Dict) and child in parent.values:
+            key = parent.keys[parent.values.index(child)]
+            if isinstance(key, ast.Constant) and (key.value == "unavailable" or (module, key.value) in RECORD_TEXTS):
+                return True
+    return False
+
+
+def reader_texts(path: Path) -> list[str]:
+    """Every string of READER_WORDS or more words in a module that no exemption above covers, as 'module:line text'."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    docstrings = {node.body[0].value for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(part.value if isinstance(part, ast.Constant) else " {} " for part in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and not isinstance(parents.get(node), ast.JoinedStr):
+            text = node.value
+        else:
+            continue
+        chain = [node]
+        while chain[-1] in parents:
+            chain.append(parents[chain[-1]])
+        if len(text.split()) >= READER_WORDS and node not in docstrings and not _exempt(chain, path.name):
+            found.append(f"{path.name}:{node.lineno} {' '.join(text.split())[:60]!r}")
+    return sorted(found, key=lambda hit: int(hit.split(":")[1].split()[0]))
+
+
+def test_metrics_produce_no_text_meant_for_a_reader():
+    """metrics/ returns typed numbers and flags; report/ words them (warnings, verdicts, rules, summary lines)."""
+    offenders = [hit for path in sorted((PACKAGE / "metrics").glob("*.py")) for hit in reader_texts(path)]
+    assert offenders == [], "words in metrics/ (move them to report/): " + "; ".join(offenders)
+
+
+def test_the_reader_text_check_finds_a_planted_sentence(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        '"""A docstring of many words, which is fine here."""\n'
+        'def f(n, unavailable, Skipped):\n'
+        '    """Another docstring of many words, fine too."""\n'
+        '    unavailable["x"] = f"only {n} units, and at least two are needed"\n'
+        '    s = Skipped("a", "b", f"{n} members and no non-members; need 2 of each")\n'
+        '    if n < 0:\n'
+        '        raise ValueError(f"n must be at least zero here, not {n}")\n'
+        '    short = f"{n} of {n} right"\n'
+        '    return {"unavailable": "no texts: the audit started from precomputed scores",\n'
+        '            "verdict": f"consistent: the bound {n} is below the accountant\'s epsilon"}\n')
+    assert reader_texts(planted) == ["planted.py:10 \"consistent: the bound {} is below the accountant's epsilon\""]

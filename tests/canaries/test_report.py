@@ -66,7 +66,7 @@ def test_repeated_canaries_are_compared_with_the_groups_epsilon_and_say_what_one
     text = " ".join(canary_lines(repeated(2.5, 1.5)))
     assert "each planted 3 times" in text and "for a group of 3: 3 at delta" in text and "mu >= 0.500" in text
     assert report_with(0.5, dp)["group"] is None  # planted once: no group
-    write_canary_audit(tmp_path, repeated(2.5, 1.5), pd.DataFrame({"sample_id": ["canary-0001"], "score": [0.1]}))
+    write_canary_audit(tmp_path, repeated(2.5, 1.5) | {"config": {}}, pd.DataFrame({"sample_id": ["canary-0001"], "score": [0.1]}))
     page = (tmp_path / "canary_report.html").read_text()
     assert "3 times: the bounds are a group's" in page and "the accountant's epsilon for a group of 3" in page
 

@@ -148,7 +148,8 @@ def _population_attack(population, nonmembers, members, groups=None):
 
 
 def test_population_mismatch_warning_fires_on_a_shifted_population_only():
-    from lmaudit.metrics.population_fit import population_fit, population_mismatch_warnings
+    from lmaudit.metrics.population_fit import population_fit
+    from lmaudit.report.checks import population_mismatch_warnings
 
     rng = np.random.default_rng(0)
     for shift, expect_warning in ((0.0, False), (0.5, True)):

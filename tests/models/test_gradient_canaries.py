@@ -14,6 +14,7 @@ import torch
 from lmaudit.metrics.dp_audit import white_box_audit
 from lmaudit.models.dp import dp_record, make_private, noise_for_epsilon, training_step
 from lmaudit.models.recipe import DPSettings
+from lmaudit.report.privacy_words import with_verdict
 from tests.helpers import assert_document_round_trips
 
 N, BATCH, DELTA = 200, 20, 1e-5
@@ -46,7 +47,7 @@ def train(epochs: int = 4, canaries: int = 1000, seed: int = 0, epsilon: float |
     if sabotage == "lost":  # the head's updates never reach the model saved (as LoRA's after a device move)
         model[2].load_state_dict(head_at_start)
     record = dp_record(private, done)
-    return {"white_box_audit": white_box_audit(record), "observed": private.canaries.observed}
+    return {"white_box_audit": with_verdict(white_box_audit(record)), "observed": private.canaries.observed}
 
 
 def test_without_noise_each_canary_observes_exactly_how_often_it_was_planted():
@@ -99,7 +100,7 @@ def test_the_command_line_audits_dp_sgd_and_refuses_the_audit_without_dp(tmp_pat
                            "--dp", "--noise-multiplier", "1", "--audit-dp", "--gradient-canaries", "300",
                            "--canaries", tmp_path / "canaries")
     assert code == 0 and "white-box audit of DP-SGD (300 gradient canaries): epsilon >= " in output
-    audit = white_box_audit(read_training_summary(tmp_path / "model")["dp"])
+    audit = with_verdict(white_box_audit(read_training_summary(tmp_path / "model")["dp"]))
     assert audit["gradient_canaries"] == 300 and audit["verdict"].startswith("consistent")
     # the canary audit of that model shows the white-box audit beside its own bounds and the accountant's, with a figure
     code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "canaries",

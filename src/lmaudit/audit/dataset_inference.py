@@ -18,11 +18,11 @@ from lmaudit.config import AuditConfig
 from lmaudit.data.roles import MEMBER, NONMEMBER
 from lmaudit.errors import row_location
 from lmaudit.locks import output_lock
-from lmaudit.metrics.dataset_inference import DATASET_INFERENCE_RULE, members_against_nonmembers
+from lmaudit.metrics.dataset_inference import members_against_nonmembers
 from lmaudit.metrics.validity import blind_validity
 from lmaudit.report.build import environment_info
 from lmaudit.report.documents import json_ready, refuse_another_run, write_document
-from lmaudit.report.verdict import dataset_inference_statement
+from lmaudit.report.verdict import DATASET_INFERENCE_RULE, dataset_inference_statement
 
 RESULT_FILE = "dataset_inference.json"
 

@@ -10,17 +10,19 @@ import pandas as pd
 
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.errors import InputError
-from lmaudit.metrics.dataset_inference import DATASET_INFERENCE_RULE, members_against_nonmembers
-from lmaudit.metrics.evaluate import evaluate_attacks, extreme_score_warnings
+from lmaudit.metrics.dataset_inference import members_against_nonmembers
+from lmaudit.metrics.evaluate import evaluate_attacks, extreme_scores
 from lmaudit.metrics.leakage_test import leakage_tests
 from lmaudit.metrics.per_class import correct_decisions, per_class_report
-from lmaudit.metrics.population_fit import population_fit, population_mismatch_warnings
+from lmaudit.metrics.population_fit import population_fit
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.slices import nonmember_sets, sample_slices
 from lmaudit.metrics.validity import NO_TEXTS
 from lmaudit.report.build import AuditFacts, build_report, data_summary, write_report
+from lmaudit.report.checks import extreme_score_warnings, population_mismatch_warnings
 from lmaudit.report.documents import json_ready
+from lmaudit.report.verdict import DATASET_INFERENCE_RULE
 
 # The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
 # Algorithm 4 per user.
@@ -74,7 +76,8 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
     results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
     sets = nonmember_sets(findings.samples)
     population = population_fit(findings.attacks, sets, evaluation.permutations, evaluation.seed)
-    warnings = population_mismatch_warnings(population, facts.level_names) + extreme_score_warnings(findings.attacks)
+    warnings = (population_mismatch_warnings(population, facts.level_names)
+                + extreme_score_warnings(extreme_scores(findings.attacks)))
     validity = {**(findings.validity or NO_TEXTS), "population": population}
     tests = leakage_tests(findings.attacks, sets, evaluation.permutations, evaluation.seed)
     sections = {"dataset_inference": dataset_inference_section(findings, facts.level_names.get("group", "group"),

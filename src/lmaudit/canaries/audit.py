@@ -202,11 +202,12 @@ def white_box_of(summary: dict | None) -> dict | None:
     bounds, the accountant's epsilon and the verdict, without the canaries' scores."""
     from lmaudit.metrics.dp_audit import white_box_audit
     from lmaudit.models.dp_checks import OBSERVATIONS
+    from lmaudit.report.privacy_words import with_verdict
 
     dp = (summary or {}).get("dp") or {}
     if not dp.get(OBSERVATIONS):
         return None
-    return {key: value for key, value in white_box_audit(dp).items() if key != "checks"}
+    return {key: value for key, value in with_verdict(white_box_audit(dp)).items() if key != "checks"}
 
 
 def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:

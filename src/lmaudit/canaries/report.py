@@ -11,9 +11,9 @@ import pandas as pd
 
 from lmaudit.canaries.make import CanarySet
 from lmaudit.config import AuditConfig
-from lmaudit.metrics.dp_audit import white_box_line
-from lmaudit.metrics.privacy import accountant_epsilon, group_privacy, verdict_against
+from lmaudit.metrics.privacy import accountant_epsilon, group_privacy
 from lmaudit.report.documents import headed
+from lmaudit.report.privacy_words import verdict_against, white_box_line
 
 if TYPE_CHECKING:
     from lmaudit.metrics.fdp_one_run import GaussianBound

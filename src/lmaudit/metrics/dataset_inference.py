@@ -37,10 +37,6 @@ CLIP_FRACTION = 0.025  # each side, per feature (the paper's code: remove_frac 0
 HELD_OUT_SIZES = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 SIZE_DRAWS = 21
 MIN_UNITS = 4  # per side: two to learn from and two to test
-DATASET_INFERENCE_RULE = (
-    f"Maini et al.'s decision: the suspect set was trained on where p < {PAPER_LEVEL:g}; lmaudit states beside it the "
-    f"stricter p < {STRICT_LEVEL:g}. Either holds only if the suspect and validation units were drawn from one "
-    "distribution (see the blind baseline); the p-value is of the units held out, half of each side.")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -54,18 +54,27 @@ def _threshold_result(threshold: Threshold, labels: np.ndarray, scores: np.ndarr
 EXTREME_SCORE = 1e150
 
 
-def extreme_score_warnings(attacks: list[AttackScores]) -> list[str]:
-    """Warn for each sample-level attack with scores beyond EXTREME_SCORE in size: a losses file of such values is
-    likelier a mistake than a model's output, and arithmetic on them can overflow (ranks, and so the AUC, stand)."""
-    warnings = []
+@dataclass(frozen=True)
+class ExtremeScores:
+    """A sample-level attack with scores beyond EXTREME_SCORE in size: how many, of how many scores."""
+
+    attack: str
+    signal: str
+    extreme: int
+    scores: int
+
+
+def extreme_scores(attacks: list[AttackScores]) -> list[ExtremeScores]:
+    """Each sample-level attack with scores beyond EXTREME_SCORE in size (`report/checks.py:extreme_score_warnings`
+    words them): a losses file of such values is likelier a mistake than a model's output, and arithmetic on them can
+    overflow (ranks, and so the AUC, stand)."""
+    found = []
     for attack in attacks:
         scores = attack.frame["score"].to_numpy(dtype=float)
         extreme = int(np.sum(np.abs(scores[np.isfinite(scores)]) > EXTREME_SCORE))
         if attack.level == "sample" and extreme:
-            warnings.append(f"{attack.attack} on {attack.signal}: {extreme} of {len(scores)} scores are beyond "
-                            f"{EXTREME_SCORE:g} in size, near the largest floats; their ranks (the AUC, the TPRs) stand, "
-                            "but sums and differences of such values overflow: check the losses that produced them")
-    return warnings
+            found.append(ExtremeScores(attack.attack, attack.signal, extreme, len(scores)))
+    return found
 
 
 def _mean_and_std(values: list[float]) -> tuple[float, float]:

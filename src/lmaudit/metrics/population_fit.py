@@ -7,8 +7,6 @@ non-members is warned at most `level` of the time, however many attacks ran. No 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from lmaudit.attacks.base import AttackScores
@@ -54,15 +52,3 @@ def population_fit(attacks: list[AttackScores], sets: NonmemberSets | None = Non
                             "population_auc": float(aucs[0, j]), "p": float(raw[j]), "family_p": float(adjusted[j])}
                            for j, (attack, _) in enumerate(units) if adjusted[j] < level]
     return summary
-
-
-def population_mismatch_warnings(population: dict, level_names: Mapping[str, str]) -> list[str]:
-    """One warning per attack and level that `population_fit` rejected (each level called by its name in
-    `level_names`, as the report's tables call it): precision and recall at population thresholds mislead there."""
-    return [
-        f"{r['attack']} on {r['signal']} ({level_names.get(r['level'], r['level'])} level): the population scores unlike "
-        f"the audited non-members (AUC {r['population_auc']:.3f} of the population against them; family-wise p = "
-        f"{r['family_p']:.2g}, below {population['level']:g}); thresholds calibrated on that population call another "
-        "share of the non-members than they say, so precision and recall at them mislead"
-        for r in population["rejected"]
-    ]

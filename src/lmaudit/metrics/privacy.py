@@ -13,13 +13,11 @@ def accountant_epsilon(dp: dict) -> tuple[str, float | None]:
     return ("PRV", dp["epsilon_prv"]) if dp["epsilon_prv"] is not None else ("RDP", dp["epsilon_rdp"])
 
 
-def verdict_against(empirical: float, claimed: float, bound: str = "the bound") -> str:
-    """'consistent' or 'CONTRADICTION', in words, for an empirical epsilon lower bound (`bound` names it) against the
-    accountant's epsilon: one wording for the canary audit and the white-box audit of DP-SGD."""
-    if empirical <= claimed:
-        return f"consistent: {bound} is below the accountant's epsilon"
-    return (f"CONTRADICTION: {bound} {empirical:.3g} exceeds the accountant's epsilon {claimed:.3g}; the DP training or "
-            f"its accounting is wrong")
+def contradicts(empirical: float, claimed: float) -> bool:
+    """Whether an empirical epsilon lower bound exceeds the accountant's epsilon `claimed` (then the DP training or its
+    accounting is wrong): one rule for the canary audit and the white-box audit of DP-SGD, which
+    `report/privacy_words.py` words. NaN contradicts: nothing shows it below."""
+    return not empirical <= claimed
 
 
 def epsilon_from_bounds(tpr_low: float, fpr_high: float, delta: float) -> float:

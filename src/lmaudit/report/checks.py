@@ -1,10 +1,14 @@
 """Warnings an auditor must see before trusting the numbers, read from report.json's document: inverted signals,
 a shadow model unlike the target, Algorithm 4's vote cut where it calls no or every sample, too little population to
-calibrate, no threshold at all, truncated samples."""
+calibrate, no threshold at all, truncated samples; and, from the metrics' numbers before the document is built, a
+population unlike the audited non-members and scores too large for arithmetic."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from lmaudit.attacks.base import LEVELS
+from lmaudit.metrics.evaluate import EXTREME_SCORE, ExtremeScores
 
 INVERTED_AUC = 0.4  # an AUC below this, with its whole interval under 0.5, is a strong signal the wrong way round
 ACCURACY_MISMATCH = 0.10  # shadow and target train accuracies further apart than this (fraction) calibrate badly
@@ -131,6 +135,27 @@ def ungrouped_warnings(data: dict, level_names: dict[str, str]) -> list[str]:
     total, unit = sum(data.get("counts", {}).values()), level_names.get("group", "group")
     return [f"{ungrouped} of {total} samples have no group_id: each is audited as a {unit} of its own; if they share "
             f"{unit}s, intervals and tests count them as independent, so give every sample its group_id"]
+
+
+def population_mismatch_warnings(population: dict, level_names: Mapping[str, str]) -> list[str]:
+    """One warning per attack and level that `metrics/population_fit.py:population_fit` rejected (each level called by
+    its name in `level_names`, as the report's tables call it): precision and recall at population thresholds mislead
+    there."""
+    return [
+        f"{r['attack']} on {r['signal']} ({level_names.get(r['level'], r['level'])} level): the population scores unlike "
+        f"the audited non-members (AUC {r['population_auc']:.3f} of the population against them; family-wise p = "
+        f"{r['family_p']:.2g}, below {population['level']:g}); thresholds calibrated on that population call another "
+        "share of the non-members than they say, so precision and recall at them mislead"
+        for r in population["rejected"]
+    ]
+
+
+def extreme_score_warnings(found: list[ExtremeScores]) -> list[str]:
+    """One warning per sample-level attack with scores beyond EXTREME_SCORE in size
+    (`metrics/evaluate.py:extreme_scores`)."""
+    return [f"{e.attack} on {e.signal}: {e.extreme} of {e.scores} scores are beyond {EXTREME_SCORE:g} in size, near the "
+            "largest floats; their ranks (the AUC, the TPRs) stand, but sums and differences of such values overflow: "
+            "check the losses that produced them" for e in found]
 
 
 def audit_warnings(document: dict) -> list[str]:

@@ -5,6 +5,7 @@ decision, not a guarantee)."""
 from __future__ import annotations
 
 from lmaudit.attacks.base import ACCESS_LEVELS, LEVELS
+from lmaudit.metrics.dataset_inference import PAPER_LEVEL, STRICT_LEVEL
 from lmaudit.report.formatting import counted, with_interval
 
 VERDICT_ALPHA = "0.01"  # the false-positive rate the verdict reads TPR at
@@ -259,6 +260,13 @@ def threat_models(ranking: dict[str, list[dict]]) -> dict:
                                                     for access, names in ordered.items())
     statement += f"; not tried: {', '.join(not_tried)}." if not_tried else "."
     return {"tried": ordered, "not_tried": not_tried, "statement": statement}
+
+
+# report.json's and dataset_inference.json's `rule`: how the test of metrics/dataset_inference.py decides.
+DATASET_INFERENCE_RULE = (
+    f"Maini et al.'s decision: the suspect set was trained on where p < {PAPER_LEVEL:g}; lmaudit states beside it the "
+    f"stricter p < {STRICT_LEVEL:g}. Either holds only if the suspect and validation units were drawn from one "
+    "distribution (see the blind baseline); the p-value is of the units held out, half of each side.")
 
 
 def dataset_inference_statement(section: dict | None, shifted: bool = False) -> str | None:
