@@ -8,7 +8,10 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.attacks.base import AttackScores
-from lmaudit.audit.finish import Findings, classifier_per_class, dataset_inference_section, scores_table
+from lmaudit.audit.finish import Findings, scores_table
+from lmaudit.metrics.dataset_inference import dataset_inference_section
+from lmaudit.metrics.per_class import classifier_per_class
+from lmaudit.report.documents import json_ready
 from lmaudit.data.roles import MEMBER, NONMEMBER
 
 
@@ -76,20 +79,20 @@ def findings(patients_per_side: int) -> Findings:
 def test_the_dataset_inference_section_says_why_it_could_not_run():
     """Three patients a side cannot be split into halves to learn from and test on: the section says so (counting
     the unit it is given, 'patient') instead of failing the whole report."""
-    section = dataset_inference_section(findings(3), "patient", seed=0)
+    few = findings(3)
+    section = dataset_inference_section(few.samples, few.attacks, "patient", seed=0)
     assert list(section) == ["unavailable"]
     assert "at least 4 suspect patients" in section["unavailable"]
 
 
-def test_the_dataset_inference_section_names_its_sets_and_is_strict_json():
-    """Enough patients: the test's result with the audited members as the suspect set, the verdict's non-members as
-    the validation set, counted in patients, with its rules; strict JSON (no NaN or numpy value)."""
-    section = dataset_inference_section(findings(12), "patient", seed=0)
-    assert (section["suspect"], section["validation"], section["unit"]) == (
-        "the audited members", "the verdict's non-members", "patient")
+def test_the_dataset_inference_section_counts_its_unit_and_is_strict_json():
+    """Enough patients: the test's numbers, counted in patients; strict JSON once made ready (no NaN or numpy value).
+    The report names its sets and rule (tests/report/test_build.py)."""
+    many = findings(12)
+    section = dataset_inference_section(many.samples, many.attacks, "patient", seed=0)
+    assert section["unit"] == "patient" and "rule" not in section
     assert section["features"] == ["zlib on clm_tokens"] and section["p_value"] < 0.05
-    assert "rule" in section
-    json.dumps(section, allow_nan=False)
+    json.dumps(json_ready(section), allow_nan=False)
 
 
 def test_per_class_analyses_are_for_classifier_audits_only():

@@ -110,3 +110,19 @@ def test_a_population_warning_says_why_an_attack_counts_fewer_population_samples
     assert ("the population has 30 samples; a 1% threshold needs at least 100 (logistic_calibration, which trains on "
             "half of the population and calibrates on the other half)") in warning
     assert "the population has 60 samples; a 1% threshold needs at least 100 (loss)" in warning
+
+
+def test_the_report_names_the_dataset_inference_sets_and_rule_unless_it_could_not_run():
+    """metrics/ gives the test's numbers; the report words them: which set is the suspect, which the validation, and
+    the decision rule; a section that says why it could not run is left as it is."""
+    from lmaudit.report.verdict import DATASET_INFERENCE_RULE
+
+    results, _ = evaluate_attack(scores(with_population=True), EvaluationSettings(bootstrap=20))
+    facts = build.AuditFacts({"out": "x"}, build.environment_info(), {"sample": "sample"})
+    data = {"counts": {"member": 30, "nonmember": 20, "population": 40}, "groups": {}, "truncated": 0}
+    ran = build.build_report(facts, data, results, [], [], 1e-5, sections={"dataset_inference": {"p_value": 0.2}})
+    assert ran["dataset_inference"] == {"suspect": "the audited members", "validation": "the verdict's non-members",
+                                        "p_value": 0.2, "rule": DATASET_INFERENCE_RULE}
+    why = {"unavailable": "too few patients"}
+    assert build.build_report(facts, data, results, [], [], 1e-5, sections={"dataset_inference": why})[
+        "dataset_inference"] == why

@@ -3,30 +3,23 @@ results and the audit's facts, and the output folder written (report.json, score
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.errors import InputError
-from lmaudit.metrics.dataset_inference import members_against_nonmembers
+from lmaudit.metrics.dataset_inference import dataset_inference_section
 from lmaudit.metrics.evaluate import evaluate_attacks, extreme_scores
 from lmaudit.metrics.leakage_test import leakage_tests
-from lmaudit.metrics.per_class import correct_decisions, per_class_report
+from lmaudit.metrics.per_class import classifier_per_class
 from lmaudit.metrics.population_fit import population_fit
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.metrics.slices import nonmember_sets, sample_slices
+from lmaudit.metrics.slices import data_summary, nonmember_sets, sample_slices
 from lmaudit.metrics.validity import NO_TEXTS
-from lmaudit.report.build import AuditFacts, build_report, data_summary, write_report
-from lmaudit.report.checks import extreme_score_warnings, population_mismatch_warnings
-from lmaudit.report.documents import json_ready
-from lmaudit.report.verdict import DATASET_INFERENCE_RULE
-
-# The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
-# Algorithm 4 per user.
-PER_CLASS_ATTACKS = {"sample": "sample_threshold", "group": "sample_to_user"}
+from lmaudit.report.build import AuditFacts, build_report, write_report
 
 
 @dataclass(frozen=True)
@@ -72,34 +65,24 @@ def evaluate_findings(findings: Findings, evaluation: EvaluationSettings,
 
 
 def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluation: EvaluationSettings) -> AuditOutcome:
-    """Evaluate the findings, build report.json with the audit's facts, and write the output folder all or nothing."""
-    results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
-    sets = nonmember_sets(findings.samples)
-    population = population_fit(findings.attacks, sets, evaluation.permutations, evaluation.seed)
-    warnings = (population_mismatch_warnings(population, facts.level_names)
-                + extreme_score_warnings(extreme_scores(findings.attacks)))
-    validity = {**(findings.validity or NO_TEXTS), "population": population}
-    tests = leakage_tests(findings.attacks, sets, evaluation.permutations, evaluation.seed)
-    sections = {"dataset_inference": dataset_inference_section(findings, facts.level_names.get("group", "group"),
-                                                               evaluation.seed),
-                **({"extraction": findings.extraction[0]} if findings.extraction is not None else {})}
-    report = build_report(facts, data_summary(findings.samples), results, skipped, warnings, evaluation.delta,
-                          classifier_per_class(findings.samples, findings.attacks), validity, tests, sections)
+    """Evaluate the findings, build report.json with the audit's facts, and write the output folder all or nothing: every
+    number first (metrics/), then the report, built once (report/)."""
     scores = scores_table(findings.samples, findings.attacks, findings.texts,
                           findings.extraction[1] if findings.extraction else None)
+    results, skipped = evaluate_findings(findings, evaluation, facts.level_names)
+    sets = nonmember_sets(findings.samples)
+    validity = {**(findings.validity or NO_TEXTS),
+                "population": population_fit(findings.attacks, sets, evaluation.permutations, evaluation.seed)}
+    tests = leakage_tests(findings.attacks, sets, evaluation.permutations, evaluation.seed)
+    extreme = extreme_scores(findings.attacks)
+    sections = {"dataset_inference": dataset_inference_section(findings.samples, findings.attacks,
+                                                               facts.level_names.get("group", "group"), evaluation.seed),
+                **({"extraction": findings.extraction[0]} if findings.extraction is not None else {})}
+    per_class = classifier_per_class(findings.samples, findings.attacks)
+    data = data_summary(findings.samples)
+    report = build_report(facts, data, results, skipped, extreme, evaluation.delta, per_class, validity, tests, sections)
     write_report(out, report, scores, findings.attacks)
     return AuditOutcome(report, results, skipped, scores)
-
-
-def dataset_inference_section(findings: Findings, group_name: str, seed: int) -> dict:
-    """report.json's `dataset_inference`: Maini et al.'s test of the members, as a set, against the verdict's
-    non-members (metrics/dataset_inference.py), with its decision rules; or why it could not run."""
-    try:
-        result = members_against_nonmembers(findings.samples, findings.attacks, group_name, seed)
-    except InputError as error:
-        return {"unavailable": str(error)}
-    return json_ready({"suspect": "the audited members", "validation": "the verdict's non-members", **asdict(result),
-                       "rule": DATASET_INFERENCE_RULE})
 
 
 def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.Series | None,
@@ -127,12 +110,3 @@ def scores_table(samples: pd.DataFrame, attacks: list[AttackScores], texts: pd.S
     return table
 
 
-def classifier_per_class(samples: pd.DataFrame, attacks: list[AttackScores]) -> dict | None:
-    """report.json's `per_class` (metrics/per_class.py) for a classifier audit, from each feature's Algorithm 1 and 4
-    decisions at their own fixed threshold; None for any other audit (no labels, or Algorithm 1 did not run)."""
-    decisions = {level: {a.signal: correct_decisions(a.frame, a.fixed_thresholds[0].value) for a in attacks
-                         if a.attack == name and a.level == level and a.fixed_thresholds}
-                 for level, name in PER_CLASS_ATTACKS.items()}
-    if "label" not in samples or not decisions["sample"]:
-        return None
-    return per_class_report(samples, decisions["sample"], decisions["group"])

@@ -19,7 +19,7 @@ The p-value holds when suspect and validation units are drawn from one distribut
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -176,3 +176,12 @@ def members_against_nonmembers(samples: pd.DataFrame, attacks: list[AttackScores
     result = dataset_inference(features.loc[audited.index], (audited["role"] == MEMBER).to_numpy(), groups,
                                unit if grouped else "sample", seed)
     return replace(result, excluded=excluded)
+
+
+def dataset_inference_section(samples: pd.DataFrame, attacks: list[AttackScores], unit: str, seed: int) -> dict:
+    """report.json's `dataset_inference` numbers: the members, as a set, against the verdict's non-members
+    (`members_against_nonmembers`), or why the test could not run (`unavailable`)."""
+    try:
+        return asdict(members_against_nonmembers(samples, attacks, unit, seed))
+    except InputError as error:
+        return {"unavailable": str(error)}

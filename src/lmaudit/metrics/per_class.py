@@ -8,8 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from lmaudit.attacks.base import AttackScores
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER, NONMEMBER_SET
 from lmaudit.metrics.slices import nonmember_sets
+
+# The attacks whose decisions the per-class analyses read (Shejwalkar et al.'s Figures 7 and 6): Algorithm 1 per sample,
+# Algorithm 4 per user.
+PER_CLASS_ATTACKS = {"sample": "sample_threshold", "group": "sample_to_user"}
 
 ENTROPY_BUCKETS = 10  # the paper's Figure 6 sorts users into 10 buckets
 MIN_CORRELATED_CLASSES = 3  # with two points any two columns are perfectly correlated
@@ -128,3 +133,14 @@ def per_class_report(samples: pd.DataFrame, sample_correct: dict[str, pd.Series]
         entropy = class_entropy_bits(audited["label"], audited["group_id"])
         buckets = entropy_bucket_table(entropy, user_correct)
     return {"classes": classes, "gap_correlation": correlation, "entropy_buckets": buckets}
+
+
+def classifier_per_class(samples: pd.DataFrame, attacks: list[AttackScores]) -> dict | None:
+    """report.json's `per_class` (per_class_report) for a classifier audit, from each feature's Algorithm 1 and 4
+    decisions at their own fixed threshold; None for any other audit (no labels, or Algorithm 1 did not run)."""
+    decisions = {level: {a.signal: correct_decisions(a.frame, a.fixed_thresholds[0].value) for a in attacks
+                         if a.attack == name and a.level == level and a.fixed_thresholds}
+                 for level, name in PER_CLASS_ATTACKS.items()}
+    if "label" not in samples or not decisions["sample"]:
+        return None
+    return per_class_report(samples, decisions["sample"], decisions["group"])

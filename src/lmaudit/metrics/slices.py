@@ -12,6 +12,7 @@ import pandas as pd
 
 from lmaudit.attacks.base import LEVEL_COLUMNS
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER, NONMEMBER_SET
+from lmaudit.metrics.clusters import ungrouped_count
 from lmaudit.metrics.settings import EvaluationSettings
 
 NONMEMBER_SLICE = "nonmembers:"  # the prefix of a non-member set's slice name
@@ -122,3 +123,22 @@ def nonmember_sets(samples: pd.DataFrame) -> NonmemberSets | None:
         units = nonmembers.dropna(subset=[column])
         by_level[level] = units.groupby(column, sort=False)[NONMEMBER_SET].first()
     return NonmemberSets(names, by_level)
+
+
+def data_summary(signals: pd.DataFrame) -> dict:
+    """Counts per role, groups per role, truncated samples, the samples without a group id where others have one
+    (`ungrouped`, when any), and the non-member samples of each set when there are several (in the order given: the
+    first is the one the main results audit)."""
+    groups = signals.dropna(subset=["group_id"]).groupby("role")["group_id"].nunique()
+    truncated = int(signals["truncated"].fillna(False).astype(bool).sum()) if "truncated" in signals else 0
+    summary = {
+        "counts": {role: int(n) for role, n in signals["role"].value_counts().sort_index().items()},
+        "groups": {role: int(n) for role, n in groups.items()},
+        "truncated": truncated,
+    }
+    if ungrouped_count(signals):
+        summary["ungrouped"] = ungrouped_count(signals)
+    if NONMEMBER_SET in signals:
+        sets = signals[NONMEMBER_SET].dropna()
+        summary["nonmember_sets"] = {name: int((sets == name).sum()) for name in dict.fromkeys(sets)}
+    return summary

@@ -11,16 +11,15 @@ import pandas as pd
 
 from lmaudit import __version__
 from lmaudit.attacks.base import AttackScores, Skipped
-from lmaudit.data.roles import NONMEMBER_SET
-from lmaudit.metrics.clusters import ungrouped_count
+from lmaudit.metrics.evaluate import ExtremeScores
 from lmaudit.metrics.leakage_test import LeakageTests
 from lmaudit.metrics.results import AttackResult
-from lmaudit.report.checks import audit_warnings
+from lmaudit.report.checks import audit_warnings, extreme_score_warnings, population_mismatch_warnings
 from lmaudit.report.documents import headed, json_ready, write_document
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
 from lmaudit.report.validity import ranking_with_lift, shift_caveats, verdict_set_levels, with_lift
-from lmaudit.report.verdict import verdict
+from lmaudit.report.verdict import DATASET_INFERENCE_RULE, verdict
 
 REPORT_FILE = "report.json"
 
@@ -53,25 +52,6 @@ def environment_info(device: str = "cpu") -> dict:
     return info
 
 
-def data_summary(signals: pd.DataFrame) -> dict:
-    """Counts per role, groups per role, truncated samples, the samples without a group id where others have one
-    (`ungrouped`, when any), and the non-member samples of each set when there are several (in the order given: the
-    first is the one the main results audit)."""
-    groups = signals.dropna(subset=["group_id"]).groupby("role")["group_id"].nunique()
-    truncated = int(signals["truncated"].fillna(False).astype(bool).sum()) if "truncated" in signals else 0
-    summary = {
-        "counts": {role: int(n) for role, n in signals["role"].value_counts().sort_index().items()},
-        "groups": {role: int(n) for role, n in groups.items()},
-        "truncated": truncated,
-    }
-    if ungrouped_count(signals):
-        summary["ungrouped"] = ungrouped_count(signals)
-    if NONMEMBER_SET in signals:
-        sets = signals[NONMEMBER_SET].dropna()
-        summary["nonmember_sets"] = {name: int((sets == name).sum()) for name in dict.fromkeys(sets)}
-    return summary
-
-
 @dataclass(frozen=True)
 class AuditFacts:
     """What report.json says of an audit besides its findings: the configuration as given, the environment that
@@ -86,15 +66,23 @@ class AuditFacts:
     caveats: list[str] = field(default_factory=list)
 
 
-def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped], warnings: list[str],
-                 delta: float, per_class: dict | None = None, validity: dict | None = None,
+def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped],
+                 extreme: list[ExtremeScores], delta: float, per_class: dict | None = None, validity: dict | None = None,
                  tests: LeakageTests | None = None, sections: dict | None = None) -> dict:
     """The report.json document (docs/design.md schema, version 1): the verdict (`summary`) first, the attacks ranked at
     each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
     audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds;
     `validity`: the blind baseline and the population test (metrics/validity.py), and `tests`: the permutation tests
     (metrics/leakage_test.py), both of which the verdict reads; `sections`: the audit's other findings, by key
-    (`dataset_inference`, `extraction`), so that the report is built once, after every finding."""
+    (`dataset_inference`, `extraction`), so that the report is built once, after every finding; `extreme`: the attacks
+    with scores near the largest floats (metrics/evaluate.py:extreme_scores), which the warnings name."""
+    population = (validity or {}).get("population")
+    warnings = ((population_mismatch_warnings(population, facts.level_names) if population else [])
+                + extreme_score_warnings(extreme))
+    sections = dict(sections or {})
+    if "dataset_inference" in sections and "unavailable" not in sections["dataset_inference"]:
+        sections["dataset_inference"] = {"suspect": "the audited members", "validation": "the verdict's non-members",
+                                         **sections["dataset_inference"], "rule": DATASET_INFERENCE_RULE}
     document = json_ready({
         "config": facts.config,
         "environment": facts.environment,
@@ -107,7 +95,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
         **({"per_class": per_class} if per_class else {}),
         "level_names": facts.level_names,
         **({"leakage_tests": tests} if tests is not None else {}),
-        **(sections or {}),
+        **sections,
     })
     document["warnings"] += audit_warnings(document)
     validity = json_ready(validity)

@@ -24,10 +24,11 @@ from lmaudit.metrics.one_run import one_run_bound
 from lmaudit.metrics.population_fit import population_fit
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.metrics.slices import data_summary
 from lmaudit.metrics.uncertainty import clopper_pearson, rate_interval
 from lmaudit.metrics.validity import blind_validity
 from lmaudit.models.dp_checks import ALARM, poisson_check
-from lmaudit.report.build import AuditFacts, build_report, data_summary
+from lmaudit.report.build import AuditFacts, build_report
 from lmaudit.studies.null_scenarios import Scenario, losses_file, samples, simulated_attacks, texts
 
 LEVEL_NAMES = {"sample": "note", "group": "patient"}
