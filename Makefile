@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean gpu-check
 
 install: $(INSTALLED)
 
@@ -22,6 +22,12 @@ demo: $(INSTALLED)
 # gives each worker one torch thread.
 test: $(INSTALLED)
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
+
+# On a machine with a CUDA GPU: every model-running path on the GPU against the CPU (tests/gpu/, skipped without one),
+# then the GPU benchmark (benchmarks/gpu.py --quick, about three minutes), its table into docs/performance.md.
+gpu-check: $(INSTALLED)
+	$(BIN)/python -m pytest -q tests/gpu
+	cd benchmarks && ../$(BIN)/python gpu.py --quick --out ../docs/performance.md
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -80,7 +80,8 @@ def test_audit_help_states_the_configuration_defaults_from_the_settings_models()
     """audit's options default to None (so that a --config file's value stands); their help gives the real default,
     read from the pydantic models, so that it cannot drift from them."""
     expected = {
-        "--k": SignalSettings().k, "--batch-tokens": SignalSettings().batch_tokens, "--masks": SignalSettings().masks,
+        "--k": SignalSettings().k, "--masks": SignalSettings().masks,
+        "--batch-tokens": "sized for the device: 4,096 on a CPU, 32,768 on a GPU",
         "--signal": "the target's kind: mlm_energy for a masked LM, clm_tokens for a causal LM, classifier for a "
                     "classifier", "--precision": SignalSettings().precision,
         "--bootstrap": EvaluationSettings().bootstrap, "--length-slices": EvaluationSettings().length_slices,

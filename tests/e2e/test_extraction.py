@@ -38,12 +38,14 @@ def memorised(tmp_path_factory):
 def test_members_suffixes_come_back_and_nothing_of_the_text_is_written(memorised, tmp_path):
     folder, members, nonmembers = memorised
     arguments = ["extract", "--target", str(folder / "model"), "--members", str(folder / "members.csv"), "--nonmembers",
-                 str(folder / "nonmembers.csv"), "--prefix-tokens", "4,8", "--suffix-tokens", "6", "--scheme", "1,40,1",
+                 str(folder / "nonmembers.csv"), "--prefix-tokens", "4,8,40", "--suffix-tokens", "6", "--scheme", "1,40,1",
                  "--scheme", "0.7,all,0.9", "--out", str(tmp_path / "x")]
     result = CliRunner().invoke(main, arguments)
     assert result.exit_code == 0, result.output
     document = json.loads((tmp_path / "x" / "extraction.json").read_text())
     assert_document_round_trips(tmp_path / "x" / "extraction.json")
+    too_short = document["prefix_lengths"]["40"]["too_short"]  # texts under 46 tokens: said, not extracted
+    assert too_short and f"prefix 40: {too_short} texts shorter than 46 tokens left out" in result.output
     table = pd.read_parquet(tmp_path / "x" / "extraction.parquet")
     for prefix in ("4", "8"):
         [entry] = document["prefix_lengths"][prefix]["sets"].values()

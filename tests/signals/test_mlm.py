@@ -157,3 +157,34 @@ def test_mlm_tokens_are_the_pseudo_likelihoods_terms_one_mask_at_a_time(tiny_ber
             expected = (float(log_p[input_ids[position]]), mean, std, int(log_p.argmax()), int(input_ids[position]))
             got = tuple(table[field][row, t] for field in ("log_prob", "mean", "std", "top1_id", "token_id"))
             assert got == pytest.approx(expected, abs=1e-5)
+
+
+def test_padded_batches_give_the_exact_length_batches_values(tiny_bert, tiny_tokenizer, texts):
+    """A GPU's batches mix lengths behind an attention mask: the same NLLs as the CPU's exact-length batches."""
+    from lmaudit.signals.mlm import score_masked_copies_with_models
+
+    batch_texts, ids = texts
+    samples = encode(tiny_tokenizer, batch_texts, ids, 64)
+    patterns = [s.content_positions[random_masks(s.sample_id, len(s.content_positions), 3, 0)] for s in samples]
+    exact = score_masked_copies_with_models([tiny_bert], tiny_tokenizer.mask_token_id, samples, patterns, 4096)[0]
+    padded = score_masked_copies_with_models([tiny_bert], tiny_tokenizer.mask_token_id, samples, patterns, 4096,
+                                             padding_share=0.5)[0]
+    assert len({len(s.input_ids) for s in samples}) > 1  # the padded batches do mix lengths
+    for one, other in zip(exact, padded, strict=True):
+        np.testing.assert_allclose(one, other, rtol=1e-5, atol=1e-5)
+
+
+def test_without_padding_the_batches_are_the_exact_length_groups_in_sample_order(tiny_tokenizer, texts):
+    """Padding share 0 (a CPU's) groups the copies as the exact-length grouping always did: by length, shortest first,
+    then by sample and copy, up to the token budget."""
+    from lmaudit.signals.mlm import _batches
+
+    samples = encode(tiny_tokenizer, *texts, 64)
+    patterns = [np.zeros((3, 1), dtype=int) for _ in samples]
+    batches = [[(c.sample_index, c.slot) for c in batch] for batch in _batches(samples, patterns, 200)]
+    expected = []
+    for length in sorted({len(s.input_ids) for s in samples}):
+        copies = [(i, slot) for i, s in enumerate(samples) if len(s.input_ids) == length for slot in range(3)]
+        per_batch = max(1, 200 // length)
+        expected += [copies[start : start + per_batch] for start in range(0, len(copies), per_batch)]
+    assert batches == expected

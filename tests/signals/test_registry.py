@@ -49,3 +49,11 @@ def test_bad_signal_in_yaml_is_one_line(tmp_path):
     config = tmp_path / "audit.yaml"
     config.write_text("target: t\nmembers: m.csv\nnonmembers: n.csv\nout: o\nsignal: {signal: attention_concentration}\n")
     assert_one_line_error(*run_cli("audit", "--config", config), "audit.yaml: signal:", "attention_concentration")
+
+
+def test_a_batchs_token_budget_is_sized_for_the_device_unless_given():
+    """None (the default) becomes 4,096 tokens on a CPU and 32,768 on a GPU; a given budget stands on either."""
+    assert resolved(SignalSettings(), "cpu").batch_tokens == 4096
+    assert resolved(SignalSettings(), "cuda").batch_tokens == 32768
+    assert resolved(SignalSettings(batch_tokens=512), "cuda").batch_tokens == 512
+    assert "batch_tokens" not in SignalSettings().value_key()  # the budget never keys a stored value

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.audit.corpus import load_audit_corpus
-from lmaudit.audit.records import ResolvedAudit
+from lmaudit.audit.records import ResolvedAudit, resolve
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
@@ -123,8 +123,6 @@ def extract(config: AuditConfig, progress: bool = False, overwrite: bool = False
     """Run the extraction audit of `config`'s target (its `extraction` settings) on its members and non-members, write
     extraction.json and extraction.parquet into its output folder (one holding another run's results only with
     `overwrite`), and return extraction.json's document."""
-    from lmaudit.audit.records import resolve
-
     corpus = load_audit_corpus(config.role_files(), names=config.columns)
     corpus = corpus[corpus["role"].isin(AUDITED_ROLES)].reset_index(drop=True)
     with output_lock(config.out):

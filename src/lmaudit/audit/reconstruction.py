@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.audit.corpus import load_audit_corpus
+from lmaudit.audit.records import placement_of
 from lmaudit.config import AuditConfig
 from lmaudit.data.fields import FieldRule, candidate_values, field_values
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER, NONMEMBER_SET
@@ -33,6 +34,7 @@ from lmaudit.metrics.reconstruction import (
     truth_ranks,
 )
 from lmaudit.metrics.slices import members_against_each_set
+from lmaudit.models.source import Placement
 from lmaudit.report.build import environment_info
 from lmaudit.report.documents import json_ready, refuse_another_run, write_document
 
@@ -53,7 +55,7 @@ class ReconstructionSettings:
     fields: tuple[FieldRule, ...]
     max_candidates: int = 100
     candidate_lists: dict[str, list[str]] = field(default_factory=dict)
-    batch_tokens: int = 4096
+    batch_tokens: int | None = None  # None: sized for the device (signals/settings.py:DEFAULT_BATCH_TOKENS)
     include_text: bool = False
 
     def __post_init__(self) -> None:
@@ -69,8 +71,9 @@ class ReconstructionSettings:
             raise InputError(f"--candidates {unknown[0]}=...: no --field or --field-column declares that kind")
 
 
-def load_scored_model(target: str):
-    """The target as a masked or causal LM, with its family ('mlm' or 'clm'); a one-line refusal for a classifier."""
+def load_scored_model(target: str, placement: Placement):
+    """The target as a masked or causal LM placed as asked, with its family ('mlm' or 'clm'); a one-line refusal for a
+    classifier."""
     from lmaudit.models.config_json import model_family
     from lmaudit.models.load import load_model
 
@@ -78,7 +81,7 @@ def load_scored_model(target: str):
     if family not in ("mlm", "clm"):
         raise InputError(f"{target}: reconstruction fills a field into the text, so it needs a masked or causal LM, not a "
                          f"{family}")
-    return load_model(target, family), family
+    return load_model(target, family, placement), family
 
 
 def kind_result(corpus: pd.DataFrame, values: pd.Series, candidates: list[str], scores: np.ndarray) -> tuple[dict, pd.DataFrame]:
@@ -130,7 +133,7 @@ def reconstruct(config: AuditConfig, settings: ReconstructionSettings, progress:
     recorded = {**config.model_dump(), "reconstruction": settings_record(settings)}
     with output_lock(config.out):
         refuse_another_run(config.out, recorded, overwrite, RESULT_FILE)
-        loaded, family = load_scored_model(config.target)
+        loaded, family = load_scored_model(config.target, placement_of(config))
         scoring = SignalSettings(signal=f"{family}_tokens", batch_tokens=settings.batch_tokens)
         kinds, tables = {}, []
         for rule in settings.fields:

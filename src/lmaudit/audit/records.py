@@ -117,13 +117,21 @@ def reference_names(count: int) -> list[str]:
     return ["reference"] if count == 1 else [f"reference_{i + 1}" for i in range(count)]
 
 
+def placement_of(config: AuditConfig) -> Placement:
+    """Where and how `config`'s models load: its placement settings, the device resolved ('auto': cuda when available)."""
+    from lmaudit.models.load import resolve_device  # models/load.py reads torch's view of the GPUs
+
+    chosen = config.placement
+    return Placement(device=resolve_device(chosen.device), dtype=chosen.dtype, device_map=chosen.device_map,
+                     quantization=chosen.quantization, trust_remote_code=chosen.trust_remote_code)
+
+
 def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     """The audit of `config`: every model folder checked (an error names the model at fault) and each audited model's
     family read, the signal chosen from the target's family when none is given, device 'auto' resolved, the backend
     started, the store's folder chosen (`<out>.signals/` beside the output unless given), and the model that proposes
     neighbours found when the token-level attacks need one."""
     from lmaudit.models.folders import checked_source
-    from lmaudit.models.load import resolve_device
 
     references = dict(zip(reference_names(len(config.reference)), config.reference_sources(), strict=True))
     shadow = ModelSource(config.shadow) if config.shadow else None
@@ -134,8 +142,7 @@ def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     families = {name: known_family(source) for name, source in models.items()}
     config = with_signal(config, families["target"])
     chosen = config.placement
-    placement = Placement(device=resolve_device(chosen.device), dtype=chosen.dtype, device_map=chosen.device_map,
-                          quantization=chosen.quantization, trust_remote_code=chosen.trust_remote_code)
+    placement = placement_of(config)
     scoring = Scoring(cache_dir=Path(config.cache_dir) if config.cache_dir else default_cache_dir(config.out),
                       placement=placement, progress=progress,
                       backend=signal_backend(chosen.backend, chosen.ray_address, chosen.ray_workers, placement.device))

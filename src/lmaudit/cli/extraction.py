@@ -11,8 +11,18 @@ import click
 from lmaudit.cli.app import overwrite_option
 from lmaudit.cli.audit import nonmember_files
 from lmaudit.cli.help import GroupedCommand
-from lmaudit.cli.options import COLUMN_NAMES, column_names, column_options
+from lmaudit.cli.options import BATCH_TOKENS_TEXT, COLUMN_NAMES, column_names, column_options, setting, stack
+from lmaudit.config import COMMAND_LINE, PlacementSettings, validated
 from lmaudit.errors import InputError
+from lmaudit.models.source import WEIGHT_DTYPES
+from lmaudit.signals.settings import DEVICES
+
+# Where the model runs and the dtype its weights load in, as an audit's --device and --dtype.
+placement_options = stack(
+    setting(PlacementSettings, "device", type=click.Choice(DEVICES), help="Where the model runs; auto = cuda when "
+            "available, else cpu."),
+    setting(PlacementSettings, "dtype", type=click.Choice(WEIGHT_DTYPES), help="Load the weights in this dtype."),
+)
 
 
 def parse_lengths(value: str) -> tuple[int, ...]:
@@ -26,7 +36,7 @@ def parse_lengths(value: str) -> tuple[int, ...]:
 @click.command(cls=GroupedCommand, groups={
     "Model": "--target", "Data": f"--members --nonmembers {COLUMN_NAMES}",
     "Output": "--out --cache-dir --overwrite --include-text",
-    "Generation": "--prefix-tokens --suffix-tokens --scheme --batch-size --device",
+    "Generation": "--prefix-tokens --suffix-tokens --scheme --batch-size --device --dtype",
 }, epilog="lmaudit extract --target model --out extraction \\\n"
           "    --members members.csv --nonmembers nonmembers.csv")
 @click.option("--target", required=True, type=click.Path(), help="The causal LM's folder.")
@@ -43,8 +53,7 @@ def parse_lengths(value: str) -> tuple[int, ...]:
                    "repeat for several.")
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
               help="Texts per generation batch.")
-@click.option("--device", default="auto", show_default=True, type=click.Choice(["cpu", "cuda", "auto"]),
-              help="Where the model runs.")
+@placement_options
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="The signal store, as sensitive as the data (default: OUT.signals/ beside --out): an interrupted run "
                    "resumes from it.")
@@ -58,7 +67,6 @@ def extract(nonmembers: tuple[str, ...], prefix_tokens: str, suffix_tokens: int,
     from lmaudit.audit.extraction import RESULT_FILE
     from lmaudit.audit.extraction import extract as run_extraction
     from lmaudit.cli.app import progress
-    from lmaudit.config import COMMAND_LINE, validated
 
     settings = {"prefix_tokens": parse_lengths(prefix_tokens), "suffix_tokens": suffix_tokens, "schemes": scheme,
                 "batch_size": batch_size}
@@ -73,7 +81,7 @@ def extract(nonmembers: tuple[str, ...], prefix_tokens: str, suffix_tokens: int,
                        f"{exact['member']['exposed']} of {exact['member']['units']} members, "
                        f"{exact['nonmember']['exposed']} of {exact['nonmember']['units']} non-members")
         if entry["too_short"]:
-            click.echo(f"prefix {prefix}: {entry['too_short']} texts shorter than {prefix + suffix_tokens} tokens left out")
+            click.echo(f"prefix {prefix}: {entry['too_short']} texts shorter than {int(prefix) + suffix_tokens} tokens left out")
     click.echo(f"result: {Path(config.out) / RESULT_FILE}")
 
 
@@ -108,7 +116,9 @@ def read_candidate_lists(values: tuple[str, ...]) -> dict[str, list[str]]:
               help="A kind's candidates, one a line (default: its values in the audited texts).")
 @click.option("--max-candidates", default=100, show_default=True, type=click.IntRange(min=2),
               help="Without --candidates: rank among the kind's most frequent values, this many.")
-@click.option("--batch-tokens", default=4096, show_default=True, type=click.IntRange(min=64), help="Tokens per batch.")
+@click.option("--batch-tokens", default=None, type=click.IntRange(min=64),
+              help=f"Tokens per batch.  (default: {BATCH_TOKENS_TEXT})")
+@placement_options
 @click.option("--include-text", is_flag=True,
               help="Write each span's true value and the model's first choice into reconstruction.parquet.")
 @column_options(from_config=False)
@@ -121,7 +131,6 @@ def reconstruct(nonmembers: tuple[str, ...], patterns: tuple[str, ...], columns:
     from lmaudit.audit.reconstruction import RESULT_FILE, ReconstructionSettings
     from lmaudit.audit.reconstruction import reconstruct as run_reconstruction
     from lmaudit.cli.app import progress
-    from lmaudit.config import COMMAND_LINE, validated
     from lmaudit.data.fields import parse_field_rule
 
     names = column_names(options)

@@ -20,11 +20,13 @@ from lmaudit.data.columns import COLUMN_OPTIONS, ColumnNames
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES
 from lmaudit.signals.registry import DEFAULT_SIGNALS, signal_names
-from lmaudit.signals.settings import DEVICES, PRECISIONS, SignalSettings
+from lmaudit.signals.settings import DEFAULT_BATCH_TOKENS, DEVICES, PRECISIONS, SignalSettings
 
 Decorator = Callable[[Callable], Callable]
 KINDS = {"mlm": "masked LM", "clm": "causal LM", "classifier": "classifier"}  # how the help names a model family
 
+BATCH_TOKENS_TEXT = (f"sized for the device: {DEFAULT_BATCH_TOKENS['cpu']:,} on a CPU, "
+                     f"{DEFAULT_BATCH_TOKENS['cuda']:,} on a GPU")
 
 def default_of(model: type, field: str):
     """The default of a field of a pydantic model or a dataclass (None for a field without one)."""
@@ -104,7 +106,8 @@ def signal_options(from_config: bool, signal_help: str | None = None) -> Decorat
         option("precision", type=click.Choice(PRECISIONS),
                help="Matrix-multiply precision (log-softmax is always fp32); auto = bf16 where the hardware has it."),
         option("batch_tokens", type=click.IntRange(min=64),
-               help="Tokens per batch (padded); halved automatically on out-of-memory errors."),
+               help="Tokens per batch (padded); halved automatically on out-of-memory errors.",
+               default_text=BATCH_TOKENS_TEXT),
     )
 
 

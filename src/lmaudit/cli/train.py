@@ -21,12 +21,14 @@ from lmaudit.models.recipe import (
     ARCHITECTURES,
     DEFAULT_GRADIENT_CANARIES,
     SIZES,
+    TRAINING_PRECISIONS,
     DPSettings,
     LoraSettings,
     TrainingRecipe,
 )
 from lmaudit.models.self_prompt import PAPER_EPOCHS, PAPER_LEARNING_RATE, SelfPromptSettings
 from lmaudit.models.tokenizer import TOKENIZATIONS
+from lmaudit.signals.settings import DEVICES
 
 recipe_option = partial(setting, TrainingRecipe)
 
@@ -106,6 +108,11 @@ start_options = stack(
     click.option("--learning-rate", default=None, type=click.FloatRange(min=0, min_open=True),
                  help="AdamW peak learning rate (default 2e-3 from scratch, 5e-5 fine-tuning, 2e-4 LoRA)."),
 )
+placement_options = stack(
+    recipe_option("device", type=click.Choice(DEVICES), help="Where it trains; auto = cuda when available, else cpu."),
+    recipe_option("precision", "--dtype", "precision", type=click.Choice(TRAINING_PRECISIONS),
+                  help="The forward passes' precision: bf16 autocasts them, the weights and the optimizer stay fp32."),
+)
 dp_options = stack(
     click.option("--dp", is_flag=True, help="Train with DP-SGD (Opacus): Poisson batches, per-sample clipping, noise."),
     click.option("--noise-multiplier", default=None, type=click.FloatRange(min=0),
@@ -152,9 +159,10 @@ def echo_dp_audit(record: dict | None) -> None:
     """Print the white-box audit of DP-SGD (--audit-dp), if the run made one (from the observations and checks that
     lmaudit_training.json keeps)."""
     if record and record.get("gradient_canary_observations"):
-        from lmaudit.metrics.dp_audit import white_box_audit, white_box_line
+        from lmaudit.metrics.dp_audit import white_box_audit
+        from lmaudit.report.privacy_words import white_box_line, with_verdict
 
-        click.echo(white_box_line(white_box_audit(record)))
+        click.echo(white_box_line(with_verdict(white_box_audit(record))))
 
 
 def capped(corpus, data: str, recipe: TrainingRecipe):
@@ -233,14 +241,14 @@ language_model_options = stack(
     column_options(from_config=False),
     click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder the model is saved in."),
     recipe_option("epochs", type=click.IntRange(min=1), help="Passes over the data."),
-    canaries_option, overwrite_option, model_options, start_options, dp_options,
+    canaries_option, overwrite_option, model_options, start_options, placement_options, dp_options,
 )
 # The headings of the train commands' help (cli/help.py); a classifier has more of both model and training options.
 MODEL_NAMES, TRAINING_NAMES = "--size --tokenizer --init-from --lora --lora-rank", "--seed --batch-size --learning-rate"
-DP_NAMES = names(dp_options)
+DP_NAMES, PLACEMENT_NAMES = names(dp_options), names(placement_options)
 language_model_help = {
     "Data": f"--data {COLUMN_NAMES} --canaries", "Output": "--out --overwrite", "Model": MODEL_NAMES,
-    "Training": f"--epochs {TRAINING_NAMES}", "DP-SGD": DP_NAMES,
+    "Training": f"--epochs {TRAINING_NAMES}", "Device": PLACEMENT_NAMES, "DP-SGD": DP_NAMES,
 }
 
 
@@ -265,7 +273,7 @@ def train_clm(**options) -> None:
 @train.command("classifier", cls=GroupedCommand, groups={
     "Data": f"--data --validation --test {COLUMN_NAMES} --canaries", "Output": "--out --overwrite",
     "Model": f"--architecture --tokenization --vocab-size --max-length {MODEL_NAMES}",
-    "Training": f"--max-epochs --patience {TRAINING_NAMES}", "DP-SGD": DP_NAMES,
+    "Training": f"--max-epochs --patience {TRAINING_NAMES}", "Device": PLACEMENT_NAMES, "DP-SGD": DP_NAMES,
 }, epilog="lmaudit train classifier --data train.csv --out classifier \\\n"
           "    --validation validation.csv")
 @click.option("--data", required=True, type=click.Path(), help="Training file with 'text' and 'label' columns.")
@@ -286,6 +294,7 @@ def train_clm(**options) -> None:
 @recipe_option("max_length", type=click.IntRange(min=4), help="Tokens per text, at most (longer texts are cut).")
 @model_options
 @start_options
+@placement_options
 @dp_options
 def train_classifier_command(data: str, validation: str, test_data: str | None, out: str, canaries: str | None,
                              overwrite: bool, **options) -> None:
@@ -338,22 +347,25 @@ COMMANDS = (synth, split, train)
               type=click.FloatRange(min=0, min_open=True), help="AdamW peak learning rate (the paper's).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the sampling and the fine-tuning.")
 @overwrite_option
+@placement_options
 def train_self_prompt(target: str, adapter: str | None, base: str, prompts: str, out: str, prompt_tokens: int,
-                      epochs: int, learning_rate: float, seed: int, overwrite: bool) -> None:
+                      seed: int, overwrite: bool, **training) -> None:
     """SPV-MIA's self-prompt reference: the target continues the first tokens of public texts, and --base is fine-tuned
     on what it wrote; audit with --self-prompt-reference OUT and --neighbours N."""
     from lmaudit.data.corpus import load_corpus
+    from lmaudit.models.load import resolve_device
     from lmaudit.models.self_prompt import self_prompt_recipe, self_prompt_texts
-    from lmaudit.models.source import ModelSource
+    from lmaudit.models.source import ModelSource, Placement
     from lmaudit.models.train import train_language_model
     from lmaudit.models.trained import refuse_another_model
 
+    training["device"] = resolve_device(training["device"])  # the target generates where the reference trains
     texts = self_prompt_texts(ModelSource(target, adapter), load_corpus(prompts)["text"].tolist(),
-                              SelfPromptSettings(prompt_tokens, seed))
-    recipe = replace(self_prompt_recipe(None, base, seed), epochs=epochs, learning_rate=learning_rate)
+                              SelfPromptSettings(prompt_tokens, seed), Placement(device=training["device"]))
+    recipe = replace(self_prompt_recipe(None, base, seed), **training)  # epochs, learning rate, device, precision
     refuse_another_model(out, "clm", recipe, len(texts), overwrite)
     summary = train_language_model("clm", texts, out, recipe, None, progress(), "self-prompt reference")
     click.echo(f"the target wrote {len(texts)} texts from {prompt_tokens}-token prompts; {base} fine-tuned on them for "
-               f"{epochs} epochs, final loss {summary.final_train_loss:.3f}; saved to {out} (audit with "
+               f"{recipe.epochs} epochs, final loss {summary.final_train_loss:.3f}; saved to {out} (audit with "
                f"--self-prompt-reference {out} --neighbours 10)")
 

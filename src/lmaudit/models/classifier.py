@@ -78,6 +78,8 @@ class ClassifierTrainingSummary:
     # The tokenizer trained for it (None: it came with `tokenizer_dir` or the checkpoint started from).
     tokenization: str | None = None
     vocab_size: int | None = None
+    device: str = "cpu"
+    precision: str = "fp32"
 
 
 @torch.inference_mode()
@@ -89,7 +91,8 @@ def accuracy(model, encoded: list[list[int]], label_ids: np.ndarray, pad: int, b
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         ids, mask = pad_batch([encoded[i] for i in indices], pad)
-        predicted = model(input_ids=ids, attention_mask=mask).logits.argmax(-1).numpy()
+        device = next(model.parameters()).device
+        predicted = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.argmax(-1).cpu().numpy()
         correct += int((predicted == label_ids[indices]).sum())
     return correct / len(encoded)
 
@@ -120,7 +123,7 @@ class EarlyStopping:
 
 
 def _train_epoch(model, encoded: list[list[int]], label_ids: np.ndarray, pad: int, batches, optimizer,
-                 private: PrivateTraining | None) -> tuple[float, int]:
+                 private: PrivateTraining | None, setup: TrainingSetup) -> tuple[float, int]:
     """One pass over `batches` (sample positions): the mean training loss and the number of optimizer steps."""
     model.train()
     losses, steps = [], 0
@@ -130,12 +133,14 @@ def _train_epoch(model, encoded: list[list[int]], label_ids: np.ndarray, pad: in
             private.empty_step()
             continue
         ids, mask = pad_batch([encoded[i] for i in indices], pad)
-        targets = torch.from_numpy(label_ids[indices])
-        if private:
-            logits = private.model(input_ids=ids, attention_mask=mask, **per_sample_position_inputs(model, ids)).logits
-            loss = per_sample_losses(logits, targets).mean()
-        else:
-            loss = model(input_ids=ids, attention_mask=mask, labels=targets).loss
+        batch = setup.on_device({"input_ids": ids, "attention_mask": mask, "labels": torch.from_numpy(label_ids[indices])})
+        with setup.forward_precision():
+            if private:
+                logits = private.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                       **per_sample_position_inputs(model, batch["input_ids"])).logits
+                loss = per_sample_losses(logits.float(), batch["labels"]).mean()
+            else:
+                loss = model(**batch).loss
         training_step(loss, model, optimizer, private)
         losses.append(loss.item())
     return (float(np.mean(losses)) if losses else float("nan")), steps
@@ -170,6 +175,7 @@ class EncodedSets:
             n_samples=len(self.train[0]), n_validation=len(self.validation[0]),
             n_test=0 if self.test is None else len(self.test[0]), labels=self.labels, max_epochs=recipe.epochs,
             patience=recipe.patience, seed=recipe.seed, batch_size=recipe.batch_size, learning_rate=setup.learning_rate,
+            device=setup.device, precision=setup.precision,
             max_length=setup.max_length, train_accuracy=train_accuracy, test_accuracy=test_accuracy,
             generalization_gap=train_accuracy - held_out, gap_measured_on="test" if test_accuracy is not None else "validation",
             dp=dp_record(setup.private, steps) if setup.private else None,
@@ -219,7 +225,7 @@ def train_classifier(data: ClassifierData, out_dir: str | Path, recipe: Training
     for epoch in tqdm(range(1, recipe.epochs + 1), desc=f"training {label} ({architecture} {recipe.size})", unit="epoch",
                       disable=not progress or None):
         batches = private.batches() if private else length_bucketed_batches(lengths, recipe.batch_size, order_rng)
-        epoch_loss, epoch_steps = _train_epoch(model, *sets.train, pad, batches, setup.optimizer, private)
+        epoch_loss, epoch_steps = _train_epoch(model, *sets.train, pad, batches, setup.optimizer, private, setup)
         epoch_losses.append(epoch_loss)
         steps += epoch_steps
         validation_accuracies.append(accuracy(model, *sets.validation, pad))

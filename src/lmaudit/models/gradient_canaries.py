@@ -80,7 +80,7 @@ def _values(optimizer, canaries: GradientCanaries, attribute: str) -> torch.Tens
         mine = np.flatnonzero(canaries.parameters == index)
         if len(mine):
             tensor = getattr(parameter, attribute).reshape(-1)
-            values[mine] = tensor[torch.as_tensor(canaries.offsets[mine])].double()
+            values[mine] = tensor[torch.as_tensor(canaries.offsets[mine], device=tensor.device)].double().cpu()
     return values
 
 
@@ -91,7 +91,8 @@ def _wrap(optimizer, canaries: GradientCanaries, max_grad_norm: float) -> None:
     def clip_and_accumulate_checked() -> None:
         samples = optimizer.grad_samples
         canaries.observed.batch_sizes.append(len(samples[0]))
-        directions = [torch.randn(p.shape, generator=canaries.generator) for p in optimizer.params]
+        # Drawn on the CPU (the generator's device, so a run's directions do not depend on where it trains), then moved.
+        directions = [torch.randn(p.shape, generator=canaries.generator).to(p.device) for p in optimizer.params]
         # Every dimension named: an empty Poisson draw's step has no per-sample gradient, and no -1 fits 0 rows.
         norms = torch.stack([g.reshape(len(g), math.prod(g.shape[1:])).norm(dim=1) for g in samples], dim=1).norm(dim=1)
         projections = sum(torch.einsum("i...,...->i", g, d) for g, d in zip(samples, directions, strict=True))
@@ -111,7 +112,7 @@ def _wrap(optimizer, canaries: GradientCanaries, max_grad_norm: float) -> None:
         for index, parameter in enumerate(optimizer.params):
             mine = np.flatnonzero((canaries.parameters == index) & planted)
             if len(mine):
-                parameter.summed_grad.view(-1)[torch.as_tensor(canaries.offsets[mine])] += bump
+                parameter.summed_grad.view(-1)[torch.as_tensor(canaries.offsets[mine], device=parameter.device)] += bump
         add_noise()
         observed = (_values(optimizer, canaries, "grad") - probe.pop("real")) / bump
         canaries.observed.add_step(observed.numpy())

@@ -18,7 +18,8 @@ SIZES = {
     "mini": (2, 128, 4, 512),
     "small": (4, 256, 4, 1024),
 }
-ARCHITECTURES = ("bert", "lstm")  # of the classifiers trained from scratch
+ARCHITECTURES = ("bert", "lstm")
+TRAINING_PRECISIONS = ("fp32", "bf16")  # of the forward passes; the weights and the optimizer's state stay fp32  # of the classifiers trained from scratch
 DEFAULT_GRADIENT_CANARIES = 2000  # of --audit-dp: each one coordinate; more tighten the bound at no cost in steps
 
 
@@ -98,6 +99,8 @@ class TrainingRecipe:
     architecture: str = "bert"
     patience: int = 5
     reserved_tokens: tuple[str, ...] = ()
+    device: str = "auto"  # where it trains: cpu, cuda, or auto (cuda when available), as an audit's --device
+    precision: str = "fp32"  # or bf16: bf16 autocast around each forward pass, the weights and optimizer in fp32
 
     def peak_learning_rate(self) -> float:
         """AdamW's peak learning rate: the recipe's, else 2e-3 from scratch (tiny models), 5e-5 to fine-tune a checkpoint

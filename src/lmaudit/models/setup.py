@@ -13,9 +13,10 @@ from lmaudit.errors import InputError
 from lmaudit.models import quiet_transformers
 from lmaudit.models.architectures import classifier_model, language_model
 from lmaudit.models.dp import PrivateTraining, cap_samples_per_group, make_private, resolve_noise
+from lmaudit.models.load import resolve_device
 from lmaudit.models.lstm import swap_lstm
 from lmaudit.models.pretrained import load_checkpoint, with_lora
-from lmaudit.models.recipe import TrainingRecipe
+from lmaudit.models.recipe import TRAINING_PRECISIONS, TrainingRecipe
 from lmaudit.models.text import model_max_length
 from lmaudit.models.tokenizer import load_tokenizer, reserve_tokens, train_tokenizer
 
@@ -24,7 +25,7 @@ from lmaudit.models.tokenizer import load_tokenizer, reserve_tokens, train_token
 class TrainingSetup:
     """A model ready for its first step: the model (with LoRA adapters when asked), its tokenizer, the input length it
     trains on, what the training summary records about its start, the learning rate, the optimizer and, under
-    DP-SGD, the private model, optimizer and batches."""
+    DP-SGD, the private model, optimizer and batches; the device it trains on and its forward passes' precision."""
 
     model: torch.nn.Module
     tokenizer: object
@@ -33,6 +34,16 @@ class TrainingSetup:
     learning_rate: float
     optimizer: torch.optim.Optimizer
     private: PrivateTraining | None
+    device: str = "cpu"
+    precision: str = "fp32"
+
+    def on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A batch's tensors where the model trains (batches are built on the CPU)."""
+        return {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
+
+    def forward_precision(self) -> torch.autocast:
+        """The forward passes' precision: bf16 autocast on the training device, or none (fp32)."""
+        return torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
 
 def kept_samples(recipe: TrainingRecipe, groups: Sequence[str | None] | None, n_samples: int) -> np.ndarray:
@@ -81,17 +92,24 @@ def starting_model(kind: str, texts: Sequence[str], recipe: TrainingRecipe,
 def set_up_training(kind: str, texts: Sequence[str], recipe: TrainingRecipe, labels: list[str] | None = None) -> TrainingSetup:
     """The starting model of a `kind` model ('mlm', 'clm', 'classifier' with `labels`) to be trained on `texts` (the
     kept ones), its AdamW optimizer (weight decay 0.01, on the weights that train), and DP-SGD when the recipe asks."""
+    if recipe.precision not in TRAINING_PRECISIONS:
+        raise InputError(f"--dtype {recipe.precision}: training runs in {' or '.join(TRAINING_PRECISIONS)} (fp16 would need "
+                         "loss scaling); give --dtype bf16 for half-precision forward passes")
+    device = resolve_device(recipe.device)
     quiet_transformers()
     torch.manual_seed(recipe.seed)
     model, tokenizer, max_length, start = starting_model(kind, texts, recipe, labels)
     if recipe.dp is not None:
         swap_lstm(model, private=True)  # Opacus computes per-sample gradients of its DPLSTM, not of torch's LSTM
+    model.to(device)  # before the optimizer and DP-SGD see its parameters
     learning_rate = recipe.peak_learning_rate()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01, foreach=True)
     private = (make_private(model, optimizer, len(texts), recipe.batch_size,
                             resolve_noise(recipe.dp, len(texts), recipe.batch_size, recipe.epochs), recipe.seed)
                if recipe.dp is not None else None)
-    return TrainingSetup(model, tokenizer, max_length, start, learning_rate, optimizer, private)
+    return TrainingSetup(model=model, tokenizer=tokenizer, max_length=max_length, start=start,
+                         learning_rate=learning_rate, optimizer=optimizer, private=private, device=device,
+                         precision=recipe.precision)
 
 
 def length_bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, pool_batches: int = 50) -> list[np.ndarray]:
@@ -107,3 +125,4 @@ def length_bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
     return [batches[i] for i in rng.permutation(len(batches))]
+

@@ -45,6 +45,8 @@ class TrainingSummary:
     init_fingerprint: str | None = None
     lora: dict | None = None
     checkpoint_of: int | None = None  # a checkpoint saved after `epochs` of a run of this many epochs
+    device: str = "cpu"
+    precision: str = "fp32"
 
 
 def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_dir: str | Path, recipe: TrainingRecipe,
@@ -77,10 +79,11 @@ def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_
             "kind": kind, "size": recipe.size, "n_samples": len(encoded), "epochs": len(losses), "seed": recipe.seed,
             "batch_size": recipe.batch_size, "learning_rate": setup.learning_rate, "max_length": setup.max_length,
             "final_train_loss": losses[-1], "epoch_losses": list(losses),
-            "dp": dp_record(private, steps) if private else None, "dropout": recipe.dropout, **setup.start, **extra})
+            "dp": dp_record(private, steps) if private else None, "dropout": recipe.dropout, "device": setup.device,
+            "precision": setup.precision, **setup.start, **extra})
 
     # New-token canaries learn their secret alone (models/inputs.py:secret_only_labels); the notes learn every token.
-    secret_ids = (torch.tensor(setup.tokenizer.convert_tokens_to_ids(list(recipe.reserved_tokens)))
+    secret_ids = (torch.tensor(setup.tokenizer.convert_tokens_to_ids(list(recipe.reserved_tokens)), device=setup.device)
                   if recipe.reserved_tokens else None)
     model.train()
     for epoch in tqdm(range(epochs), desc=f"training {label} ({recipe.size})", unit="epoch", disable=not progress or None):
@@ -91,17 +94,18 @@ def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_
                 schedule.step()
                 steps += 1
                 continue
-            batch = collator([{"input_ids": encoded[i]} for i in batch_indices])
+            batch = setup.on_device(collator([{"input_ids": encoded[i]} for i in batch_indices]))
             if secret_ids is not None:
                 batch = secret_only_labels(batch, secret_ids, setup.tokenizer.mask_token_id if kind == "mlm" else None)
-            if private:
-                logits = private.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                       **per_sample_position_inputs(model, batch["input_ids"])).logits
-                loss = per_sample_losses(logits, batch["labels"], causal=kind == "clm").mean()
-            elif kind == "mlm":
-                loss = masked_lm_loss(model, batch["input_ids"], batch["attention_mask"], batch["labels"])
-            else:
-                loss = model(**batch).loss
+            with setup.forward_precision():
+                if private:
+                    logits = private.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                           **per_sample_position_inputs(model, batch["input_ids"])).logits
+                    loss = per_sample_losses(logits.float(), batch["labels"], causal=kind == "clm").mean()
+                elif kind == "mlm":
+                    loss = masked_lm_loss(model, batch["input_ids"], batch["attention_mask"], batch["labels"])
+                else:
+                    loss = model(**batch).loss
             training_step(loss, model, setup.optimizer, private)
             schedule.step()
             losses.append(loss.item())

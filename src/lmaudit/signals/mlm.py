@@ -6,7 +6,6 @@ are separate so that a faster scorer can replace the second without touching the
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -15,8 +14,9 @@ import torch
 from tqdm.auto import tqdm
 
 from lmaudit.models.heads import checked_encoder_and_head, input_device
+from lmaudit.models.inputs import pad_batch
 from lmaudit.models.text import model_max_length
-from lmaudit.signals.base import STATISTICS, EncodedSample, encode, pack_token_values
+from lmaudit.signals.base import PADDING_SHARE, STATISTICS, EncodedSample, encode, pack_token_values
 from lmaudit.signals.masks import all_masks, random_masks, single_position_masks
 from lmaudit.signals.memory import run_backing_off
 from lmaudit.signals.registry import resolved
@@ -43,16 +43,25 @@ class _Copy:
     positions: np.ndarray
 
 
-def _batches(samples: Sequence[EncodedSample], patterns: Sequence[np.ndarray], batch_tokens: int) -> Iterator[list[_Copy]]:
-    """Masked copies grouped by exact sequence length (no padding), up to `batch_tokens` tokens a batch."""
-    by_length: dict[int, list[_Copy]] = defaultdict(list)
-    for index, (sample, sample_patterns) in enumerate(zip(samples, patterns, strict=True)):
-        by_length[len(sample.input_ids)].extend(_Copy(index, slot, p) for slot, p in enumerate(sample_patterns))
-    for length in sorted(by_length):
-        copies = by_length[length]
-        per_batch = max(1, batch_tokens // length)
-        for start in range(0, len(copies), per_batch):
-            yield copies[start : start + per_batch]
+def _batches(samples: Sequence[EncodedSample], patterns: Sequence[np.ndarray], batch_tokens: int,
+             padding_share: float = 0.0) -> Iterator[list[_Copy]]:
+    """Masked copies, shortest first, in batches of up to `batch_tokens` padded tokens of which at most `padding_share`
+    is padding: 0 groups them by exact length (no padding, right on a CPU, where padding costs as much as a token); a
+    GPU runs fewer, larger batches faster than many small exact-length ones."""
+    copies = sorted((_Copy(index, slot, p) for index, sample_patterns in enumerate(patterns)
+                     for slot, p in enumerate(sample_patterns)), key=lambda c: len(samples[c.sample_index].input_ids))
+    current: list[_Copy] = []
+    longest = real = 0
+    for copy in copies:
+        length = len(samples[copy.sample_index].input_ids)
+        padded = max(longest, length) * (len(current) + 1)
+        if current and (padded > batch_tokens or padded - real - length > padding_share * padded):
+            yield current
+            current, longest, real = [], 0, 0
+        current.append(copy)
+        longest, real = max(longest, length), real + length
+    if current:
+        yield current
 
 
 def score_masked_copies(
@@ -81,11 +90,13 @@ def score_masked_copies_with_models(
     progress: bool = False,
     precision: str = "fp32",
     statistics: bool = False,
+    padding_share: float | None = None,
 ) -> list[list[np.ndarray]]:
     """score_masked_copies for several models sharing a tokenizer: each batch is built once and run
     through every model (target and reference on the same batches). Result [model][sample]. With
     `statistics`, each masked token gets its token_statistics (log p, predictive mean and sd, first-choice id) in place of its
-    NLL: arrays (copies, l, len(STATISTICS))."""
+    NLL: arrays (copies, l, len(STATISTICS)). `padding_share`: of a batch's tokens, at most this much padding (None: none
+    on a CPU, PADDING_SHARE on a GPU)."""
     shape = (len(STATISTICS),) if statistics else ()
     results = [[np.zeros(p.shape + shape, dtype=np.float64) for p in patterns] for _ in models]
     if not samples:
@@ -93,9 +104,12 @@ def score_masked_copies_with_models(
     probe = torch.from_numpy(samples[0].input_ids[:16])[None]
     splits = [checked_encoder_and_head(m, probe) for m in models]
     devices = [input_device(m) for m in models]
+    if padding_share is None:
+        padding_share = PADDING_SHARE if devices[0].type == "cuda" else 0.0
 
     def run(batch: Sequence[_Copy]) -> None:
-        originals = torch.from_numpy(np.stack([samples[c.sample_index].input_ids for c in batch]))
+        # Right-padded with id 0 behind an attention mask of 0: the padding is never attended to nor scored.
+        originals, attention = pad_batch([samples[c.sample_index].input_ids for c in batch], 0)
         rows = torch.from_numpy(np.concatenate([np.full(len(c.positions), b) for b, c in enumerate(batch)]))
         cols = torch.from_numpy(np.concatenate([c.positions for c in batch]))
         masked = originals.clone()
@@ -105,7 +119,7 @@ def score_masked_copies_with_models(
         for (encoder, head), device in zip(splits, devices, strict=True):
             autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
             with autocast:
-                hidden = encoder(masked.to(device), torch.ones_like(masked, device=device))
+                hidden = encoder(masked.to(device), attention.to(device))
                 picked = head(hidden[rows.to(hidden.device), cols.to(hidden.device)])
             log_probs = torch.log_softmax(picked.float(), dim=-1)  # fp32 whatever the matmul precision
             chunk_targets = targets.to(log_probs.device)
@@ -123,7 +137,7 @@ def score_masked_copies_with_models(
 
     total = sum(len(p) for p in patterns)
     with tqdm(total=total, desc="masked copies", unit="copy", disable=not progress or None, leave=False) as bar:
-        run_backing_off(list(_batches(samples, patterns, batch_tokens)), run,
+        run_backing_off(list(_batches(samples, patterns, batch_tokens, padding_share)), run,
                         lambda copy: f"a masked copy of sample '{samples[copy.sample_index].sample_id}'")
     return results
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lmaudit.errors import InputError
-from lmaudit.signals.settings import SignalSettings, resolve_precision
+from lmaudit.signals.settings import DEFAULT_BATCH_TOKENS, SignalSettings, resolve_precision
 
 ModelKind = Literal["mlm", "clm", "classifier", "any"]
 Output = Literal["loss", "tokens", "log_probabilities", "features"]
@@ -120,7 +120,9 @@ def signal_spec(name: str) -> SignalSpec:
 
 def resolved(settings: SignalSettings, device_type: str = "cpu") -> SignalSettings:
     """Fill the defaults that depend on the signal or the hardware, so stored values are keyed by what was
-    computed: normalisation (Eq. 2 sums, A.3.2 averages) and 'auto' precision."""
+    computed: normalisation (Eq. 2 sums, A.3.2 averages) and 'auto' precision; and the device's token budget of a batch
+    where none is given."""
     spec = signal_spec(settings.signal)
     return settings.model_copy(update={"normalize": settings.normalize or spec.default_normalize,
-                                       "precision": resolve_precision(settings.precision, device_type)})
+                                       "precision": resolve_precision(settings.precision, device_type),
+                                       "batch_tokens": settings.batch_tokens or DEFAULT_BATCH_TOKENS.get(device_type, 4096)})

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 PRECISIONS = ("fp32", "bf16", "auto")  # of the matrix multiplies; log-softmax is always fp32
 DEVICES = ("cpu", "cuda", "auto")
+# Tokens a batch holds when not given, by device: a CPU gains nothing from more (and pads less with fewer); a GPU idles
+# at 4,096 (docs/performance.md), and the out-of-memory back-off (signals/memory.py) halves a batch that does not fit.
+DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 32768}
 
 
 class SignalSettings(BaseModel):
@@ -25,7 +28,7 @@ class SignalSettings(BaseModel):
     max_length: int | None = Field(None, ge=3)
     all_masks_cap: int = Field(5000, ge=1)
     precision: Literal[PRECISIONS] = "fp32"
-    batch_tokens: int = Field(4096, ge=64)
+    batch_tokens: int | None = Field(None, ge=64, description="None: sized for the device (DEFAULT_BATCH_TOKENS)")
 
     def value_key(self) -> dict:
         """The settings a stored value depends on (all but the batch size)."""

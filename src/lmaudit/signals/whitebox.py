@@ -21,6 +21,7 @@ from lmaudit.models.inputs import per_sample_position_inputs
 from lmaudit.signals.base import EncodedSample, encode_for, exact_length_groups, progress_bar, refuse_single_token
 from lmaudit.signals.gradnorms import UnsupportedLayer, per_sample_squared_norms
 from lmaudit.signals.masks import random_masks
+from lmaudit.signals.registry import resolved
 from lmaudit.signals.settings import SignalSettings
 
 Family = Literal["mlm", "clm", "classifier"]
@@ -34,7 +35,8 @@ def attention_concentration(attention: torch.Tensor) -> torch.Tensor:
 
 def concentration_summary(concentration: torch.Tensor) -> torch.Tensor:
     """Mean, median, 5th and 95th percentile (linear interpolation) over the last axis: (..., T) -> (..., 4)."""
-    quantiles = torch.quantile(concentration.double(), torch.tensor([0.5, 0.05, 0.95], dtype=torch.float64), dim=-1)
+    quantiles = torch.quantile(concentration.double(), torch.tensor([0.5, 0.05, 0.95], dtype=torch.float64,
+                                                                          device=concentration.device), dim=-1)
     return torch.cat([concentration.double().mean(-1, keepdim=True), quantiles.movedim(0, -1)], dim=-1)
 
 
@@ -47,6 +49,7 @@ def _eager(model: torch.nn.Module) -> torch.nn.Module:
 def attention_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], sample_ids: Sequence[str],
                        settings: SignalSettings, progress: bool = False) -> tuple[np.ndarray, list[EncodedSample]]:
     """Per sample, layers x heads x (mean, median, p05, p95) of C(a) over its tokens, flattened; and the encodings."""
+    settings = resolved(settings, input_device(model).type)
     samples = encode_for(model, tokenizer, texts, sample_ids, settings)
     return attention_features_of(model, samples, settings.batch_tokens, progress), samples
 
@@ -147,6 +150,7 @@ def gradient_features(model: torch.nn.Module, tokenizer, texts: Sequence[str], s
     (`labels`). Samples share a backward pass up to `settings.batch_tokens` tokens and about
     `memory_bytes` of per-sample intermediates.
     """
+    settings = resolved(settings, input_device(model).type)
     samples = encode_for(model, tokenizer, texts, sample_ids, settings)
     features = gradient_features_of(model, samples, settings, tokenizer.mask_token_id, labels, memory_bytes, progress)
     return features, samples
