@@ -65,3 +65,17 @@ def test_a_device_or_precision_training_cannot_use_is_refused_in_one_line(notes,
         code, output = run_cli("train", "clm", "--data", data, "--out", tmp_path / "m", "--device", "cuda")
         assert_one_line_error(code, output, "--device cuda: no CUDA GPU is visible", "--device cpu or auto")
         assert not (tmp_path / "m").exists()
+
+
+def test_a_gpu_out_of_memory_in_training_is_a_one_line_error_saying_what_to_change(notes, tmp_path, monkeypatch):
+    import lmaudit.models.train as train
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(train, "set_up_training", out_of_memory)
+    data = tmp_path / "train.csv"
+    notes.head(10).to_csv(data, index=False)
+    code, output = run_cli("train", "clm", "--data", data, "--out", tmp_path / "m")
+    assert_one_line_error(code, output, "training ran out of GPU memory", "--batch-size", "--dtype bf16", "--device cpu")
+    assert not (tmp_path / "m").exists()

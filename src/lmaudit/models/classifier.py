@@ -20,7 +20,13 @@ from lmaudit.models.dp import PrivateTraining, dp_record, per_sample_losses, tra
 from lmaudit.models.inputs import pad_batch, per_sample_position_inputs
 from lmaudit.models.lstm import plain_lstm, swap_lstm
 from lmaudit.models.recipe import ARCHITECTURES, TrainingRecipe
-from lmaudit.models.setup import TrainingSetup, kept_samples, length_bucketed_batches, set_up_training
+from lmaudit.models.setup import (
+    TrainingSetup,
+    kept_samples,
+    length_bucketed_batches,
+    refusing_out_of_memory,
+    set_up_training,
+)
 from lmaudit.models.text import text_heads
 from lmaudit.models.trained import checkpoint_folder, save_checkpoint, save_model_folder
 
@@ -182,6 +188,7 @@ class EncodedSets:
         )
 
 
+@refusing_out_of_memory
 def train_classifier(data: ClassifierData, out_dir: str | Path, recipe: TrainingRecipe, progress: bool = False,
                      label: str = "classifier") -> ClassifierTrainingSummary:
     """Train a classifier on `data` with `recipe`, keep the epoch with the best validation accuracy (early stopping after

@@ -3,7 +3,8 @@ model (from scratch, or a checkpoint fully or with LoRA adapters), the optimizer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -126,3 +127,17 @@ def length_bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random
         batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
     return [batches[i] for i in rng.permutation(len(batches))]
 
+
+OUT_OF_MEMORY = ("training ran out of GPU memory; give a smaller --batch-size or --max-length, --dtype bf16, --lora "
+                 "(with --init-from), or --device cpu")
+
+
+def refusing_out_of_memory(train: Callable) -> Callable:
+    """`train`, with a GPU's out-of-memory error turned into the one-line InputError that says what to change."""
+    @functools.wraps(train)
+    def guarded(*args, **kwargs):
+        try:
+            return train(*args, **kwargs)
+        except torch.cuda.OutOfMemoryError:
+            raise InputError(OUT_OF_MEMORY) from None
+    return guarded

@@ -18,7 +18,7 @@ from lmaudit.models.dp import dp_record, per_sample_losses, training_step
 from lmaudit.models.heads import masked_lm_loss
 from lmaudit.models.inputs import per_sample_position_inputs, secret_only_labels
 from lmaudit.models.recipe import TrainingRecipe
-from lmaudit.models.setup import kept_samples, length_bucketed_batches, set_up_training
+from lmaudit.models.setup import kept_samples, length_bucketed_batches, refusing_out_of_memory, set_up_training
 from lmaudit.models.text import text_heads
 from lmaudit.models.trained import checkpoint_folder, save_checkpoint, save_model_folder
 
@@ -49,6 +49,7 @@ class TrainingSummary:
     precision: str = "fp32"
 
 
+@refusing_out_of_memory
 def train_language_model(kind: Literal["mlm", "clm"], texts: Sequence[str], out_dir: str | Path, recipe: TrainingRecipe,
                          groups: Sequence[str | None] | None = None, progress: bool = False,
                          label: str = "model") -> TrainingSummary:
