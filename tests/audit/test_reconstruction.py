@@ -14,6 +14,7 @@ from lmaudit.audit.reconstruction import ReconstructionSettings, kind_result, lo
 from lmaudit.data.fields import FieldRule
 from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
 from lmaudit.errors import InputError
+from lmaudit.models.source import Placement
 
 NAME, DRUG = FieldRule("name", pattern=r"Mr (\w+)"), FieldRule("drug", column="drug")
 
@@ -62,7 +63,7 @@ def test_a_classifier_is_refused_before_any_weights_load(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(InputError, match="needs a masked or causal LM, not a classifier"):
-        load_scored_model(str(tmp_path))
+        load_scored_model(str(tmp_path), Placement())
 
 
 def slow_rank(row: np.ndarray, truth: int) -> float:

@@ -294,15 +294,18 @@ def test_empty_poisson_draws_are_steps_accounted_and_checked(tmp_path, notes, mo
 def test_the_classifier_epoch_takes_an_empty_draw_s_step(tiny_tokenizer, notes):
     """The classifier's training epoch counts an empty Poisson draw as a step and takes it: the noise moves the weights."""
     from lmaudit.models.classifier import _train_epoch
+    from lmaudit.models.setup import TrainingSetup
 
     model = tiny_models(tiny_tokenizer)["classifier"]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     private = make_private(model, optimizer, 40, 8, DPSettings(noise_multiplier=1.0), seed=0)
     encoded = tiny_tokenizer(notes["text"].tolist()[:2], truncation=True, max_length=64)["input_ids"]
     batches = [np.array([], dtype=np.int64)]
+    setup = TrainingSetup(model=model, tokenizer=tiny_tokenizer, max_length=64, start={}, learning_rate=0.1,
+                          optimizer=optimizer, private=private)
     taken = moves(model, lambda: _train_epoch(model, encoded, np.zeros(2, dtype=np.int64), tiny_tokenizer.pad_token_id,
-                                              batches, optimizer, private))
+                                              batches, optimizer, private, setup))
     assert all(m.any() for m in taken)
     loss, steps = _train_epoch(model, encoded, np.zeros(2, dtype=np.int64), tiny_tokenizer.pad_token_id,
-                               [*batches, np.array([0, 1])], optimizer, private)
+                               [*batches, np.array([0, 1])], optimizer, private, setup)
     assert steps == 2 and math.isfinite(loss)

@@ -18,10 +18,12 @@ import numpy as np
 import torch
 
 from lmaudit.data.fields import substituted
+from lmaudit.models.heads import input_device
 from lmaudit.models.text import model_max_length
 from lmaudit.signals.base import EncodedSample, encode
 from lmaudit.signals.causal import causal_passes
 from lmaudit.signals.mlm import score_masked_copies
+from lmaudit.signals.registry import resolved
 from lmaudit.signals.settings import SignalSettings
 
 
@@ -46,6 +48,7 @@ def candidate_log_likelihoods(model: torch.nn.Module, tokenizer, model_kind: str
                               progress: bool = False) -> np.ndarray:
     """(texts, candidates) log-likelihoods in nats of each text with each candidate in place of its `values` entry
     (higher = likelier); `model_kind` 'clm' or 'mlm'."""
+    settings = resolved(settings, input_device(model).type)
     max_length = settings.max_length or model_max_length(model.config, tokenizer)
     pairs = [(row, column) for row in range(len(texts)) for column in range(len(candidates))]
     filled = [substituted(texts[row], values[row], candidates[column]) for row, column in pairs]
