@@ -141,7 +141,7 @@ FLOORS = (
     ("metrics",),
     ("config", "report"),
     ("audit",),
-    ("api", "canaries"),
+    ("api", "canaries", "training"),
     ("studies",),
     ("cli",),
 )

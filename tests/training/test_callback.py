@@ -1,0 +1,92 @@
+"""New-token canaries planted in a real transformers Trainer run (tiny GPT-2, real PEFT): a correct run passes the
+pre-flight and records what was planted; a loss that masks the secrets, frozen new rows (LoRA) or truncated canary rows
+stop the run before its first step, naming the cause and the fix."""
+
+import copy
+import json
+
+import pytest
+import torch
+from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+
+from lmaudit.canaries.make import make_canaries
+from lmaudit.models.source import SUMMARY_FILE
+from lmaudit.training.callback import CanaryCallback, CanaryCheckFailed
+from lmaudit.training.planting import add_canary_tokens, canary_texts, secret_only
+from tests.families import tiny_family_model
+
+
+@pytest.fixture(scope="module")
+def canaries(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("canaries") / "set"
+    make_canaries(folder, "new_token", count=8, seed=1)
+    return folder
+
+
+def masking_secrets(collator, secret_ids):
+    """A collator whose loss never reads a secret token, as a completion-only loss with the canary in the prompt."""
+    def collate(rows):
+        batch = collator(rows)
+        batch["labels"][torch.isin(batch["input_ids"], torch.tensor(secret_ids))] = -100
+        return batch
+    return collate
+
+
+def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=False):
+    """A Trainer run of 2 steps on `texts` and the planted canaries; the trainer."""
+    tokenizer = copy.deepcopy(tokenizer)
+    model = tiny_family_model("gpt2", "clm", tokenizer).train()
+    secret_ids = add_canary_tokens(model, tokenizer, folder)
+    rows = [{"input_ids": tokenizer(text, truncation=True, max_length=max_length)["input_ids"]}
+            for text in [*texts, *canary_texts(folder)]]
+    collator = secret_only(DataCollatorForLanguageModeling(tokenizer, mlm=False), secret_ids)
+    if collator_of is not None:
+        collator = collator_of(collator, secret_ids)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True))
+    arguments = TrainingArguments(output_dir=str(out), max_steps=2, per_device_train_batch_size=8, report_to=[],
+                                  save_strategy="no", logging_strategy="no", use_cpu=True, learning_rate=1e-2)
+    trainer = Trainer(model=model, args=arguments, train_dataset=rows, data_collator=collator, processing_class=tokenizer,
+                      callbacks=[CanaryCallback(folder, secret_ids)])
+    trainer.train()
+    return trainer
+
+
+def test_a_correct_run_passes_and_records_what_was_planted(canaries, tiny_tokenizer, notes, tmp_path):
+    trainer = train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run")
+    assert trainer.state.global_step == 2
+    (entry,) = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())["canaries"]
+    assert entry["design"] == "new_token" and entry["planted"] == len(canary_texts(canaries)) > 0
+
+
+@pytest.mark.parametrize("case, check", [("masked", "secret labels"), ("lora", "trainable new rows"),
+                                         ("truncated", "canary rows")])
+def test_a_run_that_would_not_learn_its_canaries_stops_before_its_first_step(canaries, tiny_tokenizer, notes, tmp_path,
+                                                                            case, check):
+    options = {"masked": {"collator_of": masking_secrets}, "lora": {"lora": True}, "truncated": {"max_length": 3}}[case]
+    with pytest.raises(CanaryCheckFailed, match=f"canary check '{check}'") as refused:
+        train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run", **options)
+    assert len(str(refused.value).splitlines()) == 1
+    assert not (tmp_path / "run" / SUMMARY_FILE).exists()  # nothing recorded: no audit of untrained canaries
+
+
+def test_canaries_audit_reads_a_model_saved_by_the_trainer_and_refuses_another_folder(canaries, tiny_tokenizer, notes,
+                                                                                     tmp_path):
+    """The record the callback writes is the one `lmaudit canaries audit` checks: it audits the saved model with its
+    canary folder, and refuses a folder of other canaries in one line."""
+    from tests.helpers import assert_one_line_error, run_cli
+
+    trainer = train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run")
+    trainer.save_model(str(tmp_path / "run"))  # with its tokenizer (processing_class), the canaries' tokens included
+    code, output = run_cli("canaries", "audit", "--model", tmp_path / "run", "--canaries", canaries, "--out",
+                           tmp_path / "audit")
+    assert code == 0, output
+    report = json.loads((tmp_path / "audit" / "canary_report.json").read_text())
+    assert report["canaries"]["kind"] == "new_token" and report["one_run"]["guesses"] >= 0
+    other = tmp_path / "other"
+    make_canaries(other, "new_token", count=8, seed=2)
+    code, output = run_cli("canaries", "audit", "--model", tmp_path / "run", "--canaries", other, "--out",
+                           tmp_path / "audit-other")
+    assert_one_line_error(code, output, str(other))

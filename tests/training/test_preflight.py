@@ -1,0 +1,33 @@
+"""The pre-flight checks one by one, each against a hand-made case that must pass and one that must fail."""
+
+import torch
+
+from lmaudit.training.preflight import frozen_new_rows, lost_canaries, unchanged_rows, unlabelled_secrets, untied_weights
+from tests.families import tiny_family_model
+
+
+def test_secrets_must_carry_labels():
+    ids = torch.tensor([[5, 9, 7, 0]])
+    assert unlabelled_secrets({"input_ids": ids, "labels": ids.clone()}, torch.tensor([9])) is None
+    masked = unlabelled_secrets({"input_ids": ids, "labels": torch.tensor([[5, -100, 7, 0]])}, torch.tensor([9]))
+    assert masked.fatal and masked.message.startswith("1 of 1 secret tokens")
+
+
+def test_every_planted_canary_keeps_its_row():
+    assert lost_canaries(4, 4) is None
+    assert lost_canaries(3, 4).fatal
+
+
+def test_weights_tied_by_the_configuration_must_stay_tied_and_new_rows_trainable(tiny_tokenizer):
+    model = tiny_family_model("gpt2", "clm", tiny_tokenizer)
+    assert untied_weights(model) is None and frozen_new_rows(model) is None
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())  # loaded or resized apart
+    assert not untied_weights(model).fatal  # a warning: the rows still train, separately
+    model.get_input_embeddings().weight.requires_grad_(False)
+    assert frozen_new_rows(model).message.startswith("the input embedding weights are frozen")
+
+
+def test_rows_must_move_after_the_first_step():
+    rows = torch.ones(2, 3)
+    assert unchanged_rows(rows, rows + 1e-3) is None
+    assert unchanged_rows(rows, rows.clone()).fatal
