@@ -90,3 +90,18 @@ def test_canaries_audit_reads_a_model_saved_by_the_trainer_and_refuses_another_f
     code, output = run_cli("canaries", "audit", "--model", tmp_path / "run", "--canaries", other, "--out",
                            tmp_path / "audit-other")
     assert_one_line_error(code, output, str(other))
+
+
+def test_rows_that_do_not_move_in_the_first_epoch_stop_the_run(canaries, tiny_tokenizer, notes, tmp_path, monkeypatch):
+    """An optimizer that leaves the new rows alone (here a zero learning rate) is caught at the end of the first whole
+    epoch, when every canary row has been in a batch."""
+    import transformers
+
+    original = transformers.TrainingArguments.__init__
+
+    def zero_learning_rate_one_epoch(self, *args, **kwargs):
+        original(self, *args, **{**kwargs, "learning_rate": 0.0, "max_steps": -1, "num_train_epochs": 1})
+
+    monkeypatch.setattr(transformers.TrainingArguments, "__init__", zero_learning_rate_one_epoch)
+    with pytest.raises(CanaryCheckFailed, match="canary check 'rows updated'"):
+        train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run")

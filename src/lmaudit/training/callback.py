@@ -1,5 +1,5 @@
 """`CanaryCallback`: a transformers `TrainerCallback` (Trainer, and TRL's SFTTrainer, with or without PEFT) that checks
-before the first step that planted new-token canaries will be learned, checks after it that their rows moved, and
+before the first step that planted new-token canaries will be learned, checks after the first epoch that their rows moved, and
 records what was planted beside every saved checkpoint and the final model, as `lmaudit train --canaries` does, so that
 `lmaudit canaries audit` works on the saved model and refuses another canary folder."""
 
@@ -49,6 +49,7 @@ class CanaryCallback(TrainerCallback):
         self.secret_ids = torch.tensor(secret_ids)
         self.planted = len(canary_texts(folder))
         self.rows_before: torch.Tensor | None = None
+        self.steps_per_epoch = 1
 
     def canary_batch(self, dataloader) -> tuple[dict[str, torch.Tensor] | None, int]:
         """The training rows that hold a secret token, collated as the trainer collates them, and their count."""
@@ -61,14 +62,17 @@ class CanaryCallback(TrainerCallback):
         batch, rows = self.canary_batch(train_dataloader)
         stop_on([lost_canaries(rows, self.planted), frozen_new_rows(model), untied_weights(model),
                  unlabelled_secrets(batch, self.secret_ids) if batch is not None else None])
-        self.rows_before = model.get_input_embeddings().weight[self.secret_ids].detach().cpu().clone()
+        # The output rows: a secret learned on its own labels is predicted through them (its input rows may see no
+        # gradient: a masked LM's secret is masked, a causal LM's last secret token predicts no label).
+        self.rows_before = model.get_output_embeddings().weight[self.secret_ids].detach().cpu().clone()
+        self.steps_per_epoch = max(1, len(train_dataloader) // max(1, args.gradient_accumulation_steps))
         log.info("canary checks passed: %d new-token canaries planted, every secret labelled, their rows trainable",
                  self.planted)
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        """After the first step: the new tokens' rows moved."""
-        if self.rows_before is not None:
-            weights = model.get_input_embeddings().weight
+    def on_epoch_end(self, args, state, control, model=None, **kwargs):
+        """After the first whole epoch (every canary row has been in a batch): the new tokens' rows moved."""
+        if self.rows_before is not None and state.global_step >= self.steps_per_epoch:
+            weights = model.get_output_embeddings().weight
             stop_on([unchanged_rows(self.rows_before, weights[self.secret_ids.to(weights.device)])])
             self.rows_before = None
 

@@ -50,7 +50,7 @@ def frozen_new_rows(model: torch.nn.Module) -> Finding | None:
         return None
     return Finding("trainable new rows", True, f"the {' and '.join(frozen)} embedding weights are frozen, so the new "
                    "tokens' rows never train (an audit of such canaries falls to chance); with LoRA, give "
-                   "modules_to_save=['embed_tokens', 'lm_head'] (GPT-2: ['wte']) or trainable_token_indices")
+                   "modules_to_save=['embed_tokens', 'lm_head'] (GPT-2: ['wte', 'lm_head']) or trainable_token_indices")
 
 
 def untied_weights(model: torch.nn.Module) -> Finding | None:
@@ -66,8 +66,8 @@ def untied_weights(model: torch.nn.Module) -> Finding | None:
 
 
 def unchanged_rows(before: torch.Tensor, after: torch.Tensor) -> Finding | None:
-    """After the first step, the new tokens' input rows moved."""
+    """After the first epoch (every canary row in a batch once), the new tokens' output embedding rows moved."""
     if not torch.equal(before, after.detach().to(before.device)):
         return None
-    return Finding("rows updated", True, "after the first step the new tokens' embedding rows have not changed: the "
+    return Finding("rows updated", True, "after the first epoch the new tokens' output embedding rows have not changed: the "
                    "optimizer does not update them (not among its parameters, or a zero learning rate for them)")
