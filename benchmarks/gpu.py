@@ -156,16 +156,21 @@ class Bench:
                                                            Scoring(self.store(), placement)))
         return ways
 
+    def prepared(self, name: str, shape: Shape, which: int):
+        """The texts of measurement `which` (0 causal, 1 energy; also its seed) for a model of `shape`, built and saved
+        under `name`: (tokenizer, each text's token count, the model's folder, the model)."""
+        tokenizer = self.tokenizer(shape.vocabulary)
+        self.texts = make_texts(self.notes, tokenizer, self.counts[which], which, self.longest)
+        self.ids = [f"t{i}" for i in range(len(self.texts))]
+        tokens = np.array([len(ids) for ids in tokenizer(self.texts)["input_ids"]])
+        folder = self.work / name
+        return tokenizer, tokens, folder, build_model(shape, tokenizer, folder, self.device, self.torch_dtype)
+
     def causal(self, shapes: dict[str, Shape]) -> None:
         from lmaudit.signals.compute import loaded_models
 
         for name, shape in shapes.items():
-            tokenizer = self.tokenizer(shape.vocabulary)
-            self.texts = make_texts(self.notes, tokenizer, self.counts[0], 0, self.longest)
-            self.ids = [f"t{i}" for i in range(len(self.texts))]
-            tokens = np.array([len(ids) for ids in tokenizer(self.texts)["input_ids"]])
-            folder = self.work / name
-            model = build_model(shape, tokenizer, folder, self.device, self.torch_dtype)
+            tokenizer, tokens, folder, model = self.prepared(name, shape, 0)
             flops = causal_flops(model, shape, tokens)
             seconds = second_time(lambda m=model, t=tokenizer: plain_losses(m, t, self.texts, self.device), self.device)
             del model
@@ -181,12 +186,7 @@ class Bench:
         from lmaudit.signals.compute import loaded_models
 
         for name, shape in shapes.items():
-            tokenizer = self.tokenizer(shape.vocabulary)
-            self.texts = make_texts(self.notes, tokenizer, self.counts[1], 1, self.longest)
-            self.ids = [f"t{i}" for i in range(len(self.texts))]
-            tokens = np.array([len(ids) for ids in tokenizer(self.texts)["input_ids"]])
-            folder = self.work / name
-            model = build_model(shape, tokenizer, folder, self.device, self.torch_dtype)
+            _, tokens, folder, model = self.prepared(name, shape, 1)
             flops = energy_flops(model, shape, tokens, self.ids)
             del model
             self.release()
