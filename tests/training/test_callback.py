@@ -49,7 +49,7 @@ def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=F
     arguments = TrainingArguments(output_dir=str(out), max_steps=2, per_device_train_batch_size=8, report_to=[],
                                   save_strategy="no", logging_strategy="no", use_cpu=True, learning_rate=1e-2)
     trainer = Trainer(model=model, args=arguments, train_dataset=rows, data_collator=collator, processing_class=tokenizer,
-                      callbacks=[CanaryCallback(folder, secret_ids)])
+                      callbacks=[CanaryCallback(folder)])
     trainer.train()
     return trainer
 

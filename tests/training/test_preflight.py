@@ -2,7 +2,14 @@
 
 import torch
 
-from lmaudit.training.preflight import frozen_new_rows, lost_canaries, unchanged_rows, unlabelled_secrets, untied_weights
+from lmaudit.training.preflight import (
+    frozen_new_rows,
+    lost_canaries,
+    unchanged_rows,
+    unlabelled_secrets,
+    unreserved_tokens,
+    untied_weights,
+)
 from tests.families import tiny_family_model
 
 
@@ -31,3 +38,16 @@ def test_rows_must_move_after_the_first_step():
     rows = torch.ones(2, 3)
     assert unchanged_rows(rows, rows + 1e-3) is None
     assert unchanged_rows(rows, rows.clone()).fatal
+
+
+def test_canary_tokens_must_be_the_tokenizers_own_within_the_models_rows():
+    """A tokenizer that never reserved the tokens gives its unknown id; a model that was not resized lacks the rows."""
+    assert unreserved_tokens([600, 601], unknown_id=1, rows=602) is None
+    assert unreserved_tokens([600, 1], unknown_id=1, rows=602).message.startswith("1 of 2 canary tokens")
+    assert unreserved_tokens([600, None], unknown_id=None, rows=602).fatal
+    assert unreserved_tokens([600, 601], unknown_id=1, rows=601).fatal
+
+
+def test_secret_tokens_lost_or_planted_twice_are_both_caught():
+    assert "dropped some" in lost_canaries(3, 4).message
+    assert "more than once" in lost_canaries(8, 4).message

@@ -9,19 +9,21 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from lmaudit.canaries.make import record_planted
+from lmaudit.canaries.make import record_planted, reserved_tokens
 from lmaudit.errors import InputError
 from lmaudit.models.source import SUMMARY_FILE
-from lmaudit.training.planting import canary_texts, new_token_folder
+from lmaudit.training.planting import new_token_folder, planted_secrets
 from lmaudit.training.preflight import (
     Finding,
     frozen_new_rows,
     lost_canaries,
     unchanged_rows,
     unlabelled_secrets,
+    unreserved_tokens,
     untied_weights,
 )
 
@@ -40,34 +42,64 @@ def stop_on(findings: list[Finding | None]) -> None:
         log.warning("canary check '%s': %s", finding.check, finding.message)
 
 
-class CanaryCallback(TrainerCallback):
-    """Checks and records the new-token canaries of `folder` (planted with `canary_texts`, their tokens reserved with
-    `add_canary_tokens`, whose ids are `secret_ids`) in a transformers training run."""
+def sharded(args, model: torch.nn.Module) -> bool:
+    """Whether the weights are sharded over processes (FSDP, DeepSpeed ZeRO-3), so that this process cannot read the
+    new tokens' rows."""
+    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 
-    def __init__(self, folder: str | Path, secret_ids: list[int]) -> None:
+    return bool(getattr(args, "fsdp", None)) or is_deepspeed_zero3_enabled() or \
+        model.get_input_embeddings().weight.numel() == 0
+
+
+def token_ids(rows) -> list:
+    """Each training row's token ids (a `datasets.Dataset`'s column read at once, else row by row)."""
+    if hasattr(rows, "column_names"):
+        return rows["input_ids"]
+    return [row["input_ids"] for row in rows]
+
+
+class CanaryCallback(TrainerCallback):
+    """Checks and records the new-token canaries of `folder` (planted with `plant_canaries`, their tokens reserved with
+    `add_canary_tokens`) in a transformers training run; the secrets' ids are read from the trainer's tokenizer."""
+
+    def __init__(self, folder: str | Path) -> None:
         self.folder = new_token_folder(folder)
-        self.secret_ids = torch.tensor(secret_ids)
-        self.planted = len(canary_texts(folder))
+        self.tokens = list(reserved_tokens(folder))
+        self.planted_tokens = sum(len(secret.split()) for secret in planted_secrets(folder))
+        self.secret_ids = torch.tensor([], dtype=torch.long)
         self.rows_before: torch.Tensor | None = None
         self.steps_per_epoch = 1
 
     def canary_batch(self, dataloader) -> tuple[dict[str, torch.Tensor] | None, int]:
-        """The training rows that hold a secret token, collated as the trainer collates them, and their count."""
-        secret = set(self.secret_ids.tolist())
-        rows = [row for row in dataloader.dataset if secret & set(list(row["input_ids"]))]
-        return (dataloader.collate_fn(rows) if rows else None), len(rows)
+        """The training rows that hold a secret token, collated as the trainer collates them, and the secret tokens
+        the training rows hold in all."""
+        rows = dataloader.dataset
+        held = [np.isin(np.asarray(ids), self.secret_ids.numpy()).sum() for ids in token_ids(rows)]
+        with_secrets = [rows[i] for i in np.flatnonzero(held)]
+        return (dataloader.collate_fn(with_secrets) if with_secrets else None), int(sum(held))
 
-    def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
-        """Before the first step: every secret labelled, no canary row lost, the new rows trainable, weights tied."""
-        batch, rows = self.canary_batch(train_dataloader)
-        stop_on([lost_canaries(rows, self.planted), frozen_new_rows(model), untied_weights(model),
+    def on_train_begin(self, args, state, control, model=None, train_dataloader=None, processing_class=None, **kwargs):
+        """Before the first step: the canaries' tokens reserved, every secret labelled, none lost, the new rows
+        trainable, the weights tied (the data checks alone, with a warning, where the weights are sharded)."""
+        tokenizer = getattr(processing_class, "tokenizer", processing_class)  # a processor holds its tokenizer
+        ids = tokenizer.convert_tokens_to_ids(self.tokens)
+        stop_on([unreserved_tokens(ids, tokenizer.unk_token_id, model.get_input_embeddings().num_embeddings)])
+        self.secret_ids = torch.tensor(ids)
+        batch, found = self.canary_batch(train_dataloader)
+        stop_on([lost_canaries(found, self.planted_tokens),
                  unlabelled_secrets(batch, self.secret_ids) if batch is not None else None])
+        if sharded(args, model):
+            log.warning("canary checks: the weights are sharded (FSDP or ZeRO-3), so the new tokens' rows cannot be "
+                        "checked here; after training, run `lmaudit canaries audit --model %s --canaries %s`",
+                        args.output_dir, self.folder)
+            return
+        stop_on([frozen_new_rows(model), untied_weights(model)])
         # The output rows: a secret learned on its own labels is predicted through them (its input rows may see no
         # gradient: a masked LM's secret is masked, a causal LM's last secret token predicts no label).
         self.rows_before = model.get_output_embeddings().weight[self.secret_ids].detach().cpu().clone()
         self.steps_per_epoch = max(1, len(train_dataloader) // max(1, args.gradient_accumulation_steps))
-        log.info("canary checks passed: %d new-token canaries planted, every secret labelled, their rows trainable",
-                 self.planted)
+        log.info("canary checks passed: %d new-token canaries' secrets labelled, none lost, their rows trainable",
+                 len(planted_secrets(self.folder)))
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         """After the first whole epoch (every canary row has been in a batch): the new tokens' rows moved."""

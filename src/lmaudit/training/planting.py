@@ -1,15 +1,19 @@
-"""New-token canaries for the user's own training data and model: the texts to add, the tokens to reserve, and the
-collator that trains each canary row on its secret alone (as `lmaudit train --canaries` does)."""
+"""New-token canaries for the user's own training data and model: the rows to add (plain text, prompt-completion or chat
+messages, the secret where a completion-only or assistant-only loss reads it), the tokens to reserve, and the collator
+that trains each canary row on its secret alone (as `lmaudit train --canaries` does)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from lmaudit.canaries.make import planted_canaries, read_canary_set, reserved_tokens
+from lmaudit.canaries.make import CANARIES_FILE, planted_canaries, read_canary_set, reserved_tokens
+from lmaudit.data.corpus import read_table
 from lmaudit.errors import InputError
 from lmaudit.models.inputs import secret_only_labels
 from lmaudit.models.tokenizer import reserve_tokens
+
+FORMATS = {"text": ("text",), "prompt_completion": ("prompt", "completion"), "messages": ("messages",)}
 
 
 def new_token_folder(folder: str | Path) -> Path:
@@ -25,6 +29,53 @@ def canary_texts(folder: str | Path) -> list[str]:
     """The texts to add to the training data: each planted canary as often as the folder's design repeats it."""
     planted = planted_canaries(new_token_folder(folder))
     return planted["text"].tolist()
+
+
+def planted_secrets(folder: str | Path) -> list[str]:
+    """Each planted row's secret (its new words), in `canary_texts`' order."""
+    secrets = read_table(Path(folder) / CANARIES_FILE).set_index("sample_id")["secret"]
+    return secrets.loc[planted_canaries(new_token_folder(folder))["sample_id"]].tolist()
+
+
+def canary_rows(folder: str | Path, data_format: str = "text") -> list[dict]:
+    """The planted canaries as training rows of `data_format` (a key of FORMATS): {"text"}; {"prompt", "completion"}
+    with the secret and what follows it as the completion; or {"messages"}, a user turn and the secret in the assistant's
+    reply. A completion-only or assistant-only loss then reads the secret and little else, as the canaries are meant to
+    be trained."""
+    if data_format not in FORMATS:
+        raise InputError(f"canary format '{data_format}': the canaries are planted as {', '.join(FORMATS)}; convert "
+                         "the dataset to one of them")
+    rows = []
+    for text, secret in zip(canary_texts(folder), planted_secrets(folder), strict=True):
+        cut = text.rindex(secret)
+        prompt, completion = text[:cut].rstrip(), text[cut:]
+        rows.append({"text": {"text": text},
+                     "prompt_completion": {"prompt": prompt, "completion": " " + completion},
+                     "messages": {"messages": [{"role": "user", "content": prompt},
+                                               {"role": "assistant", "content": completion}]}}[data_format])
+    return rows
+
+
+def dataset_format(columns: list[str], name: str = "the dataset") -> str:
+    """The format of a training set with these columns: 'messages', 'prompt_completion' or 'text' (TRL's names)."""
+    for data_format, needed in sorted(FORMATS.items(), key=lambda item: -len(item[1])):
+        if set(needed) <= set(columns):
+            return data_format
+    raise InputError(f"{name} has columns {', '.join(columns) or 'none'}: the canaries can be placed only in a 'text', "
+                     "'prompt' and 'completion', or 'messages' column; plant them in the text before tokenizing it")
+
+
+def plant_canaries(dataset, folder: str | Path):
+    """`dataset` (a list of dicts, or a Hugging Face `datasets.Dataset`) with `folder`'s planted canaries appended as
+    rows of its own format; its other columns are None in the canary rows."""
+    is_table = hasattr(dataset, "column_names")
+    columns = list(dataset.column_names) if is_table else sorted({key for row in dataset for key in row})
+    added = [{**dict.fromkeys(columns), **row} for row in canary_rows(folder, dataset_format(columns))]
+    if not is_table:
+        return [*dataset, *added]
+    from datasets import Dataset, concatenate_datasets
+
+    return concatenate_datasets([dataset, Dataset.from_list(added, features=dataset.features)])
 
 
 def add_canary_tokens(model, tokenizer, folder: str | Path) -> list[int]:

@@ -32,14 +32,27 @@ def unlabelled_secrets(batch: dict[str, torch.Tensor], secret_ids: torch.Tensor)
                    "or train on every token")
 
 
-def lost_canaries(rows_with_secrets: int, planted: int) -> Finding | None:
-    """As many training rows hold a secret token as canaries were planted (filtering, truncation or packing may drop
-    or split one)."""
-    if rows_with_secrets == planted:
+def lost_canaries(found: int, planted: int) -> Finding | None:
+    """The training rows hold as many secret tokens as the planted canaries' secrets have (filtering, truncation, a
+    chat template or packing may drop or cut some; a canary planted twice adds some)."""
+    if found == planted:
         return None
-    return Finding("canary rows", True, f"{planted} canaries were planted but {rows_with_secrets} training rows hold a "
-                   "secret token: filtering, truncation or packing dropped or split some; plant them after filtering, "
-                   "raise the maximum length, or turn packing off")
+    return Finding("canary rows", True, f"the planted canaries' secrets have {planted} new tokens but the training rows "
+                   f"hold {found}: " + ("filtering, truncation, packing or a chat template dropped some; plant them "
+                   "after filtering, raise the maximum length, or check that the template keeps every message"
+                   if found < planted else "some canaries were planted more than once; plant them once"))
+
+
+def unreserved_tokens(secret_ids: list[int], unknown_id: int | None, rows: int) -> Finding | None:
+    """Every secret token is one id of the tokenizer, below the model's embedding rows `rows` (a tokenizer that never
+    reserved the canaries' tokens, or another model's, maps them to its unknown token or to ids the model lacks)."""
+    missing = sum(1 for i in secret_ids if i is None or i == unknown_id or i >= rows)
+    if not missing:
+        return None
+    return Finding("canary tokens", True, f"{missing} of {len(secret_ids)} canary tokens are not in this tokenizer's "
+                   f"vocabulary or beyond the model's {rows} embedding rows (canaries made for another tokenizer, or "
+                   "their tokens never reserved); call add_canary_tokens(model, tokenizer, folder) before tokenizing "
+                   "the data, and train with that tokenizer")
 
 
 def frozen_new_rows(model: torch.nn.Module) -> Finding | None:
