@@ -1,0 +1,226 @@
+"""`CheckpointAudit`: a transformers `TrainerCallback` (Trainer, TRL's SFTTrainer, with or without PEFT) that audits the
+in-memory causal LM at every checkpoint save: the loss attack on members against a population (AUC with its interval,
+TPR at 1% FPR) and, given new-token canaries, Steinke et al.'s one-run epsilon lower bound. One entry of numbers per
+save goes to lmaudit_checkpoint_audits.json in the run's output folder: the leakage-over-training curve of the user's
+own run (Jagannatha et al. read AUC per epoch). The file holds numbers only, never a word of any text."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import TrainerCallback
+
+from lmaudit.atomic import write_text
+from lmaudit.canaries.make import CANARIES_FILE, reserved_tokens
+from lmaudit.canaries.span import secret_log_probability
+from lmaudit.data.corpus import read_table
+from lmaudit.errors import InputError
+from lmaudit.metrics.auc_interval import auc_interval
+from lmaudit.metrics.clusters import cluster_codes
+from lmaudit.metrics.one_run import one_run_bound
+from lmaudit.metrics.roc import auc, tpr_at_fpr
+from lmaudit.models.config_json import family_of
+from lmaudit.signals.base import unpack_token_values
+from lmaudit.signals.causal import causal_lm_loss, causal_token_values
+from lmaudit.signals.settings import SignalSettings
+from lmaudit.training.planting import new_token_folder
+
+log = logging.getLogger(__name__)
+AUDITS_FILE = "lmaudit_checkpoint_audits.json"
+DEFAULT_MAX_TEXTS = 500  # per role: 1,000 texts score in seconds on a GPU, and every save scores them all again
+FPR = 0.01
+DELTA, CONFIDENCE = 1e-5, 0.95  # of the canaries' one-run bound, as `lmaudit canaries audit` states it by default
+
+
+def checked_texts(role: str, texts: Sequence[str], groups: Sequence | None) -> list[str]:
+    """`texts` as a list, or an InputError naming the option of `role` ('member' or 'population') when there are none,
+    one is empty, or `groups` (one id per text) has another length."""
+    option = "members" if role == "member" else role
+    texts = list(texts)
+    if not texts:
+        raise InputError(f"CheckpointAudit {option}: no texts; give at least one text of this role")
+    empty = [index for index, text in enumerate(texts) if not isinstance(text, str) or not text.strip()]
+    if empty:
+        raise InputError(f"CheckpointAudit {option}: text {empty[0]} is empty or not a string; remove it")
+    if groups is not None and len(groups) != len(texts):
+        raise InputError(f"CheckpointAudit {role}_groups: {len(groups)} group ids for {len(texts)} texts; give "
+                         "one group id per text, in the same order")
+    return texts
+
+
+def shared_group(member_groups: Sequence | None, population_groups: Sequence | None) -> object | None:
+    """A group id found among both the members' and the population's (a patient cannot be both), or None."""
+    if member_groups is None or population_groups is None:
+        return None
+    present = {group for group in population_groups if not pd.isna(group)}
+    return next((group for group in member_groups if not pd.isna(group) and group in present), None)
+
+
+def subset(count: int, groups: Sequence | None, max_texts: int, seed: int | Sequence[int]) -> np.ndarray:
+    """Indices of at most `max_texts` of `count` texts (all when they fit): whole groups in a seeded random order while
+    they fit (at least one group), or a seeded random sample when there are no groups."""
+    if count <= max_texts:
+        return np.arange(count)
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        return np.sort(rng.choice(count, max_texts, replace=False))
+    codes = cluster_codes(np.arange(count), groups)  # a text without a group id is a group of its own
+    order = rng.permutation(codes.max() + 1)
+    fitting = int(np.searchsorted(np.cumsum(np.bincount(codes)[order]), max_texts, side="right"))
+    return np.flatnonzero(np.isin(codes, order[: max(1, fitting)]))
+
+
+def role_clusters(chosen: Sequence[np.ndarray], member_groups: Sequence | None,
+                  population_groups: Sequence | None) -> np.ndarray:
+    """Cluster codes of the chosen members, then of the chosen population: by group id, each text alone without one."""
+    groups = [[None] * len(indices) if role_groups is None else [role_groups[i] for i in indices]
+              for role_groups, indices in zip((member_groups, population_groups), chosen, strict=True)]
+    units = [f"{role}-{i}" for role, indices in zip(("member", "population"), chosen, strict=True) for i in indices]
+    return cluster_codes(units, groups[0] + groups[1])
+
+
+def causal_network(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model to score: a PeftModel's base model, its adapter layers in place and active; InputError
+    for a model without a causal LM head."""
+    network = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if family_of([type(network).__name__]) != "clm":
+        raise InputError(f"CheckpointAudit: {type(network).__name__} is not a causal LM (its class name ends neither in "
+                         "ForCausalLM nor LMHeadModel); audit a masked LM's or a classifier's saved checkpoints with "
+                         "`lmaudit audit` instead")
+    return network
+
+
+def loss_scores(model: torch.nn.Module, tokenizer, texts: Sequence[str], settings: SignalSettings) -> np.ndarray:
+    """(n,) the loss attack's scores: minus each text's mean next-token NLL (nats per token), higher = member."""
+    losses, _ = causal_lm_loss(model, tokenizer, texts, [f"text-{i}" for i in range(len(texts))], settings)
+    return -losses
+
+
+def canary_scores(model: torch.nn.Module, tokenizer, canaries: pd.DataFrame, settings: SignalSettings) -> np.ndarray:
+    """(m,) each canary's mean log-probability (nats per token) of its secret's tokens alone, higher = planted."""
+    # The secret follows a space in its sentence: tokenized so, it gets the ids it has in context (as canaries/audit.py).
+    secret_ids = [tokenizer(" " + secret, add_special_tokens=False)["input_ids"] for secret in canaries["secret"]]
+    values, _ = causal_token_values(model, tokenizer, canaries["text"].tolist(), canaries["sample_id"].tolist(),
+                                    settings.model_copy(update={"signal": "clm_tokens"}))
+    table = unpack_token_values(values)
+    scores = secret_log_probability(table["log_prob"], table["token_id"], secret_ids)
+    if np.isnan(scores).any():
+        raise InputError(f"CheckpointAudit canaries: canary '{canaries['sample_id'].iloc[int(np.isnan(scores).argmax())]}'"
+                         " loses its secret to truncation; raise max_length")
+    return scores
+
+
+def membership_entry(member_scores: np.ndarray, population_scores: np.ndarray, clusters: np.ndarray | None) -> dict:
+    """The loss attack's numbers: counts, AUC with its 95% interval (resampling `clusters`: the members' codes, then
+    the population's; each text alone without them), TPR at 1% FPR."""
+    labels = np.r_[np.ones(len(member_scores), bool), np.zeros(len(population_scores), bool)]
+    scores = np.r_[member_scores, population_scores]
+    area = auc(labels, scores)
+    low, high = auc_interval(labels, scores, area, clusters=clusters)
+    return {"members": len(member_scores), "population": len(population_scores), "auc": area, "auc_low": low,
+            "auc_high": high, "tpr_at_1pct_fpr": tpr_at_fpr(labels, scores, FPR).tpr}
+
+
+def read_audits(output_dir: str | Path) -> list[dict]:
+    """The entries a run's CheckpointAudit wrote into `output_dir`, by step; none before the first save."""
+    path = Path(output_dir) / AUDITS_FILE
+    if not path.is_file():
+        return []
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}: unreadable ({error}); move it away to start the curve again") from None
+
+
+def with_entry(entries: list[dict], entry: dict) -> list[dict]:
+    """`entries` with `entry` added, replacing one of the same step (a resumed run saves it again), by step."""
+    return sorted([*(e for e in entries if e["step"] != entry["step"]), entry], key=lambda e: e["step"])
+
+
+class CheckpointAudit(TrainerCallback):
+    """At every checkpoint save, the membership audit of the in-memory causal LM: `members` (texts it trains on)
+    against `population` (texts of the same kind it never sees); optionally the one-run bound of the new-token canaries
+    in `canaries` (a folder of `lmaudit canaries make --design new_token`, their tokens reserved with
+    `add_canary_tokens`). Group ids (patients) keep roles disjoint and make the AUC's interval resample whole groups.
+    At most `max_texts` texts per role are scored, a seeded subset chosen once; `tokenizer` defaults to the trainer's
+    processing_class; texts are truncated to `max_length` tokens (default: what the model accepts)."""
+
+    def __init__(self, members: Sequence[str], population: Sequence[str], member_groups: Sequence | None = None,
+                 population_groups: Sequence | None = None, canaries: str | Path | None = None,
+                 max_texts: int = DEFAULT_MAX_TEXTS, seed: int = 0, tokenizer=None,
+                 max_length: int | None = None) -> None:
+        members = checked_texts("member", members, member_groups)
+        population = checked_texts("population", population, population_groups)
+        shared = shared_group(member_groups, population_groups)
+        if shared is not None:
+            raise InputError(f"CheckpointAudit member_groups, population_groups: group '{shared}' is in both; give "
+                             "members and population texts of different groups (patients)")
+        if max_texts < 1:
+            raise InputError(f"CheckpointAudit max_texts: {max_texts}; give at least 1")
+        # Chosen once, so that every checkpoint scores the same texts; each role by a generator of its own.
+        chosen = [subset(len(texts), groups, max_texts, [seed, role]) for role, (texts, groups)
+                  in enumerate(((members, member_groups), (population, population_groups)))]
+        self.members = [members[i] for i in chosen[0]]
+        self.population = [population[i] for i in chosen[1]]
+        self.clusters = role_clusters(chosen, member_groups, population_groups)
+        self.canary_folder = None if canaries is None else new_token_folder(canaries)
+        self.canaries = None if canaries is None else read_table(self.canary_folder / CANARIES_FILE)
+        self.tokenizer = tokenizer
+        self.settings = SignalSettings(signal="clm_loss", max_length=max_length)
+
+    def scoring_tokenizer(self, processing_class):
+        """The tokenizer given, else the trainer's; InputError when there is none, or it lacks the canaries' tokens."""
+        tokenizer = processing_class if self.tokenizer is None else self.tokenizer
+        if tokenizer is None:
+            raise InputError("CheckpointAudit: the trainer has no processing_class; pass the tokenizer, "
+                             "CheckpointAudit(..., tokenizer=tokenizer)")
+        if self.canary_folder is not None and not set(reserved_tokens(self.canary_folder)) <= set(tokenizer.get_added_vocab()):
+            raise InputError(f"CheckpointAudit canaries: the tokenizer lacks the new tokens of {self.canary_folder}; "
+                             "reserve them with add_canary_tokens(model, tokenizer, folder) before training")
+        return tokenizer
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        """Refuse, before the first step, a model that is no causal LM or a tokenizer the audit cannot use."""
+        causal_network(model)
+        self.scoring_tokenizer(processing_class)
+
+    def audit(self, model: torch.nn.Module, tokenizer) -> dict:
+        """The entry's numbers for `model` as it is now (eval mode while scoring, its mode restored after)."""
+        network = causal_network(model)
+        training = model.training
+        model.eval()  # no dropout: every save scores the same function of the weights
+        try:
+            with torch.no_grad():
+                members = loss_scores(network, tokenizer, self.members, self.settings)
+                population = loss_scores(network, tokenizer, self.population, self.settings)
+                canaries = None if self.canaries is None else canary_scores(network, tokenizer, self.canaries,
+                                                                            self.settings)
+        finally:
+            model.train(training)
+        entry = membership_entry(members, population, self.clusters)
+        entry["canary_epsilon_lower_bound"] = None
+        if canaries is not None:  # the key is read only now, every canary scored
+            from lmaudit.canaries.audit import read_key  # with the report's modules: loaded when canaries are audited
+
+            included = read_key(self.canary_folder, self.canaries)
+            entry["canary_epsilon_lower_bound"] = one_run_bound(canaries, included, DELTA, CONFIDENCE).epsilon_lower_bound
+        return entry
+
+    def on_save(self, args, state, control, model=None, processing_class=None, **kwargs):
+        """Audit the model just saved; add its entry to the run's AUDITS_FILE (on the main process)."""
+        entry = {"step": int(state.global_step), "epoch": None if state.epoch is None else float(state.epoch),
+                 **self.audit(model, self.scoring_tokenizer(processing_class))}
+        if not state.is_world_process_zero:
+            return
+        write_text(Path(args.output_dir) / AUDITS_FILE,
+                   json.dumps(with_entry(read_audits(args.output_dir), entry), indent=1, allow_nan=False))
+        bound = entry["canary_epsilon_lower_bound"]
+        log.info("checkpoint audit, step %d: AUC %.3f (95%% CI %.3f-%.3f), TPR %.3f at 1%% FPR%s", entry["step"],
+                 entry["auc"], entry["auc_low"], entry["auc_high"], entry["tpr_at_1pct_fpr"],
+                 "" if bound is None else f", canaries' epsilon >= {bound:.2f}")
