@@ -74,6 +74,7 @@ def test_the_divisor_and_the_epsilon_checks():
     #844: a negative or infinite epsilon is not a privacy loss."""
     assert unshared_divisor([(1.0, 0.25, 10)], 100).check == "divisor"
     assert unshared_divisor([(1.0, 0.05, 10)], 1010) is None  # 50.5: one sample fewer still divides by 50
+    assert unshared_divisor([(1.0, 1 / 21, 10)], 610) is None  # 29 + 1/21 (below 1/21 in floats): 609 / 21 is 29 too
     assert invalid_epsilon(1.3) is None
     for bad in (-0.2, float("inf"), float("nan")):
         assert invalid_epsilon(bad).fatal

@@ -33,7 +33,8 @@ def sampling_rate_mismatch(history: list[tuple[float, float, int]], batch_size: 
 def unshared_divisor(history: list[tuple[float, float, int]], dataset_size: int) -> Finding | None:
     """Opacus up to 1.6 divides each step's sum by floor(N q) but accounts plain Poisson sampling; where frac(N q) < q,
     a dataset with one sample fewer gets another divisor, which the accounting does not cover."""
-    rates = [q for _, q, _ in history if (dataset_size * q) % 1 < q]
+    # Opacus's own float product, int(N q): frac(N q) < q in floats misjudges N q = k + q (rounded below q: 610 / 21).
+    rates = [q for _, q, _ in history if int(dataset_size * q) != int((dataset_size - 1) * q)]
     if not rates:
         return None
     return Finding("divisor", False, f"{dataset_size} samples at sampling rate {rates[0]:.3g}: the expected batch size "
@@ -77,11 +78,13 @@ def trainable_values(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
 
 
-def opacus_findings(privacy_engine, optimizer: torch.optim.Optimizer, model: torch.nn.Module, batch_size: int,
+def opacus_findings(privacy_engine, optimizer: torch.optim.Optimizer, model: torch.nn.Module, batch_size: int | None,
                     dataset_size: int, delta: float) -> list[Finding]:
     """Every check above that reads a user's Opacus run: its privacy engine (accountant), optimizer and model, the
-    batch size and training set size the user meant, and the delta of the epsilon reported."""
+    batch size (None: unknown, the sampling rate is not checked) and training set size the user meant, and the delta
+    of the epsilon reported (not checked before the first step: Opacus's PRV accountant fails on no step)."""
     history = privacy_engine.accountant.history
-    found = [sampling_rate_mismatch(history, batch_size, dataset_size), unshared_divisor(history, dataset_size),
-             invalid_epsilon(privacy_engine.get_epsilon(delta)), stale_optimizer(optimizer, model)]
+    found = [sampling_rate_mismatch(history, batch_size, dataset_size) if batch_size is not None else None,
+             unshared_divisor(history, dataset_size),
+             invalid_epsilon(privacy_engine.get_epsilon(delta)) if history else None, stale_optimizer(optimizer, model)]
     return [finding for finding in found if finding is not None]
