@@ -185,3 +185,17 @@ def test_finish_merges_into_an_existing_summary_that_canaries_audit_reads(tmp_pa
     summary = json.loads((tmp_path / "lmaudit_training.json").read_text())
     assert {key: summary[key] for key in planted} == planted and summary["dp"]["steps"] == 10
     assert white_box_of(summary)["verdict"] == audit["verdict"] == CONSISTENT
+
+
+def test_a_record_written_by_the_watch_alone_leaves_the_canaries_planting_on_trust(tmp_path):
+    """A user's script that watched DP-SGD but planted its input canaries without CanaryCallback: `canaries audit`
+    takes the planting on trust, as for a model with no record, instead of refusing it as 'trained without canaries'."""
+    from lmaudit.canaries.audit import check_trained_with
+    from lmaudit.canaries.make import make_canaries
+
+    folder = tmp_path / "canaries"
+    make_canaries(folder, "new_token", count=4, seed=0)
+    summary = {"trained_by": "a user's script, with lmaudit.training.watch_dp_sgd", "dp": {}}
+    assert check_trained_with(summary, "model", folder) is None
+    with pytest.raises(InputError, match="trained by lmaudit without canaries"):
+        check_trained_with({"dp": {}}, "model", folder)

@@ -212,10 +212,11 @@ def white_box_of(summary: dict | None) -> dict | None:
 
 def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:
     """InputError unless a model lmaudit trained records `folder`'s canaries, with its key, among those it planted
-    (`train --canaries`); a model trained elsewhere has no lmaudit_training.json, and its planting is taken on trust."""
-    if summary is None:
+    (`train --canaries`, `CanaryCallback`); in a model trained elsewhere (no lmaudit_training.json, or one that a user's
+    script wrote without canaries: `trained_by`) the planting is taken on trust."""
+    planted = (summary or {}).get("canaries", [])
+    if summary is None or ("trained_by" in summary and not planted):  # a user's script that did not record its canaries
         return
-    planted = summary.get("canaries", [])
     fingerprint = folder_fingerprint(folder)
     if not planted:
         raise InputError(f"{model}: trained by lmaudit without canaries (its lmaudit_training.json records none), so "

@@ -62,7 +62,8 @@ def plant_gradient_canaries(optimizer, count: int, sample_rate: float, noise_mul
     what it really does is what is audited."""
     sizes = np.array([p.numel() for p in optimizer.params])
     if count > sizes.sum():
-        raise InputError(f"--gradient-canaries {count}: the model has only {sizes.sum()} trainable coordinates; give fewer")
+        raise InputError(f"{count} gradient canaries (--gradient-canaries): the model has only {sizes.sum()} trainable "
+                         "coordinates; give fewer")
     rng = np.random.default_rng([seed, 31])
     flat = np.sort(rng.choice(sizes.sum(), size=count, replace=False))
     parameters = np.searchsorted(np.cumsum(sizes), flat, side="right")
