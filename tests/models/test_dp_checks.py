@@ -125,3 +125,12 @@ def test_the_score_is_the_log_likelihood_ratio_of_in_against_out():
 
     assert observed.scores == pytest.approx([ratio(1.5), ratio(-0.5)])
     assert observed.noise_squares == pytest.approx(0.25) and observed.noise_count == 1  # the out canary only
+
+
+def test_a_difference_within_the_rounding_allowance_is_not_held_against_the_clipping():
+    within = ClippingRecord()
+    within.add(0.0, 2e-7, 1e-8, 1, rounding=1e-6)  # a one-sample batch nearly orthogonal to the direction
+    assert within.worst == 0.0 and clipping_check(within, 1.0).passed
+    beyond = ClippingRecord()
+    beyond.add(0.0, 2e-6, 1e-8, 1, rounding=1e-6)
+    assert beyond.worst == pytest.approx(1e-6 / (1e-8 + 1e-12)) and not clipping_check(beyond, 1.0).passed

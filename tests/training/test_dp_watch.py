@@ -199,3 +199,16 @@ def test_a_record_written_by_the_watch_alone_leaves_the_canaries_planting_on_tru
     assert check_trained_with(summary, "model", folder) is None
     with pytest.raises(InputError, match="trained by lmaudit without canaries"):
         check_trained_with({"dp": {}}, "model", folder)
+
+
+def test_one_sample_batches_raise_no_clipping_alarm_from_rounding(tmp_path):
+    """A one-sample batch whose gradient is nearly orthogonal to the probe's random direction has a clipped sum on it
+    below the float32 rounding of the optimizer's sum (seed 0 here failed the clipping check before the rounding
+    allowance, by 10% of its scale); the allowance keeps every such correct run consistent, while clipping turned off
+    still fails (tests/models/test_gradient_canaries.py)."""
+    for seed in range(5):
+        engine, model, optimizer, loader = made_private(100, 1, seed=seed)
+        watch = watch_dp_sgd(engine, optimizer, model, loader, DELTA, batch_size=1, gradient_canaries=200, seed=seed)
+        train(model, optimizer, loader, steps=-1)
+        audit = watch.finish(tmp_path / str(seed))
+        assert "per-sample clipping" not in failed_checks(audit), (seed, audit["verdict"])

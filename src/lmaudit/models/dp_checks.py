@@ -40,13 +40,15 @@ class ClippingRecord:
     above_norm: int = 0
     worst: float = 0.0
 
-    def add(self, expected: float, actual: float, scale: float, above_norm: int) -> None:
-        """One step's projections (the same direction for both) and the count of per-sample gradients clipped."""
+    def add(self, expected: float, actual: float, scale: float, above_norm: int, rounding: float = 0.0) -> None:
+        """One step's projections (the same direction for both), the count of per-sample gradients clipped, and how far
+        the optimizer's float sum may stray by rounding alone (not counted against it: a one-sample batch nearly
+        orthogonal to the direction has a scale below its rounding)."""
         self.expected += expected
         self.actual += actual
         self.scale += scale
         self.above_norm += above_norm
-        self.worst = max(self.worst, abs(expected - actual) / (scale + 1e-12))
+        self.worst = max(self.worst, max(0.0, abs(expected - actual) - rounding) / (scale + 1e-12))
 
 
 @dataclass

@@ -28,6 +28,8 @@ import torch
 from lmaudit.errors import InputError
 from lmaudit.models.dp_checks import CanaryObservations
 
+ROUNDING_SIGMAS = 6.0  # a correct float32 sum strays beyond this allowance with probability 2e-9 a step
+
 
 @dataclass
 class GradientCanaries:
@@ -85,6 +87,19 @@ def _values(optimizer, canaries: GradientCanaries, attribute: str) -> torch.Tens
     return values
 
 
+def summing_error(samples: list[torch.Tensor], factors: torch.Tensor) -> float:
+    """How far the optimizer's sum of the batch's clipped gradients may stray from the exact sum by rounding, on a
+    random Gaussian direction: ROUNDING_SIGMAS standard deviations of it (`ClippingRecord.add`'s allowance)."""
+    if not samples or not len(samples[0]):
+        return 0.0
+    # Each coordinate of a sum of B products errs by at most (B + 1) eps times the sum of the products' magnitudes;
+    # on a Gaussian direction drawn apart from it, the error is Gaussian with that vector's norm at most.
+    bound = (len(samples[0]) + 1) * torch.finfo(samples[0].dtype).eps
+    magnitudes = sum(float(torch.einsum("i,i...->...", factors.to(g.dtype), g.abs()).double().square().sum())
+                     for g in samples)
+    return ROUNDING_SIGMAS * bound * math.sqrt(magnitudes)
+
+
 def _wrap(optimizer, canaries: GradientCanaries, max_grad_norm: float) -> None:
     clip_and_accumulate, add_noise = optimizer.clip_and_accumulate, optimizer.add_noise
     probe: dict[str, torch.Tensor] = {}
@@ -96,12 +111,15 @@ def _wrap(optimizer, canaries: GradientCanaries, max_grad_norm: float) -> None:
         directions = [torch.randn(p.shape, generator=canaries.generator).to(p.device) for p in optimizer.params]
         # Every dimension named: an empty Poisson draw's step has no per-sample gradient, and no -1 fits 0 rows.
         norms = torch.stack([g.reshape(len(g), math.prod(g.shape[1:])).norm(dim=1) for g in samples], dim=1).norm(dim=1)
-        projections = sum(torch.einsum("i...,...->i", g, d) for g, d in zip(samples, directions, strict=True))
         factors = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)  # as Opacus computes them, at the stated norm
+        # Both sides' products on the direction in float64, so that only the optimizer's own sum is rounded.
+        projections = sum(torch.einsum("i...,...->i", g.double(), d.double())
+                          for g, d in zip(samples, directions, strict=True))
         clip_and_accumulate()
-        clipped = sum((p.summed_grad * d).sum() for p, d in zip(optimizer.params, directions, strict=True))
+        clipped = sum((p.summed_grad.double() * d.double()).sum() for p, d in zip(optimizer.params, directions, strict=True))
         canaries.observed.clipping.add(float((factors * projections).sum()), float(clipped),
-                                       float((factors * projections).abs().sum()), int((norms > max_grad_norm).sum()))
+                                       float((factors * projections).abs().sum()), int((norms > max_grad_norm).sum()),
+                                       summing_error(samples, factors))
         probe["real"] = _values(optimizer, canaries, "summed_grad")
 
     def add_noise_with_canaries() -> None:
