@@ -65,7 +65,7 @@ def parse(command: str) -> None:
         return
     with command_obj.make_context(ctx.info_name, list(args), parent=ctx.parent, resilient_parsing=False) as parsed:
         params = parsed.params
-    if command_obj.name == "audit" and not params.get("config_path"):
+    if command_obj is main.commands["audit"] and not params.get("config_path"):  # not `canaries audit`
         # audit's options default to None so that a --config file's value stands; the command itself then asks for
         # these (cli/audit.py), at run time, so the check is repeated here
         needed = ("target", "out") if params.get("data") else ("target", "members", "nonmembers", "out")
