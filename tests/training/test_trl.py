@@ -30,8 +30,9 @@ def canaries(tmp_path_factory):
     return folder
 
 
-def sft(folder, tokenizer, rows, out, template=None, **config):
-    """An SFTTrainer run of 2 steps on `rows` (the canaries already planted) with the callback; the trainer."""
+def sft(folder, tokenizer, rows, out, template=None, peft_config=None, **config):
+    """An SFTTrainer run of 2 steps on `rows` (the canaries already planted) with the callback (and LoRA by TRL's
+    `peft_config`); the trainer."""
     tokenizer = copy.deepcopy(tokenizer)
     tokenizer.eos_token = tokenizer.sep_token  # TRL ends each completion with it
     tokenizer.chat_template = template
@@ -42,7 +43,7 @@ def sft(folder, tokenizer, rows, out, template=None, **config):
                               save_strategy="no", logging_strategy="no", use_cpu=True, learning_rate=1e-2,
                               max_length=64, **config)
     trainer = trl.SFTTrainer(model=model, args=arguments, train_dataset=datasets.Dataset.from_list(rows),
-                             processing_class=tokenizer, callbacks=[CanaryCallback(folder)])
+                             processing_class=tokenizer, callbacks=[CanaryCallback(folder)], peft_config=peft_config)
     trainer.train()
     return trainer
 
@@ -127,3 +128,18 @@ def test_packed_rows_keep_every_secret_and_pass(canaries, tiny_tokenizer, notes,
     """Packing joins rows (several canaries to a row): every secret token is still there once, so the run goes on."""
     rows = plant_canaries([{"text": text} for text in notes["text"].tolist()[:16]], canaries)
     assert sft(canaries, tiny_tokenizer, rows, tmp_path / "run", packing=True).state.global_step == 2
+
+
+def test_lora_through_trls_peft_config_needs_the_embeddings_among_the_modules_to_save(canaries, tiny_tokenizer, notes,
+                                                                                     tmp_path):
+    """The README's recipe: SFTTrainer wraps the model in LoRA itself; with the embeddings in modules_to_save the run
+    goes on and their rows train, without them it stops before step 1."""
+    from peft import LoraConfig
+
+    rows = plant_canaries(prompt_completion(notes), canaries)
+    lora = {"r": 2, "target_modules": ["c_attn"], "fan_in_fan_out": True}
+    trainer = sft(canaries, tiny_tokenizer, rows, tmp_path / "rows",
+                  peft_config=LoraConfig(**lora, modules_to_save=["wte", "lm_head"]))
+    assert trainer.state.global_step == 2
+    with pytest.raises(CanaryCheckFailed, match="canary check 'trainable new rows'"):
+        sft(canaries, tiny_tokenizer, rows, tmp_path / "frozen", peft_config=LoraConfig(**lora))
