@@ -57,8 +57,10 @@ def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=F
 def test_a_correct_run_passes_and_records_what_was_planted(canaries, tiny_tokenizer, notes, tmp_path):
     trainer = train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run")
     assert trainer.state.global_step == 2
-    (entry,) = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())["canaries"]
+    summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
+    (entry,) = summary["canaries"]
     assert entry["design"] == "new_token" and entry["planted"] == len(canary_texts(canaries)) > 0
+    assert (summary["device"], summary["precision"]) == ("cpu", "fp32")
 
 
 @pytest.mark.parametrize("case, check", [("masked", "secret labels"), ("lora", "trainable new rows"),

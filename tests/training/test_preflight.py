@@ -1,10 +1,12 @@
 """The pre-flight checks one by one, each against a hand-made case that must pass and one that must fail."""
 
+import pytest
 import torch
 
 from lmaudit.training.preflight import (
     frozen_new_rows,
     lost_canaries,
+    too_few_canaries,
     unchanged_rows,
     unlabelled_secrets,
     unreserved_tokens,
@@ -51,3 +53,23 @@ def test_canary_tokens_must_be_the_tokenizers_own_within_the_models_rows():
 def test_secret_tokens_lost_or_planted_twice_are_both_caught():
     assert "dropped some" in lost_canaries(3, 4).message
     assert "more than once" in lost_canaries(8, 4).message
+
+
+def test_too_few_canaries_to_prove_much_are_a_warning_naming_how_many_would_do():
+    """The ceiling is what the audit itself computes when every guess is right: checked against one_run_bound on
+    perfect scores, and against the 200 -> 3.4 and 1,000 -> 4.9 docs/canaries.md states."""
+    import numpy as np
+
+    from lmaudit.metrics.one_run import one_run_bound, provable_ceiling
+
+    for count in (10, 50, 200):
+        included = np.arange(count) % 2 == 0
+        perfect = one_run_bound(included.astype(float), included, 1e-5).epsilon_lower_bound
+        assert provable_ceiling(count, 1e-5) == pytest.approx(perfect)
+    assert provable_ceiling(200, 1e-5) == pytest.approx(3.4, abs=0.05)
+    assert provable_ceiling(1000, 1e-5) == pytest.approx(4.9, abs=0.05)
+    assert too_few_canaries(500) is None
+    warning = too_few_canaries(16)
+    assert not warning.fatal and warning.message.startswith("16 canaries can prove at most epsilon")
+    needed = int(warning.message.split("make at least ")[1].split()[0])
+    assert provable_ceiling(needed, 1e-5) >= 2.0 > provable_ceiling(needed // 2, 1e-5)

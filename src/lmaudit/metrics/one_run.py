@@ -137,3 +137,12 @@ def one_run_bound(scores: np.ndarray, included: np.ndarray, delta: float = 0.0, 
     bound, best, count = best_of_choices(scores, included, lambda g, c: epsilon_lower_bound(g, delta, c), confidence,
                                          choices, seed)
     return OneRunBound(best, bound, delta, confidence, count)
+
+
+def provable_ceiling(canaries: int, delta: float = 0.0, confidence: float = 0.95) -> float:
+    """The largest bound (nats) `one_run_bound` can give with `canaries` canaries, every guess right: what any audit of
+    them can prove at most, however much the model memorised."""
+    choices = guess_counts(canaries)
+    each = 1 - (1 - confidence) / len(choices)
+    return max(epsilon_lower_bound(CanaryGuesses(canaries, positive, negative, positive + negative), delta, each)
+               for positive, negative in choices)

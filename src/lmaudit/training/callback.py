@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from lmaudit.canaries.make import record_planted, reserved_tokens
+from lmaudit.canaries.make import read_canary_set, record_planted, reserved_tokens
 from lmaudit.errors import InputError
 from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.training.planting import new_token_folder, planted_secrets
@@ -21,6 +21,7 @@ from lmaudit.training.preflight import (
     Finding,
     frozen_new_rows,
     lost_canaries,
+    too_few_canaries,
     unchanged_rows,
     unlabelled_secrets,
     unreserved_tokens,
@@ -51,6 +52,14 @@ def sharded(args, model: torch.nn.Module) -> bool:
         model.get_input_embeddings().weight.numel() == 0
 
 
+def placement(args, model: torch.nn.Module) -> dict[str, str]:
+    """Where and in which precision the run trains, as lmaudit's own training summary says it: its device type and
+    'bf16', 'fp16' or the weights' own dtype."""
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    precision = "bf16" if args.bf16 else "fp16" if args.fp16 else {"float32": "fp32", "bfloat16": "bf16"}.get(dtype, dtype)
+    return {"device": args.device.type, "precision": precision}
+
+
 def token_ids(rows) -> list:
     """Each training row's token ids (a `datasets.Dataset`'s column read at once, else row by row)."""
     if hasattr(rows, "column_names"):
@@ -65,10 +74,12 @@ class CanaryCallback(TrainerCallback):
     def __init__(self, folder: str | Path) -> None:
         self.folder = new_token_folder(folder)
         self.tokens = list(reserved_tokens(folder))
+        self.count = read_canary_set(folder).count
         self.planted_tokens = sum(len(secret.split()) for secret in planted_secrets(folder))
         self.secret_ids = torch.tensor([], dtype=torch.long)
         self.rows_before: torch.Tensor | None = None
         self.steps_per_epoch = 1
+        self.placement: dict[str, str] = {}
 
     def canary_batch(self, dataloader) -> tuple[dict[str, torch.Tensor] | None, int]:
         """The training rows that hold a secret token, collated as the trainer collates them, and the secret tokens
@@ -81,12 +92,13 @@ class CanaryCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, processing_class=None, **kwargs):
         """Before the first step: the canaries' tokens reserved, every secret labelled, none lost, the new rows
         trainable, the weights tied (the data checks alone, with a warning, where the weights are sharded)."""
+        self.placement = placement(args, model)
         tokenizer = getattr(processing_class, "tokenizer", processing_class)  # a processor holds its tokenizer
         ids = tokenizer.convert_tokens_to_ids(self.tokens)
         stop_on([unreserved_tokens(ids, tokenizer.unk_token_id, model.get_input_embeddings().num_embeddings)])
         self.secret_ids = torch.tensor(ids)
         batch, found = self.canary_batch(train_dataloader)
-        stop_on([lost_canaries(found, self.planted_tokens),
+        stop_on([lost_canaries(found, self.planted_tokens), too_few_canaries(self.count),
                  unlabelled_secrets(batch, self.secret_ids) if batch is not None else None])
         if sharded(args, model):
             log.warning("canary checks: the weights are sharded (FSDP or ZeRO-3), so the new tokens' rows cannot be "
@@ -118,11 +130,11 @@ class CanaryCallback(TrainerCallback):
 
     def record(self, model_folder: str | Path) -> None:
         """Write into `model_folder`'s lmaudit_training.json the canaries planted (design, count, the folder's and the
-        key's fingerprints), creating the file for a model lmaudit did not train."""
+        key's fingerprints), creating the file for a model lmaudit did not train (with the run's device and precision)."""
         model_folder = Path(model_folder)
         model_folder.mkdir(parents=True, exist_ok=True)
         summary = model_folder / SUMMARY_FILE
         if not summary.is_file():
-            summary.write_text(json.dumps({"trained_by": "a user's script, with lmaudit.training.CanaryCallback"}),
-                               encoding="utf-8")
+            summary.write_text(json.dumps({"trained_by": "a user's script, with lmaudit.training.CanaryCallback",
+                                           **self.placement}), encoding="utf-8")
         record_planted(model_folder, self.folder)

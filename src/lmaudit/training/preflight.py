@@ -7,6 +7,11 @@ from dataclasses import dataclass
 
 import torch
 
+from lmaudit.metrics.one_run import provable_ceiling
+
+ENOUGH_PROOF = 2.0  # nats: below this ceiling even a model that memorised every canary could not show it plainly
+AUDIT_DELTA = 1e-5  # `lmaudit canaries audit`'s delta for a model without a recorded DP-SGD delta
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -84,3 +89,15 @@ def unchanged_rows(before: torch.Tensor, after: torch.Tensor) -> Finding | None:
         return None
     return Finding("rows updated", True, "after the first epoch the new tokens' output embedding rows have not changed: the "
                    "optimizer does not update them (not among its parameters, or a zero learning rate for them)")
+
+
+def too_few_canaries(canaries: int, delta: float = AUDIT_DELTA) -> Finding | None:
+    """The canaries can prove at least ENOUGH_PROOF when every guess is right (half of them, unplanted, are the
+    audit's controls: too few of either, and the headline bound is capped whatever the model learned)."""
+    ceiling = provable_ceiling(canaries, delta)
+    if ceiling >= ENOUGH_PROOF:
+        return None
+    needed = next(m for m in (2 ** k for k in range(1, 20)) if provable_ceiling(m, delta) >= ENOUGH_PROOF)
+    return Finding("enough canaries", False, f"{canaries} canaries can prove at most epsilon {ceiling:.2f} even if "
+                   f"the model memorised every one; make at least {needed} (`lmaudit canaries make --n {needed}`) for an "
+                   f"audit that can show {ENOUGH_PROOF:g} or more")
