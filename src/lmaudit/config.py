@@ -43,6 +43,8 @@ ROLE_FILE_FIELDS = {
 NONMEMBER_SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # The signals an audit can be run on: a language model's loss or per-token values, or a classifier's label probabilities.
 AUDITED_OUTPUTS = ("loss", "tokens", "log_probabilities")
+# How the audited model is released, as its user declares it (never guessed): the report words its context line by it.
+RELEASES = ("public-api", "internal", "open-weights")
 
 
 def checked_nonmember_sets(value: str | dict[str, str] | None) -> str | dict[str, str] | None:
@@ -188,6 +190,9 @@ class AuditConfig(BaseModel):
                                             "leave them to the study's page unless --cell-figures)")
     extraction: ExtractionSettings | None = Field(None, description="also run the extraction audit (causal LMs): greedy "
                                                   "and probabilistic extraction of each text's suffix from its prefix")
+    release: Literal[RELEASES] | None = Field(None, description="how the model is released (public-api, internal, "
+                                              "open-weights): the wording of the report's release context, never its "
+                                              "numbers; none = not declared")
     allow_tokenizer_mismatch: bool = Field(False, description="audit with references whose tokenizer differs from the "
                                            "target's (masks are then drawn over each model's own tokens, not paired); "
                                            "the report and its verdict say so")

@@ -183,7 +183,7 @@ def captured_audit(monkeypatch):
     import lmaudit.report.tables
 
     seen = {}
-    monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress, overwrite: seen.update(config=config) or {"warnings": []})
+    monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress, overwrite, plan=None: seen.update(config=config) or {"warnings": []})
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
     return seen
 

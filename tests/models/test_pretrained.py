@@ -100,8 +100,15 @@ def test_audit_of_a_base_with_an_adapter_records_both_fingerprints(llama_base, l
            corpus / "population.csv", "--out", tmp_path / "audit")
     report = json.loads((tmp_path / "audit" / "report.json").read_text())
     files = report["model_files"]
-    assert files["target"] == {"folder": str(llama_base), "fingerprint": model_fingerprint(llama_base),
-                               "adapter": str(lora_adapter), "adapter_fingerprint": adapter_fingerprint(lora_adapter)}
+    import hashlib
+
+    target = files["target"]
+    assert {key: target[key] for key in ("folder", "fingerprint", "adapter", "adapter_fingerprint")} == {
+        "folder": str(llama_base), "fingerprint": model_fingerprint(llama_base), "adapter": str(lora_adapter),
+        "adapter_fingerprint": adapter_fingerprint(lora_adapter)}
+    # Each file the audit read, with its SHA-256 (what `lmaudit verify` rehashes): the adapter's weights among them.
+    assert target["adapter_files"]["adapter_model.safetensors"] == hashlib.sha256(
+        (lora_adapter / "adapter_model.safetensors").read_bytes()).hexdigest()
     assert files["reference"]["adapter"] is None and files["reference"]["fingerprint"] == files["target"]["fingerprint"]
     loss = next(r for r in report["results"] if r["attack"] == "loss" and r["level"] == "sample")
     assert loss["auc"] > 0.5  # two epochs of LoRA at a high rate leave the members likelier than the non-members

@@ -29,19 +29,23 @@ from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.metrics.validity import blind_validity
 from lmaudit.report.build import AuditFacts, environment_info
 from lmaudit.report.documents import refuse_another_run
+from lmaudit.report.integrity import data_hashes, model_hashes
 
 
-def run_audit(config: AuditConfig, progress: bool = False, overwrite: bool = False) -> dict:
-    """Audit from models (`audit`) and return report.json's document."""
-    return audit(config, progress, overwrite=overwrite).report
+def run_audit(config: AuditConfig, progress: bool = False, overwrite: bool = False, plan: dict | None = None) -> dict:
+    """Audit from models (`audit`) and return report.json's document; `plan`: the plan it runs ({path, plan_sha256})."""
+    return audit(config, progress, overwrite=overwrite, plan=plan).report
 
 
 def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | None = None,
-          overwrite: bool = False) -> AuditOutcome:
+          overwrite: bool = False, plan: dict | None = None) -> AuditOutcome:
     """Audit from models: compute (or reuse) the signals, run every attack they allow, write the output folder.
     `corpus`: the samples, already validated (`corpus_from_table`), instead of the configuration's role files; the
-    output folder may hold another run's results only with `overwrite` (`report.documents.refuse_another_run`)."""
+    output folder may hold another run's results only with `overwrite` (`report.documents.refuse_another_run`);
+    `plan`: the plan the audit runs, recorded in the report's provenance ({path, plan_sha256})."""
+    data = {}
     if corpus is None:
+        data = data_hashes([role_file.path for role_file in config.role_files()])  # hashed before they are read
         corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by, config.columns)
     else:
         corpus = checked_audit_corpus(combine_corpora([corpus]))
@@ -59,8 +63,9 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
                       if resolved.extraction is not None else None)
         findings = Findings(scored.samples, attacks, scored.skipped + not_run, texts,
                             by_id[list(resolved.evaluation.slice_by)], validity, extraction)
+        provenance = {"data": data, "dtype": resolved.placement.dtype, **({"plan": plan} if plan else {})}
         facts = AuditFacts(resolved.given, environment_info(resolved.placement.device), resolved.level_names,
-                           scored.models, model_files(resolved), scored.warnings)
+                           scored.models, model_files(resolved), scored.warnings, provenance)
         return finish_audit(resolved.out, facts, findings, resolved.evaluation)
 
 
@@ -74,25 +79,29 @@ def signals_and_attacks(resolved: ResolvedAudit, corpus: pd.DataFrame) -> tuple[
 
 
 def model_files(audit: ResolvedAudit) -> dict[str, dict]:
-    """Each audited model by role: its folder and fingerprint, and its adapter's folder and fingerprint when it has one."""
+    """Each audited model by role: its folder and fingerprint, and its adapter's folder and fingerprint when it has one;
+    each of their files with its SHA-256, read now (what `lmaudit verify` rehashes)."""
     from lmaudit.models.fingerprints import adapter_fingerprint, model_fingerprint
 
     return {name: {"folder": source.folder, "fingerprint": model_fingerprint(source.folder), "adapter": source.adapter,
-                   "adapter_fingerprint": adapter_fingerprint(source.adapter) if source.adapter else None}
+                   "adapter_fingerprint": adapter_fingerprint(source.adapter) if source.adapter else None,
+                   **model_hashes(source.folder, source.adapter)}
             for name, source in audit.models.items()}
 
 
 def run_attack(scores_path: str | Path, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss",
                overwrite: bool = False) -> dict:
     """Audit from a file of precomputed losses (`attack_losses`) and return report.json's document."""
+    data = data_hashes([str(scores_path)])  # hashed before it is read
     return attack_losses(load_scores(scores_path, evaluation.slice_by), out, evaluation, signal, str(scores_path),
-                         overwrite).report
+                         overwrite, {"data": data}).report
 
 
 def attack_losses(signals: pd.DataFrame, out: str | Path, evaluation: EvaluationSettings, signal: str = "loss",
-                  source: str = "DataFrame", overwrite: bool = False) -> AuditOutcome:
+                  source: str = "DataFrame", overwrite: bool = False, provenance: dict | None = None) -> AuditOutcome:
     """Audit from precomputed losses (`load_scores`' or `scores_from_table`'s layout): the same attacks, metrics and
-    report, without any model; `source` names where the losses came from in the report's configuration."""
+    report, without any model; `source` names where the losses came from in the report's configuration, and
+    `provenance` its SHA-256."""
     config = {"scores": source, "out": str(out), "signal": signal, "evaluation": evaluation.model_dump()}
     values = {TARGET_LOSS: signals["target"].to_numpy(dtype=float)}
     references = [column for column in signals.columns if REFERENCE_MODEL.match(column)]
@@ -103,4 +112,5 @@ def attack_losses(signals: pd.DataFrame, out: str | Path, evaluation: Evaluation
     findings = Findings(samples, attacks, skipped, slice_columns=signals.set_index("sample_id")[list(evaluation.slice_by)])
     with output_lock(out):
         refuse_another_run(out, config, overwrite)
-        return finish_audit(out, AuditFacts(config, environment_info(), GENERIC_LEVEL_NAMES), findings, evaluation)
+        facts = AuditFacts(config, environment_info(), GENERIC_LEVEL_NAMES, provenance=provenance or {"data": {}})
+        return finish_audit(out, facts, findings, evaluation)

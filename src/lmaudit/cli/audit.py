@@ -25,7 +25,7 @@ from lmaudit.cli.options import (
     setting,
     signal_options,
 )
-from lmaudit.config import NONMEMBER_SET_NAME, ROLE_FILE_FIELDS, AuditConfig, TokenPassSettings, given
+from lmaudit.config import NONMEMBER_SET_NAME, RELEASES, ROLE_FILE_FIELDS, AuditConfig, TokenPassSettings, given
 from lmaudit.data.roles import MEMBER, NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
@@ -119,11 +119,11 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
 
 
 @click.command(cls=GroupedCommand, groups={
-    "Configuration": "--config",
+    "Configuration": "--config --plan",
     "Models": "--target --adapter --reference --reference-adapter --shadow --allow-tokenizer-mismatch",
     "Data": f"--members --nonmembers --population --calibration-members --shadow-members --shadow-nonmembers --data "
             f"{COLUMN_NAMES}",
-    "Output": "--out --cache-dir --overwrite --figures --include-text",
+    "Output": "--out --cache-dir --overwrite --figures --include-text --release",
     "Signal": f"{SIGNAL_NAMES} --token-signal",
     "Evaluation": EVALUATION_NAMES,
     "Attacks' settings": "--whitebox --whitebox-split --min-k-fraction --rmia-offline-a --lowercase --recall-prefix "
@@ -137,6 +137,9 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
           "    --population population.csv")
 @click.option("--config", "config_path", default=None, type=click.Path(),
               help="audit.yaml with the same settings; options given here override its values.")
+@click.option("--plan", "plan_path", default=None, type=click.Path(),
+              help="Run exactly this plan (`lmaudit plan`): its models, data and seed; refused unless it and they are "
+                   "unchanged.")
 @click.option("--target", default=None, type=click.Path(), help=f"The audited model's folder.{UNLESS_CONFIG}")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
 @click.option("--reference", multiple=True, type=click.Path(),
@@ -158,6 +161,9 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
 @audit_setting("include_text", is_flag=True, default_text="off",
                help="Copy the sample texts into scores.parquet, and list the blind baseline's words that say 'member' "
                     "in report.json (training text!).")
+@audit_setting("release", type=click.Choice(RELEASES), default_text="not declared",
+               help="How the model is released: the report's release context (words only, never a number or a risk "
+                    "level) and its coverage of the EDPB's attack families.")
 @audit_setting("allow_tokenizer_mismatch", is_flag=True, default_text="off",
                help="Audit even when a reference's tokenizer differs from the target's (masks are then not paired); "
                     "the report's warnings and verdict say so.")
@@ -196,14 +202,19 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
 @click.option("--overwrite", is_flag=True,
               help="Replace the report of an audit configured otherwise in --out (without it such a folder is refused; "
                    "a rerun of the same audit reuses its signals).")
-def audit(config_path: str | None, nonmembers: tuple[str, ...], extraction_asked: bool, overwrite: bool,
-          **options) -> None:
+def audit(config_path: str | None, plan_path: str | None, nonmembers: tuple[str, ...], extraction_asked: bool,
+          overwrite: bool, **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.audit.run import run_audit
     from lmaudit.config import load_config
     from lmaudit.report.tables import summary_table
 
     options["nonmembers"] = nonmember_files(nonmembers)
+    planned = None
+    if plan_path:
+        from lmaudit.report.plan import planned_options
+
+        options, planned = planned_options(plan_path, options, config_path)
     if not config_path:
         # --data's role column gives the members and non-members
         needed = ("target", "out") if options.get("data") else ("target", "members", "nonmembers", "out")
@@ -215,7 +226,7 @@ def audit(config_path: str | None, nonmembers: tuple[str, ...], extraction_asked
         from lmaudit.signals.sampling import ExtractionSettings
 
         config = config.model_copy(update={"extraction": ExtractionSettings()})
-    report = run_audit(config, progress=progress(), overwrite=overwrite)
+    report = run_audit(config, progress=progress(), overwrite=overwrite, plan=planned)
     click.echo(summary_table(report))
     log_warnings(report["warnings"])
     click.echo(f"report: {Path(config.out) / 'report.html'}")

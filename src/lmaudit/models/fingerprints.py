@@ -23,19 +23,27 @@ def model_fingerprint(model: str | Path | ModelSource) -> str:
     code computes the numbers too), and over the adapter's files when there is one (hex)."""
     source = as_source(model)
     folder = resolve_model_folder(source.folder)
-    names = sorted(p.name for p in folder.iterdir() if p.suffix in (".safetensors", ".py") or p.name in FINGERPRINT_FILES)
-    base = _files_digest(folder, _stat_key(folder, names))
+    base = _files_digest(folder, _stat_key(folder, model_file_names(folder)))
     if source.adapter is None:
         return base
     return hashlib.sha256(f"{base}:{adapter_fingerprint(source.adapter)}".encode()).hexdigest()
+
+
+def model_file_names(folder: Path) -> list[str]:
+    """The files of a model folder that its fingerprint covers: weights, config, tokenizer and Python files, sorted."""
+    return sorted(p.name for p in folder.iterdir() if p.suffix in (".safetensors", ".py") or p.name in FINGERPRINT_FILES)
+
+
+def adapter_file_names(folder: Path) -> list[str]:
+    """The files of a PEFT adapter folder that its fingerprint covers: its config and safetensors weights, sorted."""
+    return sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name == ADAPTER_CONFIG)
 
 
 def adapter_fingerprint(path: str | Path) -> str:
     """SHA-256 over a PEFT adapter folder's config and safetensors weights (hex)."""
     folder = Path(path)
     check_adapter_folder(folder)
-    names = sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name == ADAPTER_CONFIG)
-    return _files_digest(folder, _stat_key(folder, names))
+    return _files_digest(folder, _stat_key(folder, adapter_file_names(folder)))
 
 
 def weights_fingerprint(model: str | Path | ModelSource, placement: Placement) -> str:
@@ -67,17 +75,24 @@ def _files_digest(folder: Path, files: tuple) -> str:
         return remembered.read_text(encoding="utf-8").strip()
     except OSError:
         pass
+    digest = files_digest_now(folder, [name for name, _, _ in files])
+    try:
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        write_text(remembered, digest)
+    except OSError:  # a read-only home: hashing again next time is all it costs
+        pass
+    return digest
+
+
+def files_digest_now(folder: Path, names: list[str]) -> str:
+    """The fingerprint of the named files of `folder` (SHA-256 over each name and its bytes, hex), read now, never
+    remembered: what a verification compares, since a file changed in place may keep its size and time."""
     digest = hashlib.sha256()
-    for name, _, _ in files:
+    for name in names:
         digest.update(name.encode())
         with open(folder / name, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    try:
-        remembered.parent.mkdir(parents=True, exist_ok=True)
-        write_text(remembered, digest.hexdigest())
-    except OSError:  # a read-only home: hashing again next time is all it costs
-        pass
     return digest.hexdigest()
 
 

@@ -15,6 +15,7 @@ from lmaudit.metrics.evaluate import ExtremeScores
 from lmaudit.metrics.leakage_test import LeakageTests
 from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings, extreme_score_warnings, population_mismatch_warnings
+from lmaudit.report.coverage import coverage_section
 from lmaudit.report.documents import headed, json_ready, write_document
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
@@ -56,7 +57,8 @@ def environment_info(device: str = "cpu") -> dict:
 class AuditFacts:
     """What report.json says of an audit besides its findings: the configuration as given, the environment that
     computed it, what each level's unit is called, the audited models' training summaries (by role, when known) and
-    files (folders, adapters, fingerprints), and the caveats the verdict must carry about the audit itself."""
+    files (folders, adapters, fingerprints, each file's SHA-256), the caveats the verdict must carry about the audit
+    itself, and its provenance."""
 
     config: dict
     environment: dict
@@ -64,6 +66,7 @@ class AuditFacts:
     models: dict | None = None
     model_files: dict | None = None
     caveats: list[str] = field(default_factory=list)
+    provenance: dict | None = None  # the data files' SHA-256, the weights' dtype, the plan run (report/integrity.py)
 
 
 def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped],
@@ -96,6 +99,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
         "level_names": facts.level_names,
         **({"leakage_tests": tests} if tests is not None else {}),
         **sections,
+        **({"provenance": facts.provenance} if facts.provenance else {}),
     })
     document["warnings"] += audit_warnings(document)
     validity = json_ready(validity)
@@ -114,6 +118,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
             summary["shift"] = shift
         if elsewhere:
             summary["shift_elsewhere"] = elsewhere
+    document["coverage"] = coverage_section(document)  # words only, after every number it names
     return headed(REPORT_FILE, {"summary": summary, **document})
 
 

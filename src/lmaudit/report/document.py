@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lmaudit.attacks.base import Skipped
+from lmaudit.config import RELEASES
 from lmaudit.errors import InputError
 from lmaudit.metrics.leakage_test import LeakageTests
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
@@ -161,6 +162,33 @@ class DataSummary(Record):
     nonmember_sets: dict[str, int] | None = None
 
 
+class FamilyCoverage(Record):
+    """One attack family of the EDPB's Opinion 28/2024: whether this report tested it, what ran, how lmaudit would."""
+
+    family: str
+    status: Literal["tested", "not tested", "not applicable"]
+    what_ran: str
+    how_to_test: str
+
+
+class Coverage(Record):
+    """report.json's `coverage` (report/coverage.py): the declared release and its context line, one entry per
+    attack family, and the limits of the evidence."""
+
+    release: Literal[RELEASES] | None
+    context: str
+    families: list[FamilyCoverage]
+    limits: str
+
+
+class Integrity(Record):
+    """A report's canonical self-hash (report/integrity.py): SHA-256 of its JSON, sorted keys, no whitespace, this
+    field excluded."""
+
+    report_sha256: str
+    canonical: str
+
+
 class ReportDocument(Header):
     """report.json: the verdict first, then the configuration, the data, every result, the ranking and the checks."""
 
@@ -180,6 +208,9 @@ class ReportDocument(Header):
     extraction: Section | None = None
     ranking: dict[str, list[RankedAttack]]
     validity: Section | None = None
+    coverage: Coverage | None = None
+    provenance: Section | None = None
+    integrity: Integrity | None = None
 
 
 class ExtractionDocument(Header):

@@ -23,6 +23,7 @@ from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.report.document import typed_document
+from lmaudit.report.integrity import REPORT_KEY, sealed, written_form
 
 if TYPE_CHECKING:  # only a document's table needs pandas
     import pandas as pd
@@ -40,7 +41,8 @@ DOCUMENTS = {"report.json": ("audit", "an audit's report"),
 # The documents of which a folder holds one: an audit's, extraction's, ... results never share a folder (a study's or a
 # fine-tuning comparison's table sits beside the reports it tabulates).
 EXCLUSIVE = ("report.json", "extraction.json", "reconstruction.json", "dataset_inference.json", "canary_report.json")
-PRESENTATION = ("figures",)  # settings of how a report is drawn, not of what it found: a rerun may change them
+SEALED = {"report.json": REPORT_KEY}  # the documents that carry their own canonical SHA-256 (report/integrity.py)
+PRESENTATION = ("figures", "release")  # settings of how a report is drawn or worded, not of what it found: a rerun may change them
 
 
 def json_ready(value):
@@ -82,6 +84,10 @@ def write_document(folder: str | Path, name: str, document: dict, page: tuple[st
     (file name, DataFrame, as parquet) when given: all or none, the JSON last, and only once it matches its schema
     (report/document.py). Returns the document as written."""
     text = json_text(typed_document(name, json_ready(headed(name, document))))
+    if name in SEALED:  # hashed over the very JSON written: the text parsed back, its seal added last
+        document = sealed(json.loads(text), SEALED[name])
+        typed_document(name, document)
+        text = written_form(document)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     others = [item for item in (table, page) if item is not None]

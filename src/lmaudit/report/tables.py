@@ -10,6 +10,7 @@ from lmaudit.attacks.base import CLASSIFIER_FEATURE, LABEL_RANKS, LEVELS
 from lmaudit.attacks.registry import ATTACKS, attack_spec, attacks_reading
 from lmaudit.attacks.shadow import PAPER_STATISTIC
 from lmaudit.metrics.slices import NONMEMBER_SLICE
+from lmaudit.report.coverage import coverage_lines
 from lmaudit.report.formatting import number, percent, with_interval
 from lmaudit.report.verdict import verdict_lines
 
@@ -160,9 +161,9 @@ def feature_attack_lines(report: dict) -> list[str]:
 
 
 def summary_table(report: dict) -> str:
-    """The terminal summary: the verdict, the classifier's feature x attack table when there is one, and each level's
+    """The terminal summary: the verdict, the attack families covered, the classifier's feature x attack table when there is one, and each level's
     ranked attacks on all data (slices and thresholds are in report.html; the warnings are logged, on stderr)."""
-    lines = verdict_lines(report)
+    lines = verdict_lines(report) + coverage_lines(report)
     if feature_attack_table(report["results"]):
         lines += ["", *_models_lines(report), "AUC (accuracy % at the shadow-calibrated threshold):", *feature_attack_lines(report)]
     for level in LEVELS:
