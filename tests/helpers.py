@@ -74,18 +74,27 @@ def member_only_terms(members: pd.Series, others: pd.Series) -> set[str]:
     return terms(members) - terms(others)
 
 
+def pdf_text(path) -> str:
+    """The text of every page of a PDF (pypdf's extraction)."""
+    from pypdf import PdfReader
+
+    return "\n".join(page.extract_text() for page in PdfReader(path).pages)
+
+
 def terms_written(folder, terms: set[str], skip: tuple[str, ...] = ()) -> dict[str, set[str]]:
     """Each file under `folder` (but those under the top-level folders `skip`) that holds any of `terms`, with the
-    terms it holds: text files as text, parquet tables as their CSV; PNG figures are pixels (their compressed bytes
-    would match short words by chance), and any other kind of file fails the test until it is added here."""
+    terms it holds: text files as text, parquet tables as their CSV, PDFs as their extracted text; PNG figures are
+    pixels (their compressed bytes would match short words by chance), and any other kind of file fails the test until
+    it is added here."""
     from pathlib import Path
 
     found = {}
     for path in sorted(Path(folder).rglob("*")):
         if not path.is_file() or path.relative_to(folder).parts[0] in skip or path.suffix == ".png":
             continue
-        assert path.suffix in {".parquet", ".json", ".jsonl", ".html", ".csv", ".txt", ".md", ".yaml"}, path
-        content = pd.read_parquet(path).to_csv() if path.suffix == ".parquet" else path.read_text(encoding="utf-8")
+        assert path.suffix in {".parquet", ".json", ".jsonl", ".html", ".csv", ".txt", ".md", ".yaml", ".pdf"}, path
+        content = (pd.read_parquet(path).to_csv() if path.suffix == ".parquet" else pdf_text(path) if path.suffix == ".pdf"
+                   else path.read_text(encoding="utf-8"))
         held = text_terms(content) & terms
         if held:
             found[str(path.relative_to(folder))] = held

@@ -318,3 +318,32 @@ def test_every_table_of_the_demo_page_scrolls_within_1280_px(demo_run, tmp_path)
     common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
     page_width, table_right, tables = measured_widths(demo_run[0] / "report.html", tmp_path, common)
     assert tables >= 10 and page_width <= 1280 and table_right <= 1280
+
+
+def test_the_demos_pdf_fits_four_pages_and_every_number_in_it_is_report_jsons(demo_run):
+    """report.pdf, laid out by Typst from the same report: at most 4 pages; every decimal number its text holds is one
+    of report.json's (a value at the three decimals the page shows, or a number of report.json's own sentences), and
+    each level's headline AUC is there."""
+    import io
+
+    pypdf = pytest.importorskip("pypdf")
+    out, output = demo_run
+    assert f"pdf: {out / 'report.pdf'}" in output
+    reader = pypdf.PdfReader(io.BytesIO((out / "report.pdf").read_bytes()))
+    assert 1 <= len(reader.pages) <= 4
+    text = " ".join(page.extract_text() for page in reader.pages)
+    report = json.loads((out / "report.json").read_text())
+    decimals = re.compile(r"\d+\.\d+")
+
+    def values(node):
+        if isinstance(node, dict):
+            return [v for child in node.values() for v in values(child)]
+        if isinstance(node, list):
+            return [v for child in node for v in values(child)]
+        return [node] if isinstance(node, float) else []
+
+    known = {f"{value:.3f}" for value in values(report)} | set(decimals.findall(json.dumps(report)))
+    found = set(decimals.findall(text)) - {report["lmaudit_version"].rsplit(".", 1)[0]}
+    assert found and found <= known, sorted(found - known)
+    for level in report["summary"]["levels"].values():
+        assert f"{level['strongest']['auc']:.3f}" in text

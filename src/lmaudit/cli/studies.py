@@ -3,6 +3,7 @@ spot, one, a grid of them, or one per DP-SGD noise level."""
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 import click
@@ -54,6 +55,10 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str) -
     click.echo(summary_table(report))
     log_warnings(report["warnings"])
     click.echo(f"report: {Path(out) / 'report.html'}")
+    if suite != "finetune" and find_spec("typst") is not None:  # the optional PDF engine, which `make demo` installs
+        from lmaudit.report.pdf import write_pdf
+
+        click.echo(f"pdf: {write_pdf(out)}")
 
 
 @click.command(epilog="Studies: " + "; ".join(f"{spec.name}: {spec.summary}" for spec in STUDIES) + ".")

@@ -11,14 +11,13 @@ from pathlib import Path
 
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
+from lmaudit.report.coverage import LIMITS
 from lmaudit.report.document import LevelVerdict, ReportDocument, load_report
 from lmaudit.report.formatting import MISSING, number, with_interval
 
 HEADING = "## Privacy evaluation"
 CARD_FILE, EVALUATION_FILE = "README.md", "privacy_evaluation.json"
 TASK = "membership-inference"  # the model-index task the Hub shows these results under
-LIMITS = ("Resistance to the attacks tested is evidence about those attacks only; this evaluation is not a "
-          "determination that the model is anonymous.")
 
 
 def level_row(name: str, level: LevelVerdict) -> str:

@@ -1,0 +1,37 @@
+"""`lmaudit pdf` and `lmaudit model-card`: an audit's evidence where the people who act on it need it, the PDF a
+data-protection officer attaches (report/pdf.py) and the model card's privacy section (report/model_card.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lmaudit.cli.app import CONTEXT
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+def pdf(out: Path) -> None:
+    """Write OUT/report.pdf from the audit folder OUT's report.json: the verdict, what was tested, the limits and the
+    key figures on a few pages (needs `pip install 'lmaudit[pdf]'`)."""
+    from lmaudit.report.pdf import write_pdf
+
+    click.echo(f"pdf: {write_pdf(out)}")
+
+
+@click.command("model-card", context_settings=CONTEXT)
+@click.option("--report", "report", required=True, type=click.Path(path_type=Path),
+              help="The audit's report.json, or its output folder.")
+@click.option("--model", "model", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The model folder whose README.md (model card) gets the section.")
+@click.option("--overwrite", is_flag=True, help="Replace the card's existing Privacy evaluation section.")
+def model_card(report: Path, model: Path, overwrite: bool) -> None:
+    """Add a "Privacy evaluation" section and the Hub's model-index results to the model's card (README.md), and
+    privacy_evaluation.json beside it, from an audit's report.json; written locally, nothing uploaded."""
+    from lmaudit.report.model_card import write_model_card
+
+    click.echo(f"model card: {write_model_card(model, report, overwrite)}")
+
+
+COMMANDS = (pdf, model_card)

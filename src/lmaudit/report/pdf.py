@@ -1,0 +1,81 @@
+"""report.pdf: the verdict, the coverage of the attack families, the limits and the key figures of an audit on a few
+pages, for a data-protection officer to attach. Laid out by Typst (the `typst` wheel: a typesetting engine that
+installs from the package registry with its fonts and needs no system library, unlike HTML-to-PDF engines that need
+Pango or a browser) from a view of the same ReportDocument the page is rendered from, every number written by
+`report/formatting.py` as the page writes it. An optional extra: `pip install 'lmaudit[pdf]'`."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+from pathlib import Path
+
+from lmaudit.atomic import staged
+from lmaudit.errors import InputError
+from lmaudit.report.coverage import LIMITS
+from lmaudit.report.document import ReportDocument, load_report
+from lmaudit.report.formatting import MISSING, number, with_interval
+
+PDF_FILE = "report.pdf"
+TEMPLATE = "report.typ"
+STRONGEST_SHOWN = 5  # attacks per level in the key figures: the ranking's first, the ones the verdict rests on
+
+
+def rate(record, alpha: str) -> str:
+    """A ranked attack's TPR at FPR `alpha` ('0.01', '0.001') with its interval, or MISSING."""
+    tpr = record.tpr_at_fpr.get(alpha)
+    return with_interval(tpr.tpr, tpr.tpr_ci) if tpr is not None else MISSING
+
+
+def view(report: ReportDocument) -> dict:
+    """What the template lays out, every number already a string."""
+    summary = report.summary
+    named = report.level_names  # sample, subgroup, group: what the audit calls them (admission, patient, user)
+    levels = [{"name": named.get(name, name), "risk": level.risk, "attack": level.strongest.attack,
+               "auc": with_interval(level.strongest.auc, level.strongest.auc_ci),
+               "tpr": with_interval(level.tpr_at_1pct_fpr.tpr, level.tpr_at_1pct_fpr.tpr_ci)
+               if level.tpr_at_1pct_fpr is not None else MISSING,
+               "epsilon": number(level.epsilon_lower_bound.epsilon_lower_bound)
+               if level.epsilon_lower_bound is not None else MISSING,
+               "statement": level.statement}
+              for name, level in summary.levels.items()]
+    ranking = [{"name": named.get(level, level), "rows": [{"attack": f"{r.attack} ({r.signal})", "auc": with_interval(r.auc, r.auc_ci),
+                                         "tpr1": rate(r, "0.01"), "tpr01": rate(r, "0.001")}
+                                        for r in ranked[:STRONGEST_SHOWN]]}
+               for level, ranked in report.ranking.items()]
+    coverage = report.coverage
+    return {"title": "Membership-inference audit", "created": report.created[:10], "version": report.lmaudit_version,
+            "target": str(report.config.get("target") or MISSING), "risk": summary.risk, "rule": summary.rule,
+            "levels": levels, "ranking": ranking, "threat_models": summary.threat_models.statement,
+            "caveats": [*(summary.caveats or []), *(summary.shift or [])],
+            "limits": coverage.limits if coverage is not None else LIMITS,
+            "coverage": coverage.model_dump() if coverage is not None else None, "provenance": provenance(report)}
+
+
+def provenance(report: ReportDocument) -> list[dict]:
+    """The files the audit read and the report itself, with their SHA-256 (`lmaudit verify` checks each)."""
+    data = (report.provenance or {}).get("data") or {}
+    rows = [{"name": Path(path).name, "sha256": digest} for path, digest in data.items()]
+    if report.integrity is not None:
+        rows.append({"name": "report.json (canonical)", "sha256": report.integrity.report_sha256})
+    return rows
+
+
+def pdf_bytes(report: ReportDocument) -> bytes:
+    """The PDF of `report` (InputError where the optional `typst` engine is not installed)."""
+    try:
+        import typst
+    except ImportError:
+        raise InputError("the PDF needs the optional Typst engine: pip install 'lmaudit[pdf]'") from None
+    template = files("lmaudit.report").joinpath("templates", TEMPLATE).read_bytes()
+    return typst.compile(template, format="pdf", sys_inputs={"view": json.dumps(view(report))})
+
+
+def write_pdf(out: str | Path) -> Path:
+    """Write report.pdf beside the report.json of the audit folder `out` (whole or not at all); its path."""
+    out = Path(out)
+    report = load_report(out)
+    path = out / PDF_FILE
+    with staged(path) as (staging,):
+        staging.write_bytes(pdf_bytes(report))
+    return path
