@@ -1,6 +1,6 @@
 """Every `lmaudit ...` command in the README's code blocks parses as written: each names a command that exists, and
 click accepts its options (no unknown option, no bad choice or value, no missing required option; for `lmaudit audit`,
-whose options may come from --config, the ones it asks for at run time without one).
+whose options may come from --config or --plan, the ones it asks for at run time without either).
 
 Commands are read from the fenced code blocks of README.md: each line whose first word is `lmaudit` (or
 `.venv/bin/lmaudit`), with backslash continuations joined and trailing `#` comments dropped; a command inside a comment
@@ -65,7 +65,7 @@ def parse(command: str) -> None:
         return
     with command_obj.make_context(ctx.info_name, list(args), parent=ctx.parent, resilient_parsing=False) as parsed:
         params = parsed.params
-    if command_obj is main.commands["audit"] and not params.get("config_path"):  # not `canaries audit`
+    if command_obj is main.commands["audit"] and not (params.get("config_path") or params.get("plan_path")):  # not `canaries audit`
         # audit's options default to None so that a --config file's value stands; the command itself then asks for
         # these (cli/audit.py), at run time, so the check is repeated here
         needed = ("target", "out") if params.get("data") else ("target", "members", "nonmembers", "out")
