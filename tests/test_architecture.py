@@ -105,7 +105,7 @@ def test_attacks_and_metrics_never_reach_torch():
 
 
 # The distribution that provides each imported top-level name, where the two differ.
-DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "pyyaml", "jinja2": "jinja2"}
+DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "pyyaml", "jinja2": "jinja2", "mlflow": "mlflow-skinny"}
 # Declared but never imported, each on purpose: transformers needs accelerate for device_map="auto".
 USED_WITHOUT_IMPORT = {"accelerate"}
 

@@ -1,5 +1,6 @@
-"""`lmaudit pdf` and `lmaudit model-card`: an audit's evidence where the people who act on it need it, the PDF a
-data-protection officer attaches (report/pdf.py) and the model card's privacy section (report/model_card.py)."""
+"""`lmaudit pdf`, `lmaudit model-card` and `lmaudit mlflow`: an audit's evidence where the people who act on it need it,
+the PDF a data-protection officer attaches (report/pdf.py), the model card's privacy section (report/model_card.py) and
+the team's experiment tracker (report/tracking.py)."""
 
 from __future__ import annotations
 
@@ -34,4 +35,19 @@ def model_card(report: Path, model: Path, overwrite: bool) -> None:
     click.echo(f"model card: {write_model_card(model, report, overwrite)}")
 
 
-COMMANDS = (pdf, model_card)
+@click.command(context_settings=CONTEXT)
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--tracking-uri", default=None, help="The MLflow tracking server (default: MLflow's own, from "
+              "MLFLOW_TRACKING_URI).")
+@click.option("--experiment", default=None, help="The experiment of a new run (default: MLflow's).")
+@click.option("--run-id", default=None, help="Log into this existing run (the training run audited) instead of a new one.")
+def mlflow(out: Path, tracking_uri: str | None, experiment: str | None, run_id: str | None) -> None:
+    """Log the audit folder OUT to MLflow: each level's headline numbers as metrics, the risk and the report's SHA-256 as
+    tags, report.json, report.html and report.pdf as artifacts (never scores.parquet, the membership list). Needs
+    `pip install 'lmaudit[mlflow]'`."""
+    from lmaudit.report.tracking import log_to_mlflow
+
+    click.echo(f"mlflow run: {log_to_mlflow(out, tracking_uri, experiment, run_id)}")
+
+
+COMMANDS = (pdf, model_card, mlflow)

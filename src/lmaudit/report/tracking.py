@@ -1,0 +1,59 @@
+"""An audit's headline numbers and its sealed report, logged to the team's MLflow tracking server beside its training
+runs (the optional `mlflow` extra): per level the strongest attack's AUC and the upper end of its interval, the TPR at
+1% FPR and the epsilon lower bound as metrics; the risk, lmaudit's version and the report's SHA-256 as tags; report.json,
+report.html and report.pdf as artifacts. Never scores.parquet: it is the membership list, by sample id."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from lmaudit.errors import InputError
+from lmaudit.report.document import ReportDocument, load_report
+
+ARTIFACTS = ("report.json", "report.html", "report.pdf")  # what an audit shows anyone who may see its results
+
+
+def headline_metrics(report: ReportDocument) -> dict[str, float]:
+    """'<level>.<metric>': each level's headline numbers that were measured (NaN and missing left out)."""
+    metrics = {}
+    for name, level in report.summary.levels.items():
+        values = {"auc": level.strongest.auc, "auc_upper": level.strongest.auc_ci[1],
+                  "tpr_at_1pct_fpr": level.tpr_at_1pct_fpr.tpr if level.tpr_at_1pct_fpr else None,
+                  "epsilon_lower_bound": level.epsilon_lower_bound.epsilon_lower_bound
+                  if level.epsilon_lower_bound else None}
+        metrics |= {f"{name}.{metric}": float(value) for metric, value in values.items()
+                    if value is not None and math.isfinite(value)}
+    return metrics
+
+
+def headline_tags(report: ReportDocument) -> dict[str, str]:
+    """The run's tags: the overall and per-level risk, lmaudit's version, the report's canonical SHA-256."""
+    tags = {"lmaudit.risk": report.summary.risk, "lmaudit.version": report.lmaudit_version,
+            **{f"lmaudit.{name}.risk": level.risk for name, level in report.summary.levels.items()}}
+    if report.integrity is not None:
+        tags["lmaudit.report_sha256"] = report.integrity.report_sha256
+    return tags
+
+
+def log_to_mlflow(out: str | Path, tracking_uri: str | None = None, experiment: str | None = None,
+                  run_id: str | None = None) -> str:
+    """Log the audit folder `out` to MLflow (a new run in `experiment`, or the existing run `run_id`: the training run
+    audited); the run's id."""
+    try:
+        import mlflow
+    except ImportError:
+        raise InputError("logging to MLflow needs the optional extra: pip install 'lmaudit[mlflow]'") from None
+    out = Path(out)
+    report = load_report(out)
+    if tracking_uri:
+        mlflow.set_tracking_uri(tracking_uri)
+    if experiment and not run_id:
+        mlflow.set_experiment(experiment)
+    with mlflow.start_run(run_id=run_id, run_name=None if run_id else f"lmaudit {out.name}") as run:
+        mlflow.log_metrics(headline_metrics(report))
+        mlflow.set_tags(headline_tags(report))
+        for name in ARTIFACTS:
+            if (out / name).is_file():
+                mlflow.log_artifact(str(out / name), artifact_path="lmaudit")
+    return run.info.run_id
