@@ -297,3 +297,29 @@ def test_the_suites_self_prompt_reference_is_reused_only_for_the_same_target(mem
               metadata={"format": "pt"})
     suite.train_self_prompt_reference(ModelSource(str(target)), folder / "model", prompts, tmp_path / "ref", recipe, 0)
     assert len(sampled) == 2
+
+
+def test_an_audit_bundle_verifies_whole_and_any_changed_byte_of_its_results_is_found(memorised, tmp_path):
+    """One model's audit, extraction and reconstruction kept in one folder (a bundle): `verify` passes it untouched and
+    finds a flipped byte in any of its sealed documents (exit 3, naming it), as it does for the report."""
+    from tests.helpers import run_cli
+
+    folder, _, _ = memorised
+    bundle = tmp_path / "bundle"
+    roles = ["--target", folder / "model", "--members", folder / "members.csv", "--nonmembers", folder / "nonmembers.csv"]
+    for command in (["audit", *roles, "--out", bundle, "--signal", "clm_loss"],
+                    ["extract", *roles, "--out", bundle / "extraction", "--prefix-tokens", "8", "--suffix-tokens", "4"],
+                    ["reconstruct", *roles, "--out", bundle / "reconstruction", "--field", r"name=^(\w+ \w+) "]):
+        code, output = run_cli(*command)
+        assert code == 0, output
+    code, output = run_cli("verify", bundle)
+    assert code == 0 and f"intact: {bundle}" in output, output
+    for document in (bundle / "extraction" / "extraction.json", bundle / "reconstruction" / "reconstruction.json"):
+        original = document.read_bytes()
+        index = original.index(b'"target"') + 1  # a byte inside the document, the JSON left readable
+        document.write_bytes(original[:index] + b"T" + original[index + 1:])
+        code, output = run_cli("verify", bundle)
+        assert code == 3 and str(document) in output, output
+        document.write_bytes(original)
+    code, output = run_cli("verify", tmp_path / "nothing-here")
+    assert code == 2, output

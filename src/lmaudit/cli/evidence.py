@@ -8,10 +8,8 @@ from pathlib import Path
 
 import click
 
-from lmaudit.cli.app import CONTEXT
 
-
-@click.command(context_settings=CONTEXT)
+@click.command()
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 def pdf(out: Path) -> None:
     """Write OUT/report.pdf from the audit folder OUT's report.json: the verdict, what was tested, the limits and the
@@ -21,7 +19,7 @@ def pdf(out: Path) -> None:
     click.echo(f"pdf: {write_pdf(out)}")
 
 
-@click.command("model-card", context_settings=CONTEXT)
+@click.command("model-card")
 @click.option("--report", "report", required=True, type=click.Path(path_type=Path),
               help="The audit's report.json, or its output folder.")
 @click.option("--model", "model", required=True, type=click.Path(file_okay=False, path_type=Path),
@@ -35,7 +33,7 @@ def model_card(report: Path, model: Path, overwrite: bool) -> None:
     click.echo(f"model card: {write_model_card(model, report, overwrite)}")
 
 
-@click.command(context_settings=CONTEXT)
+@click.command()
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--tracking-uri", default=None, help="The MLflow tracking server (default: MLflow's own, from "
               "MLFLOW_TRACKING_URI).")

@@ -51,10 +51,13 @@ def plan(out: str, thresholds: tuple[str, ...], overwrite: bool, **options) -> N
 @click.command(epilog="lmaudit verify report")
 @click.argument("out", type=click.Path())
 def verify(out: str) -> None:
-    """Rehash an audit's report, models, adapters, tokenizers and data files: exit 0 intact, 3 tampered, 2 bad input."""
-    from lmaudit.report.integrity import verify_report
+    """Rehash an audit's report, models, adapters, tokenizers and data files, and check the seal of every other result
+    kept in the folder or below it (extraction, reconstruction, dataset inference, canaries): exit 0 intact, 3
+    tampered, 2 bad input."""
+    from lmaudit.report.documents import SEALED
+    from lmaudit.report.integrity import verify_bundle
 
-    _, lines = verify_report(out)
+    lines = verify_bundle(out, tuple(SEALED))
     _exit_if_tampered(lines)
     click.echo(f"intact: {out}")
 

@@ -182,8 +182,8 @@ class Coverage(Record):
 
 
 class Integrity(Record):
-    """A report's canonical self-hash (report/integrity.py): SHA-256 of its JSON, sorted keys, no whitespace, this
-    field excluded."""
+    """A sealed document's canonical self-hash (report/integrity.py): SHA-256 of its JSON, sorted keys, no whitespace,
+    this field excluded (`report_sha256` in every sealed document, a report of its kind)."""
 
     report_sha256: str
     canonical: str
@@ -231,6 +231,7 @@ class ReconstructionDocument(Header):
     rules: str
     config: Section
     environment: Environment
+    integrity: Integrity | None = None
 
 
 class DatasetInferenceDocument(Header):
@@ -267,6 +268,7 @@ class CanaryReportDocument(Header):
     explanation: str
     settings: Section
     config: Section
+    integrity: Integrity | None = None
 
 
 class StudyDocument(Header):

@@ -41,7 +41,9 @@ DOCUMENTS = {"report.json": ("audit", "an audit's report"),
 # The documents of which a folder holds one: an audit's, extraction's, ... results never share a folder (a study's or a
 # fine-tuning comparison's table sits beside the reports it tabulates).
 EXCLUSIVE = ("report.json", "extraction.json", "reconstruction.json", "dataset_inference.json", "canary_report.json")
-SEALED = {"report.json": REPORT_KEY}  # the documents that carry their own canonical SHA-256 (report/integrity.py)
+# The documents that carry their own canonical SHA-256 (report/integrity.py): every result of an audit of one model,
+# so that a folder holding several (a bundle) is verified whole.
+SEALED = dict.fromkeys(EXCLUSIVE, REPORT_KEY)
 PRESENTATION = ("figures", "release")  # settings of how a report is drawn or worded, not of what it found: a rerun may change them
 
 

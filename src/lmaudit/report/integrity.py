@@ -154,3 +154,24 @@ def verify_report(given: str | Path) -> tuple[dict, list[str]]:
     for name, record in (report.get("model_files") or {}).items():
         lines += model_mismatches(name, record)
     return report, lines + data_mismatches(provenance["data"])
+
+
+def verify_bundle(out: str | Path, sealed_names: tuple[str, ...]) -> list[str]:
+    """Everything that differs from what was recorded in the folder `out` and its subfolders, one line each: its
+    report.json in full (`verify_report`), and the seal of every other sealed document (`sealed_names`: an extraction,
+    a reconstruction, a dataset inference, a canary audit of the same model kept beside it). InputError for a folder
+    that holds none, naming its missing report.json."""
+    out = Path(out)
+    if out.is_file():
+        return verify_report(out)[1]
+    found = sorted(path for name in sealed_names for path in out.rglob(name) if path.is_file())
+    if not found:
+        report_path(out)  # says which report is missing
+    lines = []
+    for path in found:
+        if path.name == "report.json":
+            lines += verify_report(path)[1]
+        else:
+            document, text = read_sealed(path)
+            lines += seal_mismatches(path, document, text, REPORT_KEY)
+    return lines
