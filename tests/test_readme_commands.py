@@ -48,7 +48,9 @@ def parse(command: str) -> None:
     args = shlex.split(command, comments=True)[1:]
     group: click.Group = main
     # The group's own options (-v, -q) come before the command's name.
-    ctx = click.Context(group, info_name="lmaudit", resilient_parsing=False)
+    # With the group's own settings (-h among the help options): click caches each command's help option from the
+    # first context that asks, so a context without them would take -h away from later invocations in this process.
+    ctx = click.Context(group, info_name="lmaudit", resilient_parsing=False, **group.context_settings)
     while args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
         option = args.pop(0)
         if option not in ("-v", "--verbose", "-q", "--quiet"):
