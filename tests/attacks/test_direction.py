@@ -100,9 +100,10 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
         LOWERCASE_LOSS: difficulty + rng.normal(0, 0.2, n),
         PREFIXED_LOG_PROBS: prefixed,
         MEMBER_PREFIXED_LOG_PROBS: member_prefixed,
-        # the reference finds each token as hard as the target would without training on it
+        # the reference finds each token as hard as the target would without training on it (centred: a non-member's
+        # tokens are as likely under either model, else every window of WBC votes member)
         REFERENCE_TOKEN_LOG_PROBS: (log_probs - 1.5 * member[:, None] + rng.normal(0, 0.3, log_probs.shape)
-                                    + 2.0 * np.log(reference_similarity)),
+                                    + 2.0 * (np.log(reference_similarity) - np.nanmean(np.log(reference_similarity)))),
         TOKEN_IS_TOP1: padded((rng.random((n, 20)) < 0.3).astype(float), lengths),
         TOKEN_TOP1_IDS: padded(rng.integers(0, 12, (n, 20)).astype(float), lengths),
         # the target's first choices are closer to a member's true tokens; the reference's log-probabilities rise with

@@ -14,6 +14,7 @@ from lmaudit.attacks import (
     dc_pdd,
     ez_mia,
     gradnorm,
+    informia,
     learned,
     likelihood_ratio,
     lira,
@@ -30,6 +31,7 @@ from lmaudit.attacks import (
     shadow,
     spv_mia,
     user_inference,
+    wbc,
     zlib,
 )
 from lmaudit.attacks.base import (
@@ -48,8 +50,8 @@ from lmaudit.data.roles import AUDITED_ROLES
 ATTACKS: tuple[AttackSpec, ...] = (
     loss.SPEC, likelihood_ratio.SPEC, rmia.SPEC, lira.SPEC,
     zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, con_recall.SPEC,
-    neighbourhood.SPEC, ez_mia.SPEC, user_inference.SPEC, camia.SPEC, samia.SPEC, petal.SPEC, spv_mia.SPEC,
-    gradnorm.SPEC, *learned.SPECS,
+    neighbourhood.SPEC, ez_mia.SPEC, wbc.SPEC, informia.SPEC, user_inference.SPEC, camia.SPEC, samia.SPEC, petal.SPEC,
+    spv_mia.SPEC, gradnorm.SPEC, *learned.SPECS,
     *shadow.SPECS, rank_histogram.SPEC,
 )
 _BY_NAME = {spec.name: spec for spec in ATTACKS}
