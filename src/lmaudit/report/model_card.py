@@ -93,7 +93,8 @@ def write_model_card(model: str | Path, report_path: str | Path, overwrite: bool
     report = load_report(report_path)
     card_path = model / CARD_FILE
     card = ModelCard(card_path.read_text(encoding="utf-8")) if card_path.is_file() else \
-        ModelCard.from_template(ModelCardData(model_name=model.name), template_str="# {{ model_name }}\n")
+        ModelCard.from_template(ModelCardData(model_name=model.name),
+                                template_str="---\n{{ card_data }}\n---\n\n# {{ model_name }}\n")
     if HEADING in card.text:
         if not overwrite:
             raise InputError(f"{card_path}: already has a '{HEADING[3:]}' section; pass --overwrite to replace it")
