@@ -143,8 +143,9 @@ def test_extract_and_reconstruct_refuse_another_runs_results_unless_overwrite(me
     extract = ["extract", *roles, "--prefix-tokens", "4", "--suffix-tokens", "4", "--scheme", "1,40,1"]
     out = tmp_path / "x"
     assert run_cli(*extract, "--out", out)[0] == 0
-    first = (out / "extraction.json").read_text()
     assert run_cli(*extract, "--out", out)[0] == 0
+    # What the refused run must leave untouched: the rerun's file (written anew, its `created` a second later or not).
+    first = (out / "extraction.json").read_text()
     code, output = run_cli(*extract[:-1], "0.7,all,0.9", "--out", out)
     assert_one_line_error(code, output, str(out), "holds an extraction's result configured otherwise", "--overwrite")
     assert (out / "extraction.json").read_text() == first
