@@ -10,6 +10,7 @@ exact).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,6 +100,15 @@ class LevelVerdict(Record):
     tpr_at_1pct_fpr: TprHeadline | None
     epsilon_lower_bound: EpsilonHeadline | None
     statement: str
+
+    def headline(self) -> dict[str, float | None]:
+        """The numbers a reader outside the report takes from this level: the strongest attack's AUC and its 95%
+        interval, the TPR at 1% FPR and the epsilon lower bound; None where not measured (or not finite)."""
+        tpr, epsilon = self.tpr_at_1pct_fpr, self.epsilon_lower_bound
+        values = {"auc": self.strongest.auc, "auc_low": self.strongest.auc_ci[0], "auc_high": self.strongest.auc_ci[1],
+                  "tpr_at_1pct_fpr": tpr.tpr if tpr is not None else None,
+                  "epsilon_lower_bound": epsilon.epsilon_lower_bound if epsilon is not None else None}
+        return {key: None if value is None or not math.isfinite(value) else float(value) for key, value in values.items()}
 
 
 class ThreatModels(Record):

@@ -20,13 +20,18 @@ CARD_FILE, EVALUATION_FILE = "README.md", "privacy_evaluation.json"
 TASK = "membership-inference"  # the model-index task the Hub shows these results under
 
 
+def level_cells(level: LevelVerdict) -> dict[str, str]:
+    """One level's headline as the page writes it: risk, strongest attack, AUC and TPR at 1% FPR with their intervals,
+    the epsilon lower bound (the model card's row and the PDF's)."""
+    strongest, tpr, epsilon = level.strongest, level.tpr_at_1pct_fpr, level.epsilon_lower_bound
+    return {"risk": level.risk, "attack": strongest.attack, "auc": with_interval(strongest.auc, strongest.auc_ci),
+            "tpr": with_interval(tpr.tpr, tpr.tpr_ci) if tpr is not None else MISSING,
+            "epsilon": number(epsilon.epsilon_lower_bound) if epsilon is not None else MISSING}
+
+
 def level_row(name: str, level: LevelVerdict) -> str:
     """One level's markdown row: risk, strongest attack, AUC, TPR at 1% FPR and the epsilon lower bound."""
-    strongest, tpr, epsilon = level.strongest, level.tpr_at_1pct_fpr, level.epsilon_lower_bound
-    cells = [name, level.risk, strongest.attack, with_interval(strongest.auc, strongest.auc_ci),
-             with_interval(tpr.tpr, tpr.tpr_ci) if tpr is not None else MISSING,
-             number(epsilon.epsilon_lower_bound) if epsilon is not None else MISSING]
-    return "| " + " | ".join(cells) + " |"
+    return "| " + " | ".join([name, *level_cells(level).values()]) + " |"
 
 
 def privacy_section(report: ReportDocument) -> str:
@@ -45,15 +50,13 @@ def privacy_section(report: ReportDocument) -> str:
 
 def evaluation(report: ReportDocument) -> dict:
     """privacy_evaluation.json: the headline numbers by level, for programs (NaN as null)."""
-    def finite(value: float | None) -> float | None:
-        return None if value is None or math.isnan(value) else float(value)
-
-    levels = {name: {"risk": level.risk, "attack": level.strongest.attack, "auc": finite(level.strongest.auc),
-                     "auc_ci": [finite(v) for v in level.strongest.auc_ci],
-                     "tpr_at_1pct_fpr": finite(level.tpr_at_1pct_fpr.tpr) if level.tpr_at_1pct_fpr else None,
-                     "epsilon_lower_bound": finite(level.epsilon_lower_bound.epsilon_lower_bound)
-                     if level.epsilon_lower_bound else None}
-              for name, level in report.summary.levels.items()}
+    levels = {}
+    for name, level in report.summary.levels.items():
+        numbers = level.headline()
+        levels[name] = {"risk": level.risk, "attack": level.strongest.attack, "auc": numbers["auc"],
+                        "auc_ci": [numbers["auc_low"], numbers["auc_high"]],
+                        "tpr_at_1pct_fpr": numbers["tpr_at_1pct_fpr"],
+                        "epsilon_lower_bound": numbers["epsilon_lower_bound"]}
     return {"tool": "lmaudit", "lmaudit_version": report.lmaudit_version, "created": report.created,
             "risk": report.summary.risk, "levels": levels, "limits": LIMITS}
 

@@ -14,7 +14,8 @@ from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.report.coverage import LIMITS
 from lmaudit.report.document import ReportDocument, load_report
-from lmaudit.report.formatting import MISSING, number, with_interval
+from lmaudit.report.formatting import MISSING, with_interval
+from lmaudit.report.model_card import level_cells
 
 PDF_FILE = "report.pdf"
 TEMPLATE = "report.typ"
@@ -31,13 +32,7 @@ def view(report: ReportDocument) -> dict:
     """What the template lays out, every number already a string."""
     summary = report.summary
     named = report.level_names  # sample, subgroup, group: what the audit calls them (admission, patient, user)
-    levels = [{"name": named.get(name, name), "risk": level.risk, "attack": level.strongest.attack,
-               "auc": with_interval(level.strongest.auc, level.strongest.auc_ci),
-               "tpr": with_interval(level.tpr_at_1pct_fpr.tpr, level.tpr_at_1pct_fpr.tpr_ci)
-               if level.tpr_at_1pct_fpr is not None else MISSING,
-               "epsilon": number(level.epsilon_lower_bound.epsilon_lower_bound)
-               if level.epsilon_lower_bound is not None else MISSING,
-               "statement": level.statement}
+    levels = [{"name": named.get(name, name), **level_cells(level), "statement": level.statement}
               for name, level in summary.levels.items()]
     ranking = [{"name": named.get(level, level), "rows": [{"attack": f"{r.attack} ({r.signal})", "auc": with_interval(r.auc, r.auc_ci),
                                          "tpr1": rate(r, "0.01"), "tpr01": rate(r, "0.001")}

@@ -5,7 +5,6 @@ report.html and report.pdf as artifacts. Never scores.parquet: it is the members
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from lmaudit.errors import InputError
@@ -16,15 +15,10 @@ ARTIFACTS = ("report.json", "report.html", "report.pdf")  # what an audit shows 
 
 def headline_metrics(report: ReportDocument) -> dict[str, float]:
     """'<level>.<metric>': each level's headline numbers that were measured (NaN and missing left out)."""
-    metrics = {}
-    for name, level in report.summary.levels.items():
-        values = {"auc": level.strongest.auc, "auc_upper": level.strongest.auc_ci[1],
-                  "tpr_at_1pct_fpr": level.tpr_at_1pct_fpr.tpr if level.tpr_at_1pct_fpr else None,
-                  "epsilon_lower_bound": level.epsilon_lower_bound.epsilon_lower_bound
-                  if level.epsilon_lower_bound else None}
-        metrics |= {f"{name}.{metric}": float(value) for metric, value in values.items()
-                    if value is not None and math.isfinite(value)}
-    return metrics
+    names = {"auc": "auc", "auc_high": "auc_upper", "tpr_at_1pct_fpr": "tpr_at_1pct_fpr",
+             "epsilon_lower_bound": "epsilon_lower_bound"}  # the headline's numbers, by their metric names
+    return {f"{name}.{names[key]}": value for name, level in report.summary.levels.items()
+            for key, value in level.headline().items() if key in names and value is not None}
 
 
 def headline_tags(report: ReportDocument) -> dict[str, str]:
