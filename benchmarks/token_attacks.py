@@ -1,6 +1,8 @@
 """Benchmark the token-level attacks' cost: the clm_tokens pass (every token's log-probability, and the mean and
 deviation of the predictive distribution at its position) against the clm_loss pass alone, and the extra passes of
-ReCaLL (a non-member prefix before every text) and the neighbourhood attack (one pass per neighbour), in one run.
+ReCaLL (a non-member prefix before every text), the neighbourhood attack (one pass per neighbour) and token-level
+InfoRMIA (the reference KL: target and reference together, KL over the vocabulary at every token; against the
+reference's own clm_tokens pass on the same texts), in one run.
 
 The model is GPT-2-small-sized (12 layers, hidden 768, vocabulary 50257) with random weights; texts are random token
 sequences of a fixed length. The attacks themselves (min_k, min_k_plus_plus, zlib, dc_pdd, ...) read stored values and
@@ -28,6 +30,7 @@ from lmaudit.attacks.min_k_plus_plus import min_k_plus_plus_score
 from lmaudit.attacks.wbc import wbc_score
 from lmaudit.signals.base import EncodedSample, pack_token_values, unpack_token_values
 from lmaudit.signals.causal import causal_passes
+from lmaudit.signals.reference_kl import reference_kl_passes
 from lmaudit.signals.settings import SignalSettings
 
 VOCABULARY = 50257
@@ -58,8 +61,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    config = GPT2Config(vocab_size=VOCABULARY, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCABULARY, n_positions=1024, n_embd=768, n_layer=12, n_head=12)).eval()
+    model = GPT2LMHeadModel(config).eval()
+    torch.manual_seed(1)
+    reference_model = GPT2LMHeadModel(config).eval()  # a second random model of the same size, as the reference
     count, length, prefix_length, repeats = (8, 64, 64, 1) if args.quick else (32, 128, 128, 3)
     texts = samples(count, length)
     settings = SignalSettings(signal="clm_tokens", batch_tokens=4096)
@@ -68,6 +74,9 @@ def main() -> None:
     loss = timed(lambda: causal_passes(model, tokenizer, texts, settings), repeats)
     tokens = timed(lambda: causal_passes(model, tokenizer, texts, settings, statistics=True), repeats)
     prefixed = timed(lambda: causal_passes(model, tokenizer, texts, settings, statistics=True, prefix_ids=prefix), repeats)
+    # the reference's per-token pass (what every reference-reading attack shares) against the KL pass, on the same texts
+    reference_tokens = timed(lambda: causal_passes(reference_model, tokenizer, texts, settings, statistics=True), repeats)
+    kl = timed(lambda: reference_kl_passes(model, reference_model, tokenizer, texts, settings, VOCABULARY), repeats)
     values = causal_passes(model, tokenizer, texts, settings, statistics=True)
     table = unpack_token_values([pack_token_values(v, s.input_ids[1:]) for v, s in zip(values, texts, strict=True)])
     frequencies = np.full(table["token_id"].shape, 1e-4)
@@ -99,13 +108,18 @@ def main() -> None:
         f"| min_k + min_k_plus_plus + dc_pdd on the stored values | {attack_time:.4f} | {attack_time / loss:.4f} |",
         f"| wbc + informia on the stored values (target's and a reference's log-probabilities; {reference_time / count * 1000:.3f} s per 1,000 texts) | {reference_time:.4f} | {reference_time / loss:.4f} |",
         f"| ReCaLL: clm_tokens after a {prefix_length}-token prefix | {prefixed:.2f} | {prefixed / loss:.2f} |",
+        f"| a reference's clm_tokens pass on the same texts ({reference_tokens / count * 1000:.0f} s per 1,000 texts) | {reference_tokens:.2f} | {reference_tokens / loss:.2f} |",
+        f"| informia_tokens: the reference KL pass, target and reference together ({kl / count * 1000:.0f} s per 1,000 texts) | {kl:.2f} | {kl / loss:.2f} |",
         f"| neighbourhood: one clm_loss pass per neighbour (n = 10 by default in the demo) | {loss:.2f} each | 1.00 each |",
         "",
         f"All token-level attacks (min_k, min_k_plus_plus, zlib, dc_pdd, loss) together cost {tokens / loss:.2f}x the "
         "clm_loss pass: they read the one clm_tokens pass. lowercase costs one more clm_loss pass (on the lowercased "
         f"texts), ReCaLL one pass over prefix + text ({prefixed / loss:.2f}x here), the neighbourhood attack n passes "
-        "plus the masked LM's proposals. WBC and InfoRMIA need no pass of their own: they read the target's and the "
-        "reference's stored per-token values, which the likelihood ratio's reference pass already computes.",
+        "plus the masked LM's proposals. WBC and the sequence-level InfoRMIA need no pass of their own: they read the "
+        "target's and the reference's stored per-token values, which the likelihood ratio's reference pass already "
+        "computes. Token-level InfoRMIA (informia_tokens, --reference-kl) adds one joint pass of both models, "
+        f"{kl / reference_tokens:.2f}x the reference's own per-token pass on the same texts "
+        f"({kl / count * 1000:.0f} s against {reference_tokens / count * 1000:.0f} s per 1,000 texts of {length} tokens).",
     ]
     text = "\n".join(lines)
     print(text)

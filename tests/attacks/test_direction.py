@@ -21,6 +21,7 @@ from lmaudit.attacks.base import (
     MEMBER_PREFIXED_LOG_PROBS,
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
+    REFERENCE_KL,
     REFERENCE_LOSSES,
     REFERENCE_TOKEN_LOG_PROBS,
     REFERENCE_TOP1_SIMILARITY,
@@ -118,6 +119,9 @@ def synthetic_values(samples: pd.DataFrame, rng: np.random.Generator) -> dict[st
         # cost the target probability (its loss is lower than theirs), not the reference
         SELF_PROMPT_LOSS: difficulty + rng.normal(0, 0.05, n),
         SELF_PROMPT_NEIGHBOUR_LOSSES: difficulty[:, None] + rng.normal(0, 0.2, (n, 5)),
+        # the two models' next-token distributions differ about as much on any text (>= 0, nats; drawn last, so that
+        # the values above stay as they were)
+        REFERENCE_KL: padded(rng.uniform(0.0, 0.5, (n, 20)), lengths),
     }
 
 

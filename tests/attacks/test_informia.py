@@ -1,5 +1,6 @@
 """InfoRMIA: token scores against the authors' formula over full next-token distributions (plain loops), the
-sequence-level score and its population term by hand, texts without tokens, and the population-only calibration."""
+sequence-level score and its population term by hand, texts without tokens, and the population-only calibration; the
+token-level attack (informia_tokens) by hand, its direction, and its skip without the stored KL."""
 
 import math
 
@@ -7,8 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks.base import REFERENCE_TOKEN_LOG_PROBS, TARGET_LOSS, TOKEN_LOG_PROBS, AttackInput, NotRun
-from lmaudit.attacks.informia import build, mean_per_token, token_scores
+from lmaudit.attacks.base import (
+    REFERENCE_KL,
+    REFERENCE_TOKEN_LOG_PROBS,
+    TARGET_LOSS,
+    TOKEN_LOG_PROBS,
+    AttackInput,
+    NotRun,
+)
+from lmaudit.attacks.informia import TOKEN_SPEC, build, build_tokens, mean_per_token, token_scores
+from lmaudit.attacks.registry import run_attacks
 from tests.attacks.test_wbc import padded_rows
 
 
@@ -95,3 +104,40 @@ def test_members_better_than_the_reference_score_higher_and_population_alone_cal
     moved[:100] += 3.0  # audited texts only
     again = build(informia_input(moved.tolist(), reference.tolist(), roles))
     assert again.calibration["population_term"] == scored.calibration["population_term"]
+
+
+def token_input(target_rows, reference_rows, kl_rows, roles) -> AttackInput:
+    samples = pd.DataFrame({"sample_id": [f"s{i}" for i in range(len(roles))], "role": roles,
+                            "group_id": [f"p{i}" for i in range(len(roles))]})
+    target = padded_rows(target_rows)
+    return AttackInput("clm_tokens", samples, {TARGET_LOSS: -mean_per_token(target), TOKEN_LOG_PROBS: target,
+                                               REFERENCE_TOKEN_LOG_PROBS: padded_rows(reference_rows),
+                                               REFERENCE_KL: padded_rows(kl_rows)})
+
+
+def test_token_level_score_by_hand_and_zero_for_an_empty_text():
+    """Member: s = (-1 + 2 + 0.5, -3 + 2 + 0.25) = (1.5, -0.75), score 0.375; non-member: s = -2 + 1 + 0.5 = -0.5; a
+    text with no scored token scores 0, not NaN; nothing is fitted (no population needed)."""
+    data = token_input([[-1.0, -3.0], [-2.0], []], [[-2.0, -2.0], [-1.0], []], [[0.5, 0.25], [0.5], []],
+                       ["member", "nonmember", "member"])
+    scored = build_tokens(data)
+    assert scored.frame["score"].to_numpy() == pytest.approx([0.375, -0.5, 0.0], abs=1e-12)
+    assert scored.frame["id"].tolist() == ["s0", "s1", "s2"]
+
+
+def test_a_text_whose_tokens_the_target_favours_scores_higher():
+    """Same reference and KL everywhere: the text whose tokens the target finds likelier scores higher, by exactly the
+    mean gain (the KL shifts both alike)."""
+    data = token_input([[-1.0, -1.0, -1.0], [-3.0, -3.0, -3.0]], [[-2.0] * 3, [-2.0] * 3], [[0.3] * 3, [0.3] * 3],
+                       ["member", "nonmember"])
+    member, nonmember = build_tokens(data).frame["score"].to_numpy()
+    assert member > nonmember and member - nonmember == pytest.approx(2.0, abs=1e-12)
+
+
+def test_without_the_stored_kl_the_token_level_attack_is_skipped_with_the_audits_reason():
+    data = token_input([[-1.0]], [[-2.0]], [[0.1]], ["member"])
+    values = {name: value for name, value in data.values.items() if name != REFERENCE_KL}
+    reason = "the reference's vocabulary differs from the target's (40 logits against 50; the tokenizer has 50 tokens)"
+    without = AttackInput("clm_tokens", data.samples, values, missing={REFERENCE_KL: reason})
+    scores, skipped = run_attacks([without], [TOKEN_SPEC])
+    assert not scores and [(s.attack, s.reason) for s in skipped] == [("informia_tokens", reason)]

@@ -10,9 +10,10 @@ from tests.helpers import assert_one_line_error, run_cli
 
 BASE = {"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": "o"}
 FLAT = {"device": "cpu", "dtype": "bf16", "backend": "ray", "ray_workers": 2, "trust_remote_code": True,
-        "token_signal": "mlm_tokens", "lowercase": False, "neighbours": 3, "camia": True, "samia": 5}
+        "token_signal": "mlm_tokens", "lowercase": False, "neighbours": 3, "camia": True, "samia": 5, "reference_kl": True}
 SECTIONED = {"placement": {"device": "cpu", "dtype": "bf16", "backend": "ray", "ray_workers": 2, "trust_remote_code": True},
-             "token_passes": {"token_signal": "mlm_tokens", "lowercase": False, "neighbours": 3, "camia": True, "samia": 5}}
+             "token_passes": {"token_signal": "mlm_tokens", "lowercase": False, "neighbours": 3, "camia": True, "samia": 5,
+                              "reference_kl": True}}
 BASE_YAML = "target: t\nmembers: m.csv\nnonmembers: n.csv\nout: o\n"
 
 

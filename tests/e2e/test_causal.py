@@ -25,13 +25,15 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
     assert_document_round_trips(tmp_path / "report.json")
     assert report["config"]["signal"]["signal"] == "clm_tokens" and len(report["config"]["reference"]) == 2
     # Every sample-level attack on the target's loss ran, and PETAL on its greedy tokens, except lowercase (the demo's
-    # tokenizer lowercases) and SPV-MIA (a model trained from scratch has no base to build a self-prompt reference on).
+    # tokenizer lowercases), SPV-MIA (a model trained from scratch has no base to build a self-prompt reference on) and
+    # token-level InfoRMIA (its KL pass is not asked for: the fine-tune suite asks for it).
     language_model_attacks = {spec.name for spec in attacks_reading(TARGET_LOSS) if spec.level == "sample"}
     ran = {r["attack"] for r in report["results"] if r["level"] == "sample" and r["signal"] == "clm_tokens"}
-    assert ran == (language_model_attacks - {"lowercase", "spv_mia"}) | {"petal"}
+    assert ran == (language_model_attacks - {"lowercase", "spv_mia", "informia_tokens"}) | {"petal"}
     reasons = {s["attack"]: s["reason"] for s in report["skipped"]}
     assert reasons["lowercase"] == "the target's tokenizer lowercases every text, so lowercasing changes nothing"
     assert "lmaudit train self-prompt" in reasons["spv_mia"]
+    assert reasons["informia_tokens"].startswith("not asked for: give --reference-kl")
     assert "gradnorm" in {r["attack"] for r in report["results"]}
     ranked = report["ranking"]["sample"]
     assert [row["auc"] for row in ranked] == sorted((row["auc"] for row in ranked), reverse=True)

@@ -126,7 +126,8 @@ def test_audit_a_classifier_with_a_shadow_of_another_family(tiny_tokenizer, role
 
 def test_a_masked_lm_against_its_base_runs_the_fine_tune_attacks_that_apply(tiny_model_dirs, notes, tmp_path):
     """A masked LM audited token by token (mlm_tokens) against its base runs EZ-MIA and user inference on the base's
-    per-token log-probabilities, and says in one line why the causal-only attacks (PETAL, SPV-MIA) did not run."""
+    per-token log-probabilities, and says in one line why the causal-only attacks (PETAL, SPV-MIA, token-level
+    InfoRMIA) did not run."""
     target, base = tiny_model_dirs
     patients = sorted(notes["group_id"].unique())
     for name, group in (("members", patients[:4]), ("nonmembers", patients[4:8]), ("population", patients[8:])):
@@ -138,4 +139,4 @@ def test_a_masked_lm_against_its_base_runs_the_fine_tune_attacks_that_apply(tiny
     ran = {(result["attack"], result["level"]) for result in report["results"]}
     assert {("ez_mia", "sample"), ("user_inference", "group")} <= ran
     reasons = {row["attack"]: row["reason"] for row in report["skipped"]}
-    assert "masked LM" in reasons["petal"] and "masked LM" in reasons["spv_mia"]
+    assert "masked LM" in reasons["petal"] and "masked LM" in reasons["spv_mia"] and "masked LM" in reasons["informia_tokens"]

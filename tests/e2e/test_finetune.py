@@ -30,7 +30,7 @@ def test_finetune_suite_audits_both_fine_tunes_against_their_base(tmp_path, monk
         assert_document_round_trips(tmp_path / document)
     for name, report in (("full", full), ("lora", lora)):
         assert {"ez_mia", "con_recall", "user_inference", "camia", "samia", "petal", "spv_mia", "likelihood_ratio",
-                "rmia"} <= {r["attack"] for r in report["results"]}
+                "rmia", "informia_tokens"} <= {r["attack"] for r in report["results"]}
         assert {"generated text only", "generated text + a reference model"} <= set(report["summary"]["threat_models"]["tried"])
         rows = comparison[name]["sample_level"]
         assert [row["tpr"] for row in rows] == sorted((row["tpr"] for row in rows), reverse=True)

@@ -37,6 +37,8 @@ TOKEN_TOP1_IDS = "token_top1_ids"  # (n, T) the id of the target's most likely t
 TOKEN_IS_TOP1 = "token_is_top1"  # (n, T) 1.0 where the token is the target's most likely token at its position, else 0
 REFERENCE_TOKEN_LOG_PROBS = "reference_token_log_probs"  # (n, T) log p(x_t | context) under the first reference, at
 # the target's tokens (the same tokenizer; nats)
+REFERENCE_KL = "reference_kl"  # (n, T) KL(p_first reference(. | context) || p_target(. | context)) over the vocabulary
+# at each of those positions (nats; >= 0)
 TOP1_SIMILARITY = "top1_similarity"  # (n, T) cosine similarity of the target's first choice at each position and the
 # true token, in the first reference's input-embedding space (1 where they are the same token)
 REFERENCE_TOP1_SIMILARITY = "reference_top1_similarity"  # (n, T) the same for the first reference's first choice
@@ -68,6 +70,8 @@ VALUES = {
     TOKEN_IS_TOP1: "whether each token is the target's first choice (" + TOKEN_SIGNAL_ADVICE + ")",
     REFERENCE_TOKEN_LOG_PROBS: "a reference's per-token log-probabilities (give --reference, with the target's "
                                "tokenizer, and audit with a per-token signal: --signal clm_tokens)",
+    REFERENCE_KL: "the first reference's KL divergence from the target's next-token distributions (audit a causal LM "
+                  "with --signal clm_tokens, --reference with the target's tokenizer and vocabulary, and --reference-kl)",
     TOP1_SIMILARITY: "the target's first choices, compared with the true tokens in a reference's embedding space (give "
                      "--reference, with the target's tokenizer, and audit a causal LM with --signal clm_tokens)",
     REFERENCE_TOP1_SIMILARITY: "a reference's first choices, compared with the true tokens (give --reference, with the "
@@ -156,8 +160,8 @@ class Skipped:
 # The values an attacker gets from the target's generated text alone: sampled continuations, and the greedy next token
 # after each prefix (one generated token per call).
 GENERATED_ONLY = (SAMPLED_OVERLAPS, TOKEN_TOP1_IDS, TOP1_SIMILARITY)
-REFERENCE_READS = (REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_TOP1_SIMILARITY, SELF_PROMPT_LOSS,
-                   SELF_PROMPT_NEIGHBOUR_LOSSES)  # a reference model's values
+REFERENCE_READS = (REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_KL, REFERENCE_TOP1_SIMILARITY,
+                   SELF_PROMPT_LOSS, SELF_PROMPT_NEIGHBOUR_LOSSES)  # a reference model's values
 # The threat models, weakest attacker first: text the target generates (a model behind an API); that and a public
 # reference model with its probabilities (PETAL's surrogate); the target's output probabilities (log-probabilities of a
 # language model, label probabilities of a classifier); those and a reference model of the same kind (a fine-tune's

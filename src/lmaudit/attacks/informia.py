@@ -7,9 +7,12 @@ target gains on average over a population. Token level, as the authors' code (`t
 
 whose largest values mark the memorised tokens (`token_scores`), and a text's score is the mean of its s_t (the code's
 default aggregate; it returns minus that only because MIMIR's ROC negates scores). The KL term needs both models' full
-next-token distributions at each position, which lmaudit does not store yet, so the registered attack is the sequence
-level: the code's InfoRMIASeq statistic, mean_t (lp_target - lp_reference) per token (nats), less the population term
-of the paper's composite test as a third-party port writes it (unverified against the paper's equation):
+next-token distributions at each position: the audit stores it (REFERENCE_KL) only when asked (--reference-kl, one
+joint pass of the target and the first reference), and `informia_tokens` (TOKEN_SPEC) is then this token-level score.
+
+`informia` (SPEC), which needs no such pass, is the sequence level: the code's InfoRMIASeq statistic,
+mean_t (lp_target - lp_reference) per token (nats), less the population term of the paper's composite test as a
+third-party port writes it (unverified against the paper's equation):
 
     InfoRMIA(x) = r(x) - sum_z w_z r(z),  r = mean_t (lp_target - lp_reference),  w_z proportional to p_reference(z),
 
@@ -19,7 +22,8 @@ first reference, and a score above 0 means more member-like than the population'
 
 Departures from the code: the reference scores the target's very tokens (the code tokenizes separately with each model
 and cuts both to the shorter length), read from the first reference only when its token ids equal the target's (else
-the attack is skipped with that reason in one line); a text with no scored token has ratio 0, not NaN.
+the attacks are skipped with that reason in one line); with several references only the first is used (the code
+averages their log-probabilities, which makes its KL term inexact); a text with no scored token scores 0, not NaN.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 from scipy.special import softmax
 
 from lmaudit.attacks.base import (
+    REFERENCE_KL,
     REFERENCE_TOKEN_LOG_PROBS,
     TARGET_LOSS,
     TOKEN_LOG_PROBS,
@@ -73,7 +78,7 @@ def build(data: AttackInput) -> Scored | NotRun:
     rows = evaluated_rows(data)
     return Scored(score_frame(data.samples[rows], ratios[rows] - term),
                   calibration={"population_term": term, "population": int(population.sum()),
-                               "token_kl": "not stored: the sequence-level statistic, without the token-level KL"})
+                               "token_kl": "left out: the sequence-level statistic (informia_tokens adds it, with --reference-kl)"})
 
 
 SPEC = AttackSpec(
@@ -88,3 +93,28 @@ SPEC = AttackSpec(
     paper="Tao and Shokri 2026, Information-theoretic membership inference for granular quantification of memorization "
           "(ICLR; arXiv 2510.05582) and the first author's MIMIR fork",
 )
+
+
+def build_tokens(data: AttackInput) -> Scored:
+    """Scores of the audited and population samples: mean_t s_t, s_t = lp_target - lp_reference + KL(p_reference ||
+    p_target) at each scored token (`token_scores`; nats per token, higher = likelier a member, 0 for a text with no
+    scored token), against the first reference only, whatever the number of references."""
+    rows = evaluated_rows(data)
+    scores = token_scores(data.values[TOKEN_LOG_PROBS][rows], data.values[REFERENCE_TOKEN_LOG_PROBS][rows],
+                          data.values[REFERENCE_KL][rows])
+    return Scored(score_frame(data.samples[rows], mean_per_token(scores)),
+                  calibration={"aggregate": "mean of s_t over the scored tokens (0 for a text with none)",
+                               "references": "the first only"})
+
+
+TOKEN_SPEC = AttackSpec(
+    name="informia_tokens",
+    description="InfoRMIA (token level, the authors' code): per token, the target's log-likelihood gain over the "
+                "reference plus KL(reference || target) of their next-token distributions, averaged over the text",
+    reads=(TARGET_LOSS, TOKEN_LOG_PROBS, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_KL),
+    build=build_tokens,
+    aggregated_to=("subgroup", "group"),
+    score_label="membership score = mean_t (lp_target - lp_reference + KL(p_reference || p_target)) (nats per token)",
+    paper=SPEC.paper,
+)
+SPECS = (SPEC, TOKEN_SPEC)

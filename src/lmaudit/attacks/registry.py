@@ -50,7 +50,7 @@ from lmaudit.data.roles import AUDITED_ROLES
 ATTACKS: tuple[AttackSpec, ...] = (
     loss.SPEC, likelihood_ratio.SPEC, rmia.SPEC, lira.SPEC,
     zlib.SPEC, lowercase.SPEC, min_k.SPEC, min_k_plus_plus.SPEC, dc_pdd.SPEC, recall.SPEC, con_recall.SPEC,
-    neighbourhood.SPEC, ez_mia.SPEC, wbc.SPEC, informia.SPEC, user_inference.SPEC, camia.SPEC, samia.SPEC, petal.SPEC,
+    neighbourhood.SPEC, ez_mia.SPEC, wbc.SPEC, *informia.SPECS, user_inference.SPEC, camia.SPEC, samia.SPEC, petal.SPEC,
     spv_mia.SPEC, gradnorm.SPEC, *learned.SPECS,
     *shadow.SPECS, rank_histogram.SPEC,
 )

@@ -19,7 +19,7 @@ from lmaudit.attacks.base import (
 )
 from lmaudit.audit.corpus import audited_set_column
 from lmaudit.audit.records import ResolvedAudit, ScoredSamples
-from lmaudit.audit.tokens import losses_of, sampled_overlaps, token_level_values
+from lmaudit.audit.tokens import losses_of, reference_kl_values, sampled_overlaps, token_level_values
 from lmaudit.audit.whitebox import Scorer, ScoringPlan, whitebox_inputs
 from lmaudit.data.roles import TARGET_ROLES
 from lmaudit.errors import InputError
@@ -52,6 +52,7 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
         token_values, missing = token_level_values(audit, audit.signal, rows, per_model["target"]["value"])
         values |= token_values
         values |= reference_token_values(audit, per_model, token_values, missing, spec.model_kind)
+        values |= reference_kl_values(audit, rows, values, missing, spec.model_kind)
     if spec.model_kind == "clm" and audit.tokens.samia:
         values[SAMPLED_OVERLAPS] = sampled_overlaps(audit, rows)
     else:

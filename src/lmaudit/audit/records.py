@@ -33,8 +33,9 @@ class TokenPasses:
     """What the token-level attacks ask of the target besides its audited signal: a per-token signal beside it, and the
     extra passes (lowercased texts, ReCaLL's prefix of population samples, `neighbours` neighbour texts per sample of
     `neighbour_words` words proposed by `neighbour_model` (a masked or causal LM, of `neighbour_family`), `samia` sampled continuations per
-    text, CAMIA's repeated texts, the texts and their neighbours under SPV-MIA's `self_prompt_reference`) and the
-    non-audited corpus DC-PDD counts tokens in."""
+    text, CAMIA's repeated texts, the texts and their neighbours under SPV-MIA's `self_prompt_reference`, the first
+    reference's KL from the target at every token with `reference_kl`) and the non-audited corpus DC-PDD counts
+    tokens in."""
 
     token_signal: str | None = None
     lowercase: bool = True
@@ -46,6 +47,7 @@ class TokenPasses:
     frequency_data: str | None = None
     samia: int = 0
     camia: bool = False
+    reference_kl: bool = False
     self_prompt_reference: ModelSource | None = None
 
 
@@ -175,6 +177,7 @@ def token_passes(config: AuditConfig, references: dict[str, ModelSource], famili
         token_signal=passes.token_signal, lowercase=passes.lowercase, recall_prefix=passes.recall_prefix,
         neighbours=passes.neighbours, neighbour_words=passes.neighbour_words, neighbour_model=proposer,
         neighbour_family=family, frequency_data=passes.frequency_data, samia=passes.samia, camia=passes.camia,
+        reference_kl=passes.reference_kl,
         self_prompt_reference=ModelSource(passes.self_prompt_reference) if passes.self_prompt_reference else None)
 
 

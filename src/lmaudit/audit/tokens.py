@@ -1,5 +1,6 @@
 """What the token-level attacks read besides the target's loss: its per-token values, the texts' compressed lengths,
-token frequencies of non-audited text, and the target's losses of lowercased, prefixed and neighbour texts."""
+token frequencies of non-audited text, the target's losses of lowercased, prefixed and neighbour texts, and the first
+reference's KL from the target at every token."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from lmaudit.attacks.base import (
     MEMBER_PREFIXED_LOG_PROBS,
     NEIGHBOUR_LOSSES,
     PREFIXED_LOG_PROBS,
+    REFERENCE_KL,
+    REFERENCE_TOKEN_LOG_PROBS,
     REPEATED_LOG_PROBS,
     SELF_PROMPT_LOSS,
     SELF_PROMPT_NEIGHBOUR_LOSSES,
@@ -185,3 +188,44 @@ def sampled_overlaps(audit: ResolvedAudit, rows: pd.DataFrame) -> np.ndarray:
                              audit.scoring.chunk_size, "SaMIA generations", audit.scoring.progress,
                              keys=[text + asked for text in texts], backend=audit.scoring.backend)
     return np.stack(frame["value"].to_numpy())
+
+
+def reference_kl_values(audit: ResolvedAudit, rows: pd.DataFrame, values: dict[str, np.ndarray], missing: dict[str, str],
+                        model_kind: str) -> dict[str, np.ndarray]:
+    """REFERENCE_KL from the joint pass of the target and the first reference (signals/reference_kl.py), where
+    --reference-kl asks for it and `values` hold the reference's log-probabilities of the target's very tokens, padded
+    as the target's per-token values; else nothing, and the reason in `missing`."""
+    from lmaudit.models.tokenizer import load_tokenizer
+    from lmaudit.signals.reference_kl import configured_vocabulary, reference_kl_signal, shared_vocabulary
+
+    if model_kind != "clm":
+        missing[REFERENCE_KL] = "compares two causal LMs' next-token distributions; a masked LM predicts none"
+        return {}
+    if not audit.tokens.reference_kl:
+        missing[REFERENCE_KL] = "not asked for: give --reference-kl (one more pass, of the target and the first reference together)"
+        return {}
+    if REFERENCE_TOKEN_LOG_PROBS not in values:
+        missing[REFERENCE_KL] = missing.get(REFERENCE_TOKEN_LOG_PROBS, "the first reference did not score the target's tokens")
+        return {}
+    reference = next(iter(audit.references.values()))
+    widths = [configured_vocabulary(source) for source in (audit.target, reference)]
+    if None in widths:
+        missing[REFERENCE_KL] = "a config.json gives no vocab_size, so the two models' logits cannot be matched"
+        return {}
+    tokens = len(load_tokenizer(audit.target, audit.placement.trust_remote_code))
+    vocabulary = shared_vocabulary(*widths, tokens)
+    if vocabulary is None:
+        missing[REFERENCE_KL] = (f"the reference's vocabulary differs from the target's ({widths[1]} logits against "
+                                 f"{widths[0]}; the tokenizer has {tokens} tokens)")
+        return {}
+    frame = reference_kl_signal(audit.target, reference, rows["sample_id"].tolist(), rows["text"].tolist(), audit.signal,
+                                audit.scoring, vocabulary)
+    target = values[TOKEN_LOG_PROBS]
+    if [len(per_token) for per_token in frame["value"]] != np.sum(~np.isnan(target), axis=1).tolist():
+        # never seen: both passes encode the texts alike
+        missing[REFERENCE_KL] = "the KL pass scored other positions than the target's per-token pass"
+        return {}
+    kl = np.full(target.shape, np.nan)
+    for row, per_token in enumerate(frame["value"]):
+        kl[row, : len(per_token)] = per_token
+    return {REFERENCE_KL: kl}

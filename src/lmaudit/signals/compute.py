@@ -103,10 +103,10 @@ def model_signal(model: str | Path | ModelSource, sample_ids: list[str], texts: 
                 + (f"\x00prefix={prefix}" if prefix is not None else "") for i, text in zip(sample_ids, texts, strict=True)]
     return stored_signals([store], sample_ids, texts, job, scoring.chunk_size, description=f"scoring {label}",
                           progress=scoring.progress, keys=keys,
-                          backend=_Logged(scoring.backend, label, len(sample_ids), scoring.progress))[0]
+                          backend=LoggedBackend(scoring.backend, label, len(sample_ids), scoring.progress))[0]
 
 
-class _Logged:
+class LoggedBackend:
     """A backend that logs the pass it runs (logging only: the chunks, their order and their results are the wrapped
     backend's): its start (samples, reused from the store, to compute), each finished chunk (DEBUG; and, when no bar
     shows progress, INFO at most every ten seconds) and its end with the seconds it took. Counts and labels only."""
@@ -154,7 +154,7 @@ def model_signals(models: dict[str, str | Path | ModelSource], sample_ids: list[
         job = ScoringJob(tuple(sources.values()), settings, scoring.placement, progress=scoring.progress)
         names = " and ".join(sources)
         stored_signals(stores, sample_ids, texts, job, scoring.chunk_size, description=f"scoring {names}",
-                       progress=scoring.progress, backend=_Logged(scoring.backend, names, len(sample_ids), scoring.progress))
+                       progress=scoring.progress, backend=LoggedBackend(scoring.backend, names, len(sample_ids), scoring.progress))
     return {name: model_signal(source, sample_ids, texts, settings, scoring, name) for name, source in sources.items()}
 
 

@@ -76,7 +76,7 @@ def finetune_audit_config(name: str, base: Path, model: Path, files: dict, out: 
         nonmembers=dict(zip(NONMEMBER_SET_NAMES, map(str, (files[NONMEMBER], files["other-hospital"])), strict=True)),
         population=str(files[POPULATION]), calibration_members=str(files[CALIBRATION_MEMBER]), out=str(out),
         signal={"signal": "clm_tokens", "seed": seed}, evaluation={"bootstrap": bootstrap, "seed": seed},
-        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8}, samia=SAMIA_DRAWS, camia=True,
+        extraction={"prefix_tokens": (4, 8), "suffix_tokens": 8}, samia=SAMIA_DRAWS, camia=True, reference_kl=True,
         self_prompt_reference=str(self_prompt_folder(model)), neighbours=PERTURBATIONS, neighbour_words=PERTURBED_WORDS)
 
 
