@@ -79,7 +79,8 @@ class RoleFile(NamedTuple):
 
 class TokenPassSettings(BaseModel):
     """What the token-level attacks ask of the target besides its audited signal: a per-token signal beside it, the
-    extra passes (lowercased texts, ReCaLL's prefix, neighbours, CAMIA, SaMIA, SPV-MIA) and DC-PDD's corpus."""
+    extra passes (lowercased texts, ReCaLL's prefix, neighbours, CAMIA, SaMIA, SPV-MIA, the reference KL) and DC-PDD's
+    corpus."""
 
     model_config = ConfigDict(extra="forbid")
     token_signal: str | None = Field(None, description="a per-token signal of the target besides the audited one, for the "
@@ -93,6 +94,9 @@ class TokenPassSettings(BaseModel):
                                            "times as long)")
     samia: int = Field(0, ge=0, description="causal LMs: SaMIA's sampled continuations of each text's first half (that "
                                             "many generations per text; the paper: 10; 0 = off)")
+    reference_kl: bool = Field(False, description="causal LMs: KL(p_reference || p_target) at every token, for "
+                                                  "token-level InfoRMIA (one more pass, of the target and the first "
+                                                  "reference together)")
     neighbour_words: int = Field(1, ge=1, description="words a language model replaces to make each neighbour")
     neighbour_model: str | None = Field(None, description="masked or causal LM that proposes the neighbours' words "
                                                           "(default: the first reference)")
@@ -186,6 +190,8 @@ class AuditConfig(BaseModel):
     token_passes: TokenPassSettings = TokenPassSettings()
     attacks: AttackSettings = AttackSettings()
     include_text: bool = False
+    fields: list[str] = Field(default_factory=list, description="sensitive fields as KIND=REGEX (the first group, else "
+                              "the whole match): the localisation counts their tokens as a class of their own")
     figures: bool = Field(True, description="draw the report page's ROC curves and score histograms (a study's cells "
                                             "leave them to the study's page unless --cell-figures)")
     extraction: ExtractionSettings | None = Field(None, description="also run the extraction audit (causal LMs): greedy "
@@ -224,6 +230,17 @@ class AuditConfig(BaseModel):
         if value is None:
             return []
         return [value] if isinstance(value, str) else value
+
+    @field_validator("fields")
+    @classmethod
+    def _field_rules(cls, values: list[str]) -> list[str]:
+        from lmaudit.data.token_classes import field_rules
+
+        try:
+            field_rules(values)
+        except InputError as error:  # its message names the option; the location is named once
+            raise ValueError(str(error).removeprefix("--field ")) from None
+        return values
 
     @field_validator("nonmembers")
     @classmethod
@@ -291,10 +308,10 @@ SECTION_PATH_FIELDS = {"token_passes": ("neighbour_model", "self_prompt_referenc
 
 def option_of(names: list[str]) -> str:
     """The command-line option(s) of a setting's location in the configuration: its field's name, dashed, but for the
-    `columns` section, whose fields have options of their own."""
+    `columns` section, whose fields have options of their own, and `fields`, each given by one --field."""
     if names[0] == "columns":
         return COLUMN_OPTIONS.get(names[-1], " / ".join(COLUMN_OPTIONS.values()))
-    return f"--{names[-1].replace('_', '-')}"
+    return "--field" if names == ["fields"] else f"--{names[-1].replace('_', '-')}"
 
 
 def validated(values: dict, source: str, model: type[BaseModel] | None = None) -> BaseModel:

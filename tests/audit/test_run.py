@@ -82,7 +82,7 @@ def calls(monkeypatch):
     monkeypatch.setattr(tokenizer, "tokenizer_difference", lambda *args, **kwargs: None)  # the fake folders share none
     monkeypatch.setattr(compute, "model_signals", fake_model_signals)
     monkeypatch.setattr(compute, "model_signal", fake_model_signal)
-    monkeypatch.setattr(build, "render_html", lambda report, attacks: "<html></html>")  # the page is tested end to end
+    monkeypatch.setattr(build, "render_html", lambda *args: "<html></html>")  # the page is tested end to end
     return record
 
 

@@ -206,6 +206,18 @@ def test_audit_options_land_in_the_nested_configuration_sections(captured_audit,
     assert config.attacks.min_k_fraction == 0.1 and config.placement.device == "auto"
 
 
+def test_reference_kl_is_off_unless_asked_on_the_command_line_or_in_the_file(captured_audit, tmp_path):
+    """--reference-kl (or reference_kl: true in a --config YAML) turns on the KL pass for informia_tokens."""
+    arguments = ("audit", "--target", "t", "--members", "m.csv", "--nonmembers", "n.csv", "--out", tmp_path)
+    for extra, expected in (((), False), (("--reference-kl",), True)):
+        _, stderr, code = run(*arguments, *extra)
+        assert code == 0, stderr
+        assert captured_audit["config"].token_passes.reference_kl is expected
+    (tmp_path / "audit.yaml").write_text("target: t\nmembers: m.csv\nnonmembers: n.csv\nout: o\nreference_kl: true\n")
+    _, stderr, code = run("audit", "--config", tmp_path / "audit.yaml")
+    assert code == 0, stderr
+    assert captured_audit["config"].token_passes.reference_kl is True
+
 def test_audit_options_override_the_config_files_values_and_leave_the_rest(captured_audit, tmp_path):
     """Given options override a --config YAML's values; options not given leave the file's values (device, k)."""
     (tmp_path / "audit.yaml").write_text("target: t\nmembers: m.csv\nnonmembers: n.csv\nout: o\ndevice: cpu\n"

@@ -88,7 +88,7 @@ def test_failed_report_leaves_nothing_half_written(tmp_path, monkeypatch):
     def broken_parquet(self, path, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(build, "render_html", lambda report, attacks: "<html></html>")
+    monkeypatch.setattr(build, "render_html", lambda report, attacks, highlighted=None: "<html></html>")
     monkeypatch.setattr(pd.DataFrame, "to_parquet", broken_parquet)
     with pytest.raises(OSError):
         build.write_report(tmp_path, small_report(), pd.DataFrame({"a": [1]}), [])

@@ -35,6 +35,8 @@ class Findings:
     slice_columns: pd.DataFrame | None = None
     validity: dict | None = None  # the blind baseline's (metrics/validity.py); None where there are no texts
     extraction: tuple[dict, pd.DataFrame] | None = None  # audit/extraction.py's section and per-sample table, if asked
+    # audit/localisation.py's section and, with --include-text only, the member texts with their top spans
+    localisation: tuple[dict, list[dict] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,12 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
     extreme = extreme_scores(findings.attacks)
     sections = {"dataset_inference": dataset_inference_section(findings.samples, findings.attacks,
                                                                facts.level_names.get("group", "group"), evaluation.seed),
-                **({"extraction": findings.extraction[0]} if findings.extraction is not None else {})}
+                **({"extraction": findings.extraction[0]} if findings.extraction is not None else {}),
+                **({"localisation": findings.localisation[0]} if findings.localisation is not None else {})}
     per_class = classifier_per_class(findings.samples, findings.attacks)
     data = data_summary(findings.samples)
     report = build_report(facts, data, results, skipped, extreme, evaluation.delta, per_class, validity, tests, sections)
-    write_report(out, report, scores, findings.attacks)
+    write_report(out, report, scores, findings.attacks, findings.localisation[1] if findings.localisation else None)
     return AuditOutcome(report, results, skipped, scores)
 
 

@@ -19,6 +19,7 @@ from lmaudit.audit.corpus import checked_audit_corpus, load_audit_corpus
 from lmaudit.audit.extraction import checked_generator, extraction_section
 from lmaudit.audit.finish import AuditOutcome, Findings, finish_audit
 from lmaudit.audit.language_model import language_model_signals
+from lmaudit.audit.localisation import localisation_section
 from lmaudit.audit.records import GENERIC_LEVEL_NAMES, ResolvedAudit, ScoredSamples, resolve
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import combine_corpora
@@ -61,8 +62,10 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
                                   resolved.include_text)
         extraction = (extraction_section(resolved, corpus[corpus["role"].isin(AUDITED_ROLES)], resolved.extraction)
                       if resolved.extraction is not None else None)
+        localisation = (localisation_section(resolved, scored, corpus, config.fields) if not resolved.classifier
+                        else None)
         findings = Findings(scored.samples, attacks, scored.skipped + not_run, texts,
-                            by_id[list(resolved.evaluation.slice_by)], validity, extraction)
+                            by_id[list(resolved.evaluation.slice_by)], validity, extraction, localisation)
         provenance = {"data": data, "dtype": resolved.placement.dtype, **({"plan": plan} if plan else {})}
         facts = AuditFacts(resolved.given, environment_info(resolved.placement.device), resolved.level_names,
                            scored.models, model_files(resolved), scored.warnings, provenance)

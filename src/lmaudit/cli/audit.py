@@ -123,11 +123,11 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
     "Models": "--target --adapter --reference --reference-adapter --shadow --allow-tokenizer-mismatch",
     "Data": f"--members --nonmembers --population --calibration-members --shadow-members --shadow-nonmembers --data "
             f"{COLUMN_NAMES}",
-    "Output": "--out --cache-dir --overwrite --figures --include-text --release",
+    "Output": "--out --cache-dir --overwrite --figures --include-text --release --field",
     "Signal": f"{SIGNAL_NAMES} --token-signal",
     "Evaluation": EVALUATION_NAMES,
     "Attacks' settings": "--whitebox --whitebox-split --min-k-fraction --rmia-offline-a --lowercase --recall-prefix "
-                         "--neighbours --neighbour-words --neighbour-model --self-prompt-reference --camia --samia "
+                         "--neighbours --neighbour-words --neighbour-model --self-prompt-reference --camia --samia --reference-kl "
                          "--frequency-data --extraction",
     "Placement": PLACEMENT_NAMES, "Backend": BACKEND_NAMES,
 }, epilog="lmaudit audit --target model --out report \\\n"
@@ -161,6 +161,9 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
 @audit_setting("include_text", is_flag=True, default_text="off",
                help="Copy the sample texts into scores.parquet, and list the blind baseline's words that say 'member' "
                     "in report.json (training text!).")
+@audit_setting("fields", "--field", "fields", multiple=True, metavar="KIND=REGEX", default_text="none",
+               help="A sensitive field found by a regular expression (its first group, else the whole match), which the "
+                    "localisation counts as a class of tokens of its own; repeat.")
 @audit_setting("release", type=click.Choice(RELEASES), default_text="not declared",
                help="How the model is released: the report's release context (words only, never a number or a risk "
                     "level) and its coverage of the EDPB's attack families.")
@@ -183,6 +186,9 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
                help="Causal LMs: score each text repeated 6 times too, for CAMIA (one more pass, 6x as long).")
 @token_setting("samia", type=click.IntRange(min=0),
                help="Causal LMs: SaMIA's sampled continuations per text (N more generations each; 0 = off).")
+@token_setting("reference_kl", is_flag=True, default_text="off",
+               help="Causal LMs: KL(reference || target) of the next-token distributions at every token, for "
+                    "informia_tokens (one more pass, of the target and the first reference together).")
 @token_setting("neighbour_model", type=click.Path(), help="Masked or causal LM that proposes the neighbours' words.",
                default_text="the first reference")
 @token_setting("self_prompt_reference", type=click.Path(), default_text="none",

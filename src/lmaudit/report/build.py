@@ -134,8 +134,10 @@ def population_caveats(counts: dict) -> list[str]:
     return [] if calibrated else [NO_POPULATION]
 
 
-def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attacks: list[AttackScores]) -> None:
+def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attacks: list[AttackScores],
+                 highlighted: list[dict] | None = None) -> None:
     """Write scores.parquet, report.html and report.json into `out_dir`, all or nothing (report.json last, so an
-    interrupted audit never leaves a half-written report)."""
-    write_document(out_dir, REPORT_FILE, report, page=("report.html", render_html(report, attacks)),
+    interrupted audit never leaves a half-written report); `highlighted`: the member texts with their top spans, shown
+    on the page (--include-text only: training text)."""
+    write_document(out_dir, REPORT_FILE, report, page=("report.html", render_html(report, attacks, highlighted)),
                    table=("scores.parquet", scores))

@@ -216,6 +216,7 @@ class ReportDocument(Header):
     leakage_tests: LeakageTests | None = None
     dataset_inference: Section | None = None
     extraction: Section | None = None
+    localisation: Section | None = None
     ranking: dict[str, list[RankedAttack]]
     validity: Section | None = None
     coverage: Coverage | None = None

@@ -15,6 +15,7 @@ from markupsafe import Markup
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.report.formatting import number, percent
+from lmaudit.report.localisation import class_rows, highlighted_rows, patients_line, rule_line, statistic_line
 from lmaudit.report.plots import histogram_figure, roc_figure
 from lmaudit.report.tables import (
     CLASSIFIER_ATTACKS,
@@ -251,8 +252,9 @@ def extraction_rows(report: dict) -> list[dict]:
     return rows
 
 
-def render_html(report: dict, attacks: list[AttackScores]) -> str:
-    """The audit's page: verdict, per-level results and ROC curves, folded evidence, glossary, provenance."""
+def render_html(report: dict, attacks: list[AttackScores], highlighted: list[dict] | None = None) -> str:
+    """The audit's page: verdict, per-level results and ROC curves, folded evidence, glossary, provenance;
+    `highlighted`: the member texts with their top spans (--include-text only)."""
     levels = [level for level in LEVELS if report["ranking"].get(level)]
     figures = report["config"].get("figures", True)
     roc_strongest, roc_every = roc_images(report, attacks) if figures else ({}, {})
@@ -268,4 +270,15 @@ def render_html(report: dict, attacks: list[AttackScores]) -> str:
         several_signals=len({r["signal"] for r in report["results"]}) > 1, results_shown=RESULTS_SHOWN,
         dataset_inference=dataset_inference_line(report), extraction_line=extraction_statement(report.get("extraction")),
         extraction_rows=extraction_rows(report), extraction_rule=EXTRACTION_RULE, queries=f"{EXTRACTION_QUERIES:,}",
+        localisation=localisation_words(report.get("localisation")), highlighted=highlighted_rows(highlighted),
     )
+
+
+def localisation_words(section: dict | None) -> dict | None:
+    """The page's localisation section: its sentences and class rows, or the reason it is missing (None: no section)."""
+    if section is None:
+        return None
+    if "unavailable" in section:
+        return {"unavailable": section["unavailable"]}
+    return {"statistic": statistic_line(section), "rule": rule_line(section), "rows": class_rows(section),
+            "patients": patients_line(section), "texts": section["texts"], "compared_with": section["compared_with"]}
