@@ -13,6 +13,11 @@
    population NLL is closest to the full fine-tune's audited like the others (with its own self-prompt reference).
 
     python benchmarks/finetune_attacks.py --demo runs/demo-finetune [--out docs/performance.md]
+
+4. with `--regime papers`, instead: the papers' regime (finetune_regime.py), a base that never read the members' kind
+   of notes and over 1,000 non-members and population notes, every attack at 1% and 0.1% FPR by the reference it needs:
+
+    python benchmarks/finetune_attacks.py --regime papers --work runs/finetune-regime [--out docs/results.md]
 """
 
 from __future__ import annotations
@@ -162,11 +167,31 @@ def cell(row: dict) -> str:
             f"{row['tpr_ci'][1]:.3f}] ({row['tp']}/{row['fp']})")
 
 
+def papers_regime(work: Path, base_epochs: int, out: Path | None) -> None:
+    """The papers' regime's tables (finetune_regime.py), into `out`'s section."""
+    from finetune_regime import run_papers_regime
+
+    result = run_papers_regime(work, base_epochs)
+    utility = "; ".join(f"{name}: {u['population_nll']:.3f} (base {u['base_population_nll']:.3f})"
+                        for name, u in result["utility"].items() if name != "counts")
+    text = (f"{machine_line()}\n\nNotes per role: {result['utility']['counts']}. Population NLL, nats per token: "
+            f"{utility}.\n\n{markdown_table(result['table'])}\n{markdown_table(result['comparison'])}")
+    publish(text, out, "Fine-tune attacks in the papers' regime (benchmarks/finetune_attacks.py --regime papers)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--demo", type=Path, required=True, help="A finished `lmaudit demo --suite finetune` folder.")
+    parser.add_argument("--demo", type=Path, help="A finished `lmaudit demo --suite finetune` folder.")
+    parser.add_argument("--regime", choices=("suite", "papers"), default="suite")
+    parser.add_argument("--work", type=Path, default=Path("runs/finetune-regime"), help="--regime papers: its folder.")
+    parser.add_argument("--base-epochs", type=int, default=100, help="--regime papers: the base's epochs.")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.regime == "papers":
+        papers_regime(args.work, args.base_epochs, args.out)
+        return
+    if args.demo is None:
+        parser.error("--demo is required with --regime suite")
     timings = timed_passes(args.demo)
     files = {path.stem: path for path in (args.demo / "data").glob("*.parquet")}
     files["other-hospital"] = files.pop("nonmember-other-hospital")

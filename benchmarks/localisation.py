@@ -15,16 +15,17 @@ tokens after its first. Prints the tables (for docs/results.md).
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from markdown_section import markdown_table
+from markdown_section import machine_line, markdown_table
 
 from lmaudit.audit.corpus import load_audit_corpus
 from lmaudit.audit.language_model import language_model_signals
-from lmaudit.audit.localisation import aligned_offsets, token_input
+from lmaudit.audit.localisation import aligned_offsets, localisation_section, token_input
 from lmaudit.audit.reconstruction import TABLE_FILE, ReconstructionSettings, reconstruct
 from lmaudit.audit.records import resolve
 from lmaudit.audit.run import audit
@@ -53,12 +54,19 @@ def name_tokens(spans: np.ndarray, name_end: int) -> np.ndarray:
     return np.flatnonzero((spans[:, 0] < name_end) & (spans[:, 1] > 0) & (spans[:, 1] > spans[:, 0]))
 
 
-def note_rows(config: AuditConfig, names: pd.Series) -> pd.DataFrame:
+def note_rows(config: AuditConfig, names: pd.Series) -> tuple[pd.DataFrame, str]:
     """Per aligned member note: whether a name token is among its top spans, and the best name token's rank among
-    its scored tokens (1 = its most member-like token) and the count of those tokens."""
+    its scored tokens (1 = its most member-like token) and the count of those tokens; and what the audit's
+    localisation costs on the stored values (its tokenization, classes, statistics and permutations; no model pass)."""
     corpus = load_audit_corpus(config.role_files(), config.evaluation.slice_by, config.columns)
     resolved = resolve(config)
-    data = token_input(language_model_signals(resolved, corpus).inputs)
+    scored = language_model_signals(resolved, corpus)  # read back from the audit's store
+    started = time.perf_counter()
+    localisation_section(resolved, scored, corpus, config.fields)
+    seconds = time.perf_counter() - started
+    compared = int(corpus["role"].isin([MEMBER, POPULATION]).sum())
+    cost = f"localisation: {seconds:.2f} s for {compared} texts ({seconds / compared * 1000:.2f} s per 1,000)"
+    data = token_input(scored.inputs)
     statistic, scores = token_scores(data.values)
     samples = data.samples.reset_index(drop=True)
     members = np.flatnonzero(samples["role"].to_numpy() == MEMBER)
@@ -81,7 +89,7 @@ def note_rows(config: AuditConfig, names: pd.Series) -> pd.DataFrame:
         rows.append({"sample_id": sample_id, "group_id": samples["group_id"].iloc[row], "in_top_spans": in_top,
                      "name_rank": int(np.sum(row_scores[scored] > best)) + 1, "scored_tokens": len(scored),
                      "name_tokens": len(own), "statistic": statistic})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), cost
 
 
 def summary(notes: pd.DataFrame, label: str) -> dict:
@@ -127,7 +135,7 @@ def main() -> None:
                 ReconstructionSettings((FieldRule("name", pattern=NAME),)))
     ranks = pd.read_parquet(args.out / "reconstruct" / TABLE_FILE).set_index("sample_id")["rank"]
     names = notes.set_index("sample_id")["text"].str.extract(NAME)[0]
-    held = note_rows(config, names)
+    held, cost = note_rows(config, names)
     held["restored"] = held["sample_id"].map(ranks) == 1
     table = [summary(held[held["restored"]], "name restored first"),
              summary(held[~held["restored"]], "name not restored first"), summary(held, "all")]
@@ -135,7 +143,7 @@ def main() -> None:
                 f"{c['difference_ci'][1]:.3f}]", "enrichment": f"{c['enrichment']:.2f}", "p": f"{c['p_value']:.4f}",
                 "stands out": c["stands_out"]}
                for c in report["localisation"]["classes"] if c["p_value"] is not None and c["enrichment"] is not None]
-    print(f"statistic: {held['statistic'].iloc[0]}\n\n{markdown_table(table)}\n{markdown_table(classes)}")
+    print(f"{machine_line()}\n{cost}\nstatistic: {held['statistic'].iloc[0]}\n\n{markdown_table(table)}\n{markdown_table(classes)}")
 
 
 if __name__ == "__main__":
