@@ -9,7 +9,7 @@ from scipy.stats import beta, t
 from sklearn.metrics import roc_auc_score
 
 from lmaudit.metrics.auc_interval import (
-    _strata_weights,
+    strata_weights,
     auc_interval,
     bootstrap_aucs,
     newcombe_variance,
@@ -31,7 +31,7 @@ def test_each_bootstrap_auc_is_sklearns_on_the_rows_its_clusters_resample():
     labels, scores, clusters = grouped_scores()
     aucs = bootstrap_aucs(labels, scores, clusters, n_boot=6, seed=3)
     order = np.argsort(scores, kind="stable")
-    weights = _strata_weights(labels[order], clusters[order], 6, np.random.default_rng(3))
+    weights = strata_weights(labels[order], clusters[order], 6, np.random.default_rng(3))
     for k in range(6):
         rows = np.repeat(order, weights[k][clusters[order]].astype(int))
         assert set(clusters[rows]) <= set(clusters) and len(set(clusters[rows][labels[rows]])) <= 10
@@ -40,7 +40,7 @@ def test_each_bootstrap_auc_is_sklearns_on_the_rows_its_clusters_resample():
 
 def test_resamples_draw_each_roles_clusters_as_many_times_as_it_has():
     labels, _, clusters = grouped_scores()
-    weights = _strata_weights(labels, clusters, 50, np.random.default_rng(0))
+    weights = strata_weights(labels, clusters, 50, np.random.default_rng(0))
     assert (weights[:, :10].sum(1) == 10).all() and (weights[:, 10:].sum(1) == 10).all()
 
 

@@ -28,7 +28,7 @@ FEW_UNITS = 100
 BOOTSTRAP_CELLS = 1 << 22  # resamples x units held at once
 
 
-def _strata_weights(labels: np.ndarray, clusters: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+def strata_weights(labels: np.ndarray, clusters: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, clusters) how often each cluster is drawn when each role's clusters are resampled with replacement."""
     n_clusters = int(clusters.max()) + 1
     member_cluster = np.zeros(n_clusters, bool)
@@ -55,7 +55,7 @@ def bootstrap_aucs(labels: np.ndarray, scores: np.ndarray, clusters: np.ndarray 
     ends = np.r_[starts[1:], len(sorted_scores)]
     block = np.repeat(np.arange(len(starts)), ends - starts)
     below_at, tied_to = starts[block], ends[block]  # per unit: its tie block's first position and the one after it
-    weights = _strata_weights(labels, codes, n_boot, np.random.default_rng(seed))
+    weights = strata_weights(labels, codes, n_boot, np.random.default_rng(seed))
     aucs = np.empty(n_boot)
     step = max(1, BOOTSTRAP_CELLS // len(labels))
     for first in range(0, n_boot, step):

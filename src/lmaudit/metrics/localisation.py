@@ -18,6 +18,8 @@ import numpy as np
 
 from lmaudit.attacks.base import REFERENCE_KL, REFERENCE_TOKEN_LOG_PROBS, TOKEN_LOG_PROBS, TOKEN_MEANS, TOKEN_STDS
 from lmaudit.attacks.min_k_plus_plus import SMALLEST_STD
+from lmaudit.metrics.auc_interval import strata_weights
+from lmaudit.metrics.leakage_test import relabellings
 
 LEVEL = 0.05  # family-wise, over the classes tested
 TOP_SHARE = 0.1  # each member text's highest-scoring tenth of its tokens
@@ -131,31 +133,29 @@ def welch_t(values: np.ndarray, member: np.ndarray) -> np.ndarray:
     return np.where(tied & (error == 0), 0.0, t)
 
 
-def permutation_p(values: np.ndarray, member: np.ndarray, permutations: int, rng: np.random.Generator) -> float:
+def permutation_p(values: np.ndarray, member: np.ndarray, permutations: int, seed: int) -> float:
     """One-sided p-value that the members' per-patient mean exceeds the others': the share of `permutations` random
-    relabellings of the patients (and the observed labelling) whose Welch t is at least the observed one.
+    relabellings of the patients (`leakage_test.relabellings`, the observed labelling first) whose Welch t is at least
+    the observed one.
 
     Relabelling whole patients is exact when member and comparison patients are exchangeable (drawn alike, as the null
     says), whatever the dependence within a patient, ties or skew; studentising keeps it asymptotically valid where the
     two sides' spreads differ (members with more notes have less variable means; Janssen 1997, Chung and Romano 2013),
     which a plain difference of means is not. With 8 comparison patients a t-distribution's tail at a Bonferroni level
     is not to be trusted; the permutation distribution needs no such approximation."""
-    observed = welch_t(values, member)[0]
-    labels = rng.permuted(np.tile(member, (permutations, 1)), axis=1)
+    statistics = welch_t(values, relabellings(member, permutations, seed))
+    observed = statistics[0]
     # the observed labelling drawn again sums in another order: its t may come out a few ulps lower
     slack = 1e-9 * max(1.0, abs(observed)) if np.isfinite(observed) else 0.0
-    return float((1 + np.sum(welch_t(values, labels) >= observed - slack)) / (permutations + 1))
+    return float(np.sum(statistics >= observed - slack) / (permutations + 1))
 
 
 def bootstrap_difference(sums: np.ndarray, counts: np.ndarray, member: np.ndarray, draws: int,
                          rng: np.random.Generator) -> tuple[float, float]:
     """95% percentile interval of mean(member tokens) - mean(comparison tokens), tokens pooled, from `draws` stratified
-    resamples of whole patients (each side's patients with replacement, as many as it has)."""
-    pooled = []
-    for side in (member, ~member):
-        index = np.flatnonzero(side)
-        weights = rng.multinomial(len(index), np.full(len(index), 1 / len(index)), size=draws)
-        pooled.append(weights @ sums[index] / (weights @ counts[index]))
+    resamples of whole patients (each side's patients with replacement, as many as it has: `auc_interval.strata_weights`)."""
+    weights = strata_weights(member, np.arange(len(member)), draws, rng)
+    pooled = [weights[:, side] @ sums[side] / (weights[:, side] @ counts[side]) for side in (member, ~member)]
     low, high = np.percentile(pooled[0] - pooled[1], [2.5, 97.5])
     return float(low), float(high)
 
@@ -188,7 +188,7 @@ def class_statistics(tokens: ScoredTokens, index: int, top: np.ndarray, permutat
     p_value = interval = None
     if min(side.sum() for side in sides) >= 2:
         patient_means = sums[present] / counts[present]
-        p_value = permutation_p(patient_means, is_member[present], permutations, rng)
+        p_value = permutation_p(patient_means, is_member[present], permutations, int(rng.integers(2**32)))
         interval = bootstrap_difference(sums[present], counts[present], is_member[present], bootstrap, rng)
     top_members = top & tokens.member
     top_share = float((top_members & in_class).sum() / max(top_members.sum(), 1))
