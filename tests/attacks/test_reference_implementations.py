@@ -114,8 +114,10 @@ def test_min_k_and_min_k_plus_plus(fast, slow, fraction):
         lowest = sorted(v[0] for v in values)[:count]
         standardised = sorted((v[0] - v[1]) / v[2] for v in values)[:count]
         assert min_k_score(fast["log_prob"], fraction)[row] == pytest.approx(sum(lowest) / count, abs=tolerance)
+        # a standardised value carries its inputs' rounding divided by the std: (d lp + d mean + |z| d std) / std
+        spread = max((2 + abs((v[0] - v[1]) / v[2])) / v[2] for v in values)
         assert min_k_plus_plus_score(fast["log_prob"], fast["mean"], fast["std"], fraction)[row] == pytest.approx(
-            sum(standardised) / count, abs=tolerance)
+            sum(standardised) / count, abs=tolerance * max(1.0, spread))
 
 
 def test_zlib(fast, slow, texts):
