@@ -9,7 +9,8 @@ import pytest
 
 from lmaudit.report.checks import audit_warnings
 from lmaudit.report.tables import ranking
-from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, shown_p, verdict
+from lmaudit.report.level_words import shown_p
+from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, verdict
 
 
 def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
@@ -77,25 +78,30 @@ def test_each_level_reports_its_strongest_attack_most_exposing_attack_and_larges
     assert sample["risk"] == "high" and sample["p_value"] == 0.004  # the level's smallest family-wise p-value
     assert sample["statement"].startswith(
         "High risk at sample level, members against the same-hospital non-members: an attacker can tell member samples "
-        "from non-members (family-wise p = 0.004, below 0.01). Strongest attack: loss on loss, AUC 0.700 [0.660, 0.740]; ")
-    assert ("at the threshold that accuses at most 1% of the non-members, likelihood_ratio on loss exposes 12.0% of "
-            "member samples (240 of 2000, 20 of 2000 non-members wrongly accused; their false-positive rate at most "
-            "1.5%)" in sample["statement"])
-    assert ("if members and non-members were drawn alike, no training that is (epsilon, 1e-05)-differentially private "
-            "per sample with epsilon below 0.80 could allow the counts of likelihood_ratio on loss, with 95% confidence "
-            "(the largest of 3 bounds, each at 95%)" in sample["statement"])
+        "from non-members at a low false-positive rate. Evidence: the permutation test gives family-wise p = 0.004. The "
+        "strongest attack, loss on loss, reaches AUC 0.700 [0.660, 0.740]. ")
+    assert ("At the threshold fitted to accuse at most 1% of the 2,000 non-member samples (it accused 20), "
+            "likelihood_ratio on loss exposes 240 of 2,000 member samples (12.0%). From 2,000 non-members, the "
+            "false-positive rate an attacker would meet at that threshold is known only to be below 1.5%."
+            in sample["statement"])
+    assert ("If members and non-members were drawn alike, the counts of likelihood_ratio on loss rule out (epsilon, "
+            "1e-05)-differential privacy per sample for every epsilon below 0.80, with 95% confidence (the largest of "
+            "3 bounds, each at 95%)." in sample["statement"])
     group = summary["levels"]["group"]
     assert group["name"] == "patient" and group["risk"] == "inconclusive"
-    assert ("no attack beat chance (family-wise p = 0.3), but the non-member patients cannot resolve a 1% "
-            "false-positive rate (at the 1% threshold it could be as high as 11.6%)") in group["statement"]
+    assert group["statement"].startswith(  # the plain reason first: 30 non-member patients can never read low
+        "Inconclusive at patient level, members against the same-hospital non-members: too few non-member patients to "
+        "rule out leakage (about 581 needed, 30 given); no attack beat chance. Evidence: the permutation test gives "
+        "family-wise p = 0.3.")
+    assert group["power"]["can_read_low"] is False and group["power"]["nonmembers_for_low"] == 581
     assert summary["risk"] == "high"  # the highest level's
     assert summary["delta"] == 1e-5 and summary["nonmember_set"] == "same-hospital"
 
 
-def test_the_statement_names_the_tpr_its_own_test_supports_not_the_best_of_many_at_chance():
-    """Two attacks at 1% FPR: one whose TPR is beyond chance by its own permutation test, one with a larger ratio of
-    bounds that the test does not support; the statement names the first. Where no attack's TPR beats chance, it says
-    so, naming the attack closest to beating it."""
+def test_the_headline_tpr_is_the_one_that_exposes_most_named_with_its_own_attack_and_test():
+    """Two attacks at 1% FPR: the level's TPR record is the one that exposes most members (zlib's 6%, though loss's
+    own test rejects and zlib's does not), named with zlib and its own p-value, never another attack's; its test's
+    verdict is said as it is. Equal TPRs go to the higher lower bound."""
     results = [result("loss", tpr=0.03, tpr_ci=(0.02, 0.05), tp=60, fp=20),
                result("zlib", tpr=0.06, tpr_ci=(0.04, 0.09), tp=120, fp=20)]
     section = leakage_section({("loss", "sample"): 0.01, ("zlib", "sample"): 0.3})
@@ -104,16 +110,57 @@ def test_the_statement_names_the_tpr_its_own_test_supports_not_the_best_of_many_
     summary = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
                       {"tests": section["tests"] + tpr_tests})
     level = summary["levels"]["sample"]
-    assert level["tpr_at_1pct_fpr"]["attack"] == "loss" and level["tpr_at_1pct_fpr"]["p_value"] == 0.004
-    assert "loss on loss exposes 3.0% of member notes (60 of 2000" in level["statement"]
-    assert "beyond chance (family-wise p = 0.004)" in level["statement"]
-    tpr_tests[0]["family_p_value"] = 0.2
+    assert level["tpr_at_1pct_fpr"]["attack"] == "zlib" and level["tpr_at_1pct_fpr"]["p_value"] == 0.6
+    assert level["tpr_at_1pct_fpr"]["tpr"] == max(r["tpr_at_fpr"]["0.01"]["tpr"] for r in results)
+    assert ("zlib on loss exposes 120 of 2,000 member notes (6.0%), no more than chance would (its own family-wise "
+            "p = 0.6)" in level["statement"])
+    tpr_tests[1]["family_p_value"] = 0.01
     level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
                     {"tests": section["tests"] + tpr_tests})["levels"]["sample"]
-    assert level["tpr_at_1pct_fpr"]["attack"] == "loss"
-    assert ("no attack exposes more members than chance would (the closest, loss on loss: 3.0% of member notes (60 of "
-            "2000, 20 of 2000 non-members wrongly accused; their false-positive rate at most 1.5%), family-wise p = 0.2)"
-            in level["statement"])
+    assert "zlib on loss exposes 120 of 2,000 member notes (6.0%), beyond chance (its own family-wise p = 0.01)" in \
+        level["statement"]
+    tied = [result("loss", tpr=0.06, tpr_ci=(0.03, 0.09)), result("zlib", tpr=0.06, tpr_ci=(0.04, 0.09))]
+    level = summary_of(*tied)["levels"]["sample"]
+    assert level["tpr_at_1pct_fpr"]["attack"] == "zlib"
+
+
+def test_the_smallest_p_value_the_relabellings_can_show_is_said_as_such():
+    """A family-wise p-value at the floor of 1,000 relabellings (2/1001 with two families) reads '< 0.002 (the
+    smallest 1,000 relabellings can show)', any larger one '= p'."""
+    floor = 2 / 1001
+    tests = {"permutations": 1000, "member_groups": 2000, "nonmember_groups": 2000,
+             "tests": [{"attack": "loss", "signal": "loss", "level": "sample", "statistic": statistic,
+                        "family_p_value": floor} for statistic in ("auc", "tpr_at_1pct_fpr")]}
+    results = [result("loss")]
+    level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
+    assert "family-wise p < 0.002 (the smallest 1,000 relabellings can show)" in level["statement"]
+    assert level["power"]["families"] == 2 and level["power"]["smallest_p"] == pytest.approx(floor, rel=1e-6)
+    tests["tests"][0]["family_p_value"] = tests["tests"][1]["family_p_value"] = 0.004
+    level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
+    assert "family-wise p = 0.004." in level["statement"] and "smallest" not in level["statement"]
+
+
+@pytest.mark.parametrize(("kwargs", "opening"), [
+    # 79% exposed, but 12 non-member patients and no calibrated threshold can never read high: never "few members"
+    ({"tpr": 0.79, "tpr_ci": (0.58, 0.93), "fpr_ci": (0.0, 0.265), "members": 24, "nonmembers": 12, "tp": 19, "fp": 0,
+      "epsilons": ()},
+     "Moderate risk at patient level: the attacks tell member patients from non-members better than chance, and loss "
+     "on loss exposes most of them (79.0%); whether at a low false-positive rate, 12 non-member patients are too few to "
+     "show."),
+    # the same with a calibrated threshold: an epsilon bound of 1 was within reach, so it could have read high
+    ({"tpr": 0.79, "tpr_ci": (0.58, 0.93), "fpr_ci": (0.0, 0.265), "members": 24, "nonmembers": 12, "tp": 19, "fp": 0,
+      "epsilons": (0.4,)},
+     "Moderate risk at patient level: the attacks tell member patients from non-members better than chance, and loss "
+     "on loss exposes most of them (79.0%), though not surely at a low false-positive rate."),
+    ({"tpr": 0.02, "tpr_ci": (0.01, 0.04), "fpr_ci": (0.005, 0.016)},
+     "Moderate risk at patient level: the attacks tell member patients from non-members better than chance, but none "
+     "exposes members at 5 times the rate it accuses non-members."),
+])
+def test_a_moderate_level_says_plainly_why_it_is_not_high(kwargs, opening):
+    results = [result("loss", level="group", **kwargs)]
+    summary = summary_of(*results, names={"group": "patient"}, p_values={("loss", "group"): 0.02})
+    statement = summary["levels"]["group"]["statement"]
+    assert statement.startswith(opening) and "few members" not in statement
 
 
 def blind(auc, low, high):
@@ -146,13 +193,14 @@ def test_a_shift_the_texts_alone_show_makes_the_level_inconclusive(attack, texts
     if risk == "inconclusive":
         assert level["shift"] is True
         assert level["statement"].startswith("Inconclusive at note level: the texts alone separate members from "
-                                             f"non-members. A blind classifier that never sees the model reaches AUC "
+                                             "non-members, so the attacks measure how the data was collected as much "
+                                             "as the model. A blind classifier that never sees the model reaches AUC "
                                              f"{texts['auc']:.3f} [")
         assert f"this level would read {level['risk_from_attacks']}" in level["statement"]
-        assert "differentially private" not in level["statement"]  # no DP reading where the sets differ
+        assert "differential privacy" not in level["statement"]  # no DP reading where the sets differ
     else:
         assert "shift" not in level and "risk_from_attacks" not in level
-        assert "differentially private per note with epsilon below 0.50" in level["statement"]
+        assert "differential privacy per note for every epsilon below 0.50" in level["statement"]
     assert summary["blind_baseline_ran"] is True
     assert summary_of(*results)["blind_baseline_ran"] is False  # no texts, no blind baseline: the attacks decide
 

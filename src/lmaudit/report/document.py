@@ -38,6 +38,7 @@ class Header(Record):
     kind: str
     lmaudit_version: str
     created: str
+    outputs: dict[str, str] | None = None  # a sealed document's page and table, each with its SHA-256
 
 
 class Named(Record):
@@ -87,6 +88,28 @@ class BlindHeadline(Record):
     texts_separate: bool
 
 
+class PowerRecord(Record):
+    """What a level's counts can show at best (metrics/power.py): the units and groups compared, whether a threshold
+    was calibrated without the audited labels, the verdict's relabellings, and which risks could be read at all."""
+
+    members: int
+    nonmembers: int
+    member_groups: int
+    nonmember_groups: int
+    calibrated: bool
+    relabelled: tuple[int, int]
+    permutations: int
+    families: int
+    fpr_bound: float
+    smallest_p: float
+    best_exposure_ratio: float
+    best_epsilon: float
+    can_read_moderate: bool
+    can_read_high: bool
+    can_read_low: bool
+    nonmembers_for_low: int
+
+
 class LevelVerdict(Record):
     """One level's verdict: its risk, the family-wise p-value, the evidence behind it and its statement."""
 
@@ -99,14 +122,18 @@ class LevelVerdict(Record):
     strongest: Strongest
     tpr_at_1pct_fpr: TprHeadline | None
     epsilon_lower_bound: EpsilonHeadline | None
+    power: PowerRecord | None = None
     statement: str
 
     def headline(self) -> dict[str, float | None]:
         """The numbers a reader outside the report takes from this level: the strongest attack's AUC and its 95%
-        interval, the TPR at 1% FPR and the epsilon lower bound; None where not measured (or not finite)."""
+        interval, the TPR at 1% FPR of the attack that exposes most and its interval, and the epsilon lower bound; None
+        where not measured (or not finite)."""
         tpr, epsilon = self.tpr_at_1pct_fpr, self.epsilon_lower_bound
         values = {"auc": self.strongest.auc, "auc_low": self.strongest.auc_ci[0], "auc_high": self.strongest.auc_ci[1],
                   "tpr_at_1pct_fpr": tpr.tpr if tpr is not None else None,
+                  "tpr_low": tpr.tpr_ci[0] if tpr is not None else None,
+                  "tpr_high": tpr.tpr_ci[1] if tpr is not None else None,
                   "epsilon_lower_bound": epsilon.epsilon_lower_bound if epsilon is not None else None}
         return {key: None if value is None or not math.isfinite(value) else float(value) for key, value in values.items()}
 

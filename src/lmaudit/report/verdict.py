@@ -4,17 +4,25 @@ decision, not a guarantee)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from lmaudit.attacks.base import ACCESS_LEVELS, LEVELS
 from lmaudit.metrics.dataset_inference import PAPER_LEVEL, STRICT_LEVEL
-from lmaudit.report.formatting import counted, with_interval
+from lmaudit.metrics.power import LevelCounts, level_power
+from lmaudit.metrics.risk_rule import (
+    HIGH_EPSILON,
+    HIGH_LEVEL,
+    HIGH_RATIO,
+    MODERATE_LEVEL,
+    ONE_PERCENT,
+    RESOLUTION_FACTOR,
+    exposure_ratio,
+    resolves_one_percent,
+)
+from lmaudit.report.formatting import counted
+from lmaudit.report.level_words import opening, p_words, shift_opening, statement
 
-VERDICT_ALPHA = "0.01"  # the false-positive rate the verdict reads TPR at
-# The rule, in the order it is applied; its numbers are the constants below.
-MODERATE_LEVEL = 0.05  # family-wise level of the permutation tests for "moderate" (and above)
-HIGH_LEVEL = 0.01  # ... and for "high"
-HIGH_RATIO = 5.0  # TPR's lower bound at least this times the larger of 1% and the FPR's upper bound at its threshold
-HIGH_EPSILON = 1.0  # empirical epsilon lower bound (nats)
-RESOLUTION_FACTOR = 2.0  # "low" needs the FPR's upper bound at the 1% threshold within this factor of 1%
+VERDICT_ALPHA = f"{ONE_PERCENT:g}"  # the key of the TPR records the verdict reads ('0.01')
 # A blind AUC this high (the texts alone, no model) makes a level inconclusive whatever the attacks reach: Das et al.'s
 # shifted benchmarks sit at 0.72-0.99, and an attack's lead over such a baseline may be more of the same shift.
 BLIND_DECISIVE_AUC = 0.7
@@ -37,10 +45,11 @@ RISK_RULE = (
     f"larger of 1% and the upper 95% bound of its FPR there) or its counts prove epsilon >= {HIGH_EPSILON:g}. "
     f"moderate: the test rejects at family-wise level {MODERATE_LEVEL:g}: the attacks do better than chance. "
     f"low: the test does not reject, and the non-members resolve a 1% false-positive rate (at the 1% threshold, the "
-    f"FPR's upper 95% bound is at most {RESOLUTION_FACTOR * 0.01:.0%}). "
+    f"FPR's upper 95% bound is at most {RESOLUTION_FACTOR * ONE_PERCENT:.0%}). "
     "inconclusive: the test does not reject, but the non-members cannot resolve a 1% false-positive rate. "
     "The overall risk is the highest level's. Where units come in groups, every interval counts them so (whole groups "
-    "resampled; rates on effective counts). Guidance for a release decision, not a guarantee: a stronger attack, or "
+    "resampled; rates on effective counts). The true-positive rate a level names is the one that exposes most members "
+    "at the 1% threshold, with its own attack. Guidance for a release decision, not a guarantee: a stronger attack, or "
     "more data, can show more leakage than this audit."
 )
 
@@ -54,19 +63,20 @@ def _tpr_row(result: dict) -> dict | None:
             "n_nonmembers": result["n_nonmembers"], "resolution_limited": point["resolution_limited"]}
 
 
-def exposure_ratio(row: dict) -> float:
-    """A TPR row's lower TPR bound over the larger of 1% and its upper FPR bound: how many times what a guess that
-    accuses as many non-members exposes, at least (0 where a bound is missing)."""
-    tpr_low, fpr_high = row["tpr_ci"][0], (row.get("fpr_ci") or [None, None])[1]
-    if tpr_low is None or fpr_high is None:
-        return 0.0
-    return tpr_low / max(float(VERDICT_ALPHA), fpr_high)
+def row_exposure_ratio(row: dict) -> float:
+    """A TPR row's exposure ratio (metrics/risk_rule.py) from its two intervals."""
+    return exposure_ratio(row["tpr_ci"][0], (row.get("fpr_ci") or [None, None])[1])
 
 
-def resolves_one_percent(row: dict | None) -> bool:
-    """Whether the non-members behind a TPR row resolve a 1% FPR: its FPR's upper bound within RESOLUTION_FACTOR."""
-    fpr_high = ((row or {}).get("fpr_ci") or [None, None])[1]
-    return fpr_high is not None and fpr_high <= RESOLUTION_FACTOR * float(VERDICT_ALPHA)
+def most_exposing(rows: list[dict]) -> dict | None:
+    """The headline TPR record: the row that exposes most members at the 1% threshold (ties: the higher lower bound,
+    then the smaller p-value of its own test); page, PDF, model card and gate all read this one."""
+    def key(row: dict) -> tuple:
+        tpr, low = row["tpr"], row["tpr_ci"][0]
+        return (tpr if tpr == tpr else -1.0, low if low is not None and low == low else -1.0,
+                -(row["p_value"] if row.get("p_value") is not None else 1.0))
+
+    return max(rows, key=key, default=None)
 
 
 def _epsilon_row(results: list[dict]) -> dict | None:
@@ -97,17 +107,33 @@ def level_p_value(tests: dict | None, level: str) -> float | None:
 
 def _risk(p_value: float | None, tpr_rows: list[dict], epsilon: dict | None, at_low_fpr: dict | None) -> str:
     bound = epsilon["epsilon_lower_bound"] if epsilon else 0.0
-    strong = any(exposure_ratio(row) >= HIGH_RATIO for row in tpr_rows) or bound >= HIGH_EPSILON
+    strong = any(row_exposure_ratio(row) >= HIGH_RATIO for row in tpr_rows) or bound >= HIGH_EPSILON
     if p_value is not None and p_value < HIGH_LEVEL and strong:
         return "high"
     if p_value is not None and p_value < MODERATE_LEVEL:
         return "moderate"
-    return "low" if resolves_one_percent(at_low_fpr) else "inconclusive"
+    return "low" if resolves_one_percent(((at_low_fpr or {}).get("fpr_ci") or [None, None])[1]) else "inconclusive"
 
 
-def _named(row: dict) -> str:
-    """An attack as the statements name it: `likelihood_ratio on mlm_energy`."""
-    return f"{row['attack']} on {row['signal']}"
+def level_counts(level: str, strongest: dict, at_level: list[dict], tests: dict | None) -> LevelCounts:
+    """What the level compared, for its power: its units (the strongest attack's), the groups the verdict's test
+    relabelled (a group-level unit is its own group), whether some threshold was calibrated without the audited
+    labels, and the test's relabellings and families."""
+    members, nonmembers = strongest["n_members"], strongest["n_nonmembers"]
+    relabelled = ((tests or {}).get("member_groups", members), (tests or {}).get("nonmember_groups", nonmembers))
+    groups = (members, nonmembers) if level == "group" else (min(members, relabelled[0]), min(nonmembers, relabelled[1]))
+    families = 2 if any(test["statistic"] == "tpr_at_1pct_fpr" for test in (tests or {}).get("tests", [])) else 1
+    calibrated = any(threshold.get("epsilon_lower_bound") is not None for r in at_level for threshold in r["thresholds"])
+    return LevelCounts(members=members, nonmembers=nonmembers, member_groups=groups[0], nonmember_groups=groups[1],
+                       calibrated=calibrated, relabelled=relabelled, permutations=(tests or {}).get("permutations", 1000),
+                       families=families)
+
+
+def _fewer_groups(counts: LevelCounts, group_name: str) -> str | None:
+    """'12 patients' where a level's non-members come from fewer groups than they are, else None."""
+    if counts.nonmember_groups >= counts.nonmembers:
+        return None
+    return f"{counts.nonmember_groups:,} {group_name}{'s' * (counts.nonmember_groups != 1)}"
 
 
 def shift_decides(blind: dict | None, strongest: dict) -> bool:
@@ -119,127 +145,54 @@ def shift_decides(blind: dict | None, strongest: dict) -> bool:
     return blind["auc_ci"][1] >= attack_low or blind["auc"] >= BLIND_DECISIVE_AUC
 
 
-def _shift_opening(heading: str, blind: dict, strongest: dict, risk_from_attacks: str) -> str:
-    return (f"Inconclusive at {heading}: the texts alone separate members from non-members. A blind classifier "
-            f"that never sees the model reaches AUC {with_interval(blind['auc'], blind['auc_ci'])} against "
-            f"{strongest['auc']:.3f} for the strongest attack, so the attacks measure "
-            f"how the data was collected as much as the model (from the attacks alone this level would read "
-            f"{risk_from_attacks}); audit against non-members drawn like the members.")
-
-
-def shown_p(p_value: float) -> str:
-    """A p-value to two significant digits, or as many more as keep it on its side of the decision levels (0.0499 is
-    not 0.05)."""
-    for digits in range(2, 8):
-        shown = f"{p_value:.{digits}g}"
-        if all((p_value < level) == (float(shown) < level) for level in (HIGH_LEVEL, MODERATE_LEVEL)):
-            return shown
-    return repr(p_value)
-
-
-def _tested(p_value: float | None, level: float) -> str:
-    if p_value is None:
-        return "no permutation test could run"
-    return f"family-wise p = {shown_p(p_value)}" + (f", below {level:g}" if p_value < level else "")
-
-
-def _openings(heading: str, units: str, p_value: float | None, at_low_fpr: dict | None, few_exposed: bool) -> dict:
-    fpr_high = ((at_low_fpr or {}).get("fpr_ci") or [None, None])[1]
-    unresolved = (f"the non-member {units} cannot resolve a 1% false-positive rate"
-                  + (f" (at the 1% threshold it could be as high as {fpr_high:.1%})" if fpr_high is not None else ""))
-    return {
-        "high": f"High risk at {heading}: an attacker can tell member {units} from non-members "
-                f"({_tested(p_value, HIGH_LEVEL)}).",
-        "moderate": f"Moderate risk at {heading}: the attacks do better than chance ({_tested(p_value, MODERATE_LEVEL)})"
-                    + (", but expose few members at a low false-positive rate." if few_exposed else "."),
-        "low": f"Low risk at {heading}: no attack beat chance ({_tested(p_value, MODERATE_LEVEL)}), and the "
-               f"non-members resolve a 1% false-positive rate.",
-        "inconclusive": f"Inconclusive at {heading}: no attack beat chance ({_tested(p_value, MODERATE_LEVEL)}), but "
-                        f"{unresolved}.",
-    }
-
-
-def _exposed(at_low_fpr: dict, units: str) -> str:
-    fpr_high = (at_low_fpr.get("fpr_ci") or [None, None])[1]
-    bound = f"; their false-positive rate at most {fpr_high:.1%}" if fpr_high is not None else ""
-    counts = (f"{at_low_fpr['tpr']:.1%} of member {units} ({at_low_fpr['tp']} of {at_low_fpr['n_members']}, "
-              f"{at_low_fpr['fp']} of {at_low_fpr['n_nonmembers']} non-members wrongly accused{bound})")
-    opening = "at the threshold that accuses at most 1% of the non-members, "
-    p_value = at_low_fpr.get("p_value")
-    if p_value is None:
-        return f"{opening}{_named(at_low_fpr)} exposes {counts}"
-    if p_value < MODERATE_LEVEL:
-        return f"{opening}{_named(at_low_fpr)} exposes {counts}, beyond chance (family-wise p = {shown_p(p_value)})"
-    return (f"{opening}no attack exposes more members than chance would (the closest, {_named(at_low_fpr)}: {counts}, "
-            f"family-wise p = {shown_p(p_value)})")
-
-
-def _epsilon_words(epsilon: dict | None, level_name: str, delta: float) -> str:
-    if not epsilon or epsilon["epsilon_lower_bound"] <= 0:
-        return "no attack's counts rule out any epsilon"
-    bound = epsilon["epsilon_lower_bound"]
-    shown = f"{bound:.2f}" if bound >= 0.01 else f"{bound:.1g}"  # a small bound is not 0.00
-    return (f"if members and non-members were drawn alike, no training that is (epsilon, {delta:g})-differentially "
-            f"private per {level_name} with epsilon below {shown} could allow the counts of {_named(epsilon)}, with "
-            f"95% confidence (the largest of {epsilon['bounds']} bounds, each at 95%)")
-
-
-def _statement(level_name: str, risk: str, strongest: dict, at_low_fpr: dict | None, epsilon: dict | None,
-               delta: float, opening: str, shifted: bool) -> str:
-    units = f"{level_name}s"
-    auc = f"AUC {with_interval(strongest['auc'], strongest['auc_ci'])}"
-    parts = [_exposed(at_low_fpr, units)] if at_low_fpr is not None else []
-    if not shifted:  # where the sets differ, an epsilon would measure the difference: a DP reading does not stand
-        parts.append(_epsilon_words(epsilon, level_name, delta))
-    return f"{opening} Strongest attack: {_named(strongest)}, {auc}; {'; '.join(parts)}."
-
-
-def _level_entry(level: str, name: str, at_level: list[dict], strongest: dict, tests: dict | None, delta: float,
-                 blind: dict | None, against: str) -> dict:
-    """One level's verdict: its risk, the evidence behind it and its statement."""
+def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strongest: dict, tests: dict | None,
+                 delta: float, blind: dict | None, against: str) -> dict:
+    """One level's verdict: its risk, the evidence behind it, what its counts could show, and its statement."""
     tpr_rows = [row for row in (_tpr_row(r) for r in at_level) if row is not None]
     for row in tpr_rows:
         row["p_value"] = tpr_test_p_value(tests, row, level)
-    # The row the statement names: the strongest evidence at a low false-positive rate (its own test first, where the
-    # level has one), not the best of many rows at a point that chance reaches.
-    at_low_fpr = min(tpr_rows, key=lambda row: (1.0 if row["p_value"] is None else row["p_value"],
-                                                -exposure_ratio(row), -row["tpr"]), default=None)
+    at_low_fpr = most_exposing(tpr_rows)
     epsilon = _epsilon_row(at_level)
     p_value = level_p_value(tests, level)
     risk = _risk(p_value, tpr_rows, epsilon, at_low_fpr)
+    counts = level_counts(level, strongest, at_level, tests)
+    power = {**asdict(counts), "relabelled": list(counts.relabelled), **asdict(level_power(counts, delta))}
+    name = names.get(level, level)
     heading = f"{name} level{against}"
-    few_exposed = not any(exposure_ratio(row) >= HIGH_RATIO for row in tpr_rows)
-    opening = _openings(heading, f"{name}s", p_value, at_low_fpr, few_exposed)[risk]
+    first = opening(risk, heading, f"{name}s", at_low_fpr, power)
     entry = {"name": name, "risk": risk, "p_value": p_value}
     shifted = shift_decides(blind, strongest)
     if shifted:
-        opening = _shift_opening(heading, blind, strongest, risk)
+        first = shift_opening(heading, blind, strongest, risk)
         entry = {**entry, "risk": "inconclusive", "shift": True, "risk_from_attacks": risk}
     if blind:
         entry["blind"] = {key: blind[key] for key in ("auc", "auc_ci", "texts_separate")}
+    test = p_words(p_value, power["families"] / (power["permutations"] + 1), power["permutations"])
     return {
         **entry,
         "strongest": {key: strongest[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members", "n_nonmembers")},
-        "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon,
-        "statement": _statement(name, entry["risk"], strongest, at_low_fpr, epsilon, delta, opening, shifted),
+        "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon, "power": power,
+        "statement": statement(first, name, test, strongest, at_low_fpr, epsilon, delta, shifted,
+                               _fewer_groups(counts, names.get("group", "group"))),
     }
 
 
 def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str], delta: float,
             blind: dict[str, dict] | None = None, tests: dict | None = None, nonmember_set: str | None = None) -> dict:
     """report.json's `summary`: per level (in LEVELS order) the risk by RISK_RULE with its family-wise p-value, the
-    strongest attack by AUC, the TPR row at 1% FPR that exposes most, the largest epsilon lower bound, and the
-    statement; the overall risk; the rule; the delta of the epsilon bounds. `blind`: the blind baseline's result per
-    level on the verdict's non-member set (metrics/validity.py), which can make a level inconclusive (None where the
-    audit had no texts); `tests`: report.json's `leakage_tests` (metrics/leakage_test.py); `nonmember_set`: the name of
-    the verdict's set where there are several, which the statements then name."""
+    strongest attack by AUC, the TPR row at 1% FPR that exposes most, the largest epsilon lower bound, what the level's
+    counts could show at best (metrics/power.py), and the statement; the overall risk; the rule; the delta of the
+    epsilon bounds. `blind`: the blind baseline's result per level on the verdict's non-member set
+    (metrics/validity.py), which can make a level inconclusive (None where the audit had no texts); `tests`:
+    report.json's `leakage_tests` (metrics/leakage_test.py); `nonmember_set`: the name of the verdict's set where there
+    are several, which the statements then name."""
     against = f", members against the {nonmember_set} non-members" if nonmember_set else ""
     levels = {}
     for level in LEVELS:
         if ranking.get(level):
             at_level = [r for r in results if r["level"] == level and r["slice"] == "all"]
-            levels[level] = _level_entry(level, level_names.get(level, level), at_level, ranking[level][0], tests,
-                                         delta, (blind or {}).get(level), against)
+            levels[level] = _level_entry(level, level_names, at_level, ranking[level][0], tests, delta,
+                                         (blind or {}).get(level), against)
     overall = min((entry["risk"] for entry in levels.values()), key=RISKS.index, default="inconclusive")
     return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta, "blind_baseline_ran": blind is not None,
             "nonmember_set": nonmember_set, "threat_models": threat_models(ranking)}
