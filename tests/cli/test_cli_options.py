@@ -330,7 +330,7 @@ def test_docs_cli_md_is_generated_from_the_commands():
 
 
 def test_nonmembers_options_become_one_file_or_named_sets(tmp_path):
-    from lmaudit.cli.audit import nonmember_files
+    from lmaudit.cli.audit_options import nonmember_files
 
     assert nonmember_files(()) is None
     assert nonmember_files(("a/notes.csv",)) == "a/notes.csv"

@@ -11,9 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmaudit.attacks.base import AttackScores, aggregated_attack, score_frame
+from lmaudit.attacks.base import CLASSIFIER_LEVEL_NAMES, AttackScores, aggregated_attack, score_frame
 from lmaudit.audit.finish import Findings, finish_audit
-from lmaudit.audit.records import CLASSIFIER_LEVEL_NAMES
 from lmaudit.audit.run import run_attack
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.report.build import AuditFacts, environment_info

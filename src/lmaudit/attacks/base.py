@@ -18,6 +18,11 @@ from lmaudit.data.roles import EVALUATED_ROLES, SHADOW_ROLES, TARGET_ROLES
 LEVELS = ("sample", "subgroup", "group")
 # The id column that defines each level above the sample.
 LEVEL_COLUMNS = {"subgroup": "subgroup_id", "group": "group_id"}
+# What each level's unit is called in the report: a language-model audit of clinical notes has admissions and
+# patients, a classifier audit users; precomputed scores say no more than subgroup and group.
+LANGUAGE_MODEL_LEVEL_NAMES = {"sample": "sample", "subgroup": "admission", "group": "patient"}
+CLASSIFIER_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "user"}
+GENERIC_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "group"}
 
 # What an attack can read from an AttackInput's `values`, each aligned with its `samples` rows. Per-token values are
 # (n, T) arrays padded with NaN to the longest sample; token t of a causal LM is the t-th token predicted (the second

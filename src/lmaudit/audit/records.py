@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.attacks.base import AttackInput, Skipped
+from lmaudit.attacks.base import CLASSIFIER_LEVEL_NAMES, LANGUAGE_MODEL_LEVEL_NAMES, AttackInput, Skipped
 from lmaudit.attacks.settings import AttackSettings
 from lmaudit.backends.choose import signal_backend
 from lmaudit.config import AuditConfig
@@ -20,12 +20,6 @@ from lmaudit.signals.registry import DEFAULT_SIGNALS, signal_spec
 from lmaudit.signals.sampling import ExtractionSettings
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.signals.store import default_cache_dir
-
-# What each level's unit is called in the report: a language-model audit of clinical notes has admissions and
-# patients, a classifier audit users; precomputed scores say no more than subgroup and group.
-LANGUAGE_MODEL_LEVEL_NAMES = {"sample": "sample", "subgroup": "admission", "group": "patient"}
-CLASSIFIER_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "user"}
-GENERIC_LEVEL_NAMES = {"sample": "sample", "subgroup": "subgroup", "group": "group"}
 
 
 @dataclass(frozen=True, kw_only=True)

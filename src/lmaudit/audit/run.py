@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput, AttackScores, Skipped
+from lmaudit.attacks.base import GENERIC_LEVEL_NAMES, REFERENCE_LOSSES, TARGET_LOSS, AttackInput, AttackScores, Skipped
 from lmaudit.attacks.registry import run_attacks
 from lmaudit.audit.classifier import classifier_signals
 from lmaudit.audit.corpus import checked_audit_corpus, load_audit_corpus
@@ -20,7 +20,7 @@ from lmaudit.audit.extraction import checked_generator, extraction_section
 from lmaudit.audit.finish import AuditOutcome, Findings, finish_audit
 from lmaudit.audit.language_model import language_model_signals
 from lmaudit.audit.localisation import localisation_section
-from lmaudit.audit.records import GENERIC_LEVEL_NAMES, ResolvedAudit, ScoredSamples, resolve
+from lmaudit.audit.records import ResolvedAudit, ScoredSamples, resolve
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import combine_corpora
 from lmaudit.data.roles import AUDITED_ROLES

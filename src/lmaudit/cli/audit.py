@@ -3,13 +3,19 @@ audit from precomputed losses."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import click
 
-from lmaudit.attacks.settings import AttackSettings
 from lmaudit.cli.app import log_warnings, overwrite_option, progress
+from lmaudit.cli.audit_options import (
+    UNLESS_CONFIG,
+    audit_config,
+    audit_setting,
+    audit_settings_options,
+    nonmember_files,
+    token_setting,
+)
 from lmaudit.cli.help import GroupedCommand
 from lmaudit.cli.options import (
     BACKEND_NAMES,
@@ -25,16 +31,11 @@ from lmaudit.cli.options import (
     setting,
     signal_options,
 )
-from lmaudit.config import NONMEMBER_SET_NAME, RELEASES, ROLE_FILE_FIELDS, AuditConfig, TokenPassSettings, given
-from lmaudit.data.roles import MEMBER, NONMEMBER, SHADOW_MEMBER, SHADOW_NONMEMBER
+from lmaudit.config import given
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.signals.registry import signal_names
 from lmaudit.signals.settings import SignalSettings
-
-# Required, unless a --config file gives them (so not click's required=True, which would refuse the config's values).
-UNLESS_CONFIG = "  [required unless --config]"
-UNLESS_DATA = "  [required unless --data or --config]"
 
 
 @click.command(cls=GroupedCommand, groups={
@@ -75,49 +76,6 @@ def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str |
     click.echo(f"wrote {settings.signal} of {written} samples to {out} ({truncated} truncated)")
 
 
-ROLE_FILE_HELP = {
-    MEMBER: f"Samples the target trained on.{UNLESS_DATA}",
-    SHADOW_MEMBER: "The shadow classifier's training data.", SHADOW_NONMEMBER: "Data the shadow classifier did not see.",
-    NONMEMBER: "Samples the target did not train on. Repeat as NAME=FILE for several sets (e.g. other hospitals): each "
-               "result is also reported per set, and the verdict audits the first." + UNLESS_DATA,
-}
-
-
-def role_file_options(function):
-    """One --<role file> option per role (--members, --nonmembers, ...), as the configuration names them; --nonmembers
-    may repeat, as NAME=FILE, for several non-member sets."""
-    for role, field in reversed(ROLE_FILE_FIELDS.items()):
-        several = {"multiple": True, "metavar": "[NAME=]FILE"} if role == NONMEMBER else {"default": None}
-        function = click.option(f"--{field.replace('_', '-')}", type=click.Path(), **several,
-                                help=ROLE_FILE_HELP.get(role, f"Samples of role {role}."))(function)
-    return function
-
-
-def _named_set(value: str) -> bool:
-    name = value.split("=", 1)[0]
-    return "=" in value and NONMEMBER_SET_NAME.fullmatch(name) is not None and not Path(value).exists()
-
-
-def nonmember_files(values: tuple[str, ...]) -> str | dict[str, str] | None:
-    """--nonmembers as the configuration takes it: one FILE as given; several, or NAME=FILE, as sets by name (an
-    unnamed file is named by its stem)."""
-    if not values:
-        return None
-    if len(values) == 1 and not _named_set(values[0]):
-        return values[0]
-    sets: dict[str, str] = {}
-    for value in values:
-        name, path = value.split("=", 1) if _named_set(value) else (Path(value).stem, value)
-        if name in sets:
-            raise InputError(f"--nonmembers: two sets named '{name}'; name each set with NAME=FILE")
-        sets[name] = path
-    return sets
-
-
-audit_setting = partial(setting, AuditConfig, from_config=True)
-token_setting = partial(setting, TokenPassSettings, from_config=True)  # the configuration's token_passes section
-
-
 @click.command(cls=GroupedCommand, groups={
     "Configuration": "--config --plan",
     "Models": "--target --adapter --reference --reference-adapter --shadow --allow-tokenizer-mismatch",
@@ -138,73 +96,14 @@ token_setting = partial(setting, TokenPassSettings, from_config=True)  # the con
 @click.option("--config", "config_path", default=None, type=click.Path(),
               help="audit.yaml with the same settings; options given here override its values.")
 @click.option("--plan", "plan_path", default=None, type=click.Path(),
-              help="Run exactly this plan (`lmaudit plan`): its models, data and seed; refused unless it and they are "
-                   "unchanged.")
-@click.option("--target", default=None, type=click.Path(), help=f"The audited model's folder.{UNLESS_CONFIG}")
-@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target (the base).")
-@click.option("--reference", multiple=True, type=click.Path(),
-              help="Reference model, never trained on the audited members; repeat for several (RMIA, LiRA).")
-@click.option("--reference-adapter", multiple=True, type=click.Path(),
-              help="A PEFT adapter applied to a reference; one per --reference, in the same order.")
-@click.option("--shadow", default=None, type=click.Path(), help="Shadow classifier (--signal classifier).")
-@role_file_options
-@click.option("--data", default=None, type=click.Path(), help="One file with a 'role' column instead of per-role files.")
-@column_options(from_config=True)
+              help="Run exactly this plan (`lmaudit plan`): its models, data and every setting that measures; refused "
+                   "unless they are unchanged, and with any option but how the audit runs (--out, --cache-dir, "
+                   "--device, --device-map, --backend, --ray-address, --ray-workers, --figures, --include-text, "
+                   "--release, --overwrite).")
+@audit_settings_options
 @click.option("--out", default=None, type=click.Path(file_okay=False), help=f"Folder of the report.{UNLESS_CONFIG}")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
               help="Signal store, as sensitive as the data (default: OUT.signals/ beside --out, never in it).")
-@signal_options(from_config=True)
-@evaluation_options(from_config=True)
-@placement_options(from_config=True)
-@audit_setting("whitebox", is_flag=True, default_text="off",
-               help="Also run the white-box attacks: logistic regression on the target's attention and gradient features.")
-@audit_setting("include_text", is_flag=True, default_text="off",
-               help="Copy the sample texts into scores.parquet, and list the blind baseline's words that say 'member' "
-                    "in report.json (training text!).")
-@audit_setting("fields", "--field", "fields", multiple=True, metavar="KIND=REGEX", default_text="none",
-               help="A sensitive field found by a regular expression (its first group, else the whole match), which the "
-                    "localisation counts as a class of tokens of its own; repeat.")
-@audit_setting("release", type=click.Choice(RELEASES), default_text="not declared",
-               help="How the model is released: the report's release context (words only, never a number or a risk "
-                    "level) and its coverage of the EDPB's attack families.")
-@audit_setting("allow_tokenizer_mismatch", is_flag=True, default_text="off",
-               help="Audit even when a reference's tokenizer differs from the target's (masks are then not paired); "
-                    "the report's warnings and verdict say so.")
-@token_setting("token_signal", type=click.Choice(signal_names("tokens")), default_text="none",
-               help="Also compute this per-token signal of the target for the token-level attacks (e.g. mlm_tokens "
-                    "beside --signal mlm_energy); --signal clm_tokens needs none.")
-@token_setting("lowercase", "--lowercase/--no-lowercase",
-               help="Token signals: score the lowercased texts too, for the lowercase attack (one more pass).")
-@token_setting("recall_prefix", type=click.IntRange(min=0),
-               help="Token signals: population samples in ReCaLL's non-member prefix (0 = no ReCaLL).")
-@token_setting("neighbours", type=click.IntRange(min=0),
-               help="Token signals: neighbour texts per sample for the neighbourhood attack (N more passes; 0 = off).")
-@token_setting("neighbour_words", type=click.IntRange(min=1), help="Words replaced per neighbour.")
-@audit_setting("figures", "--figures/--no-figures",
-               help="Draw the page's ROC curves and score histograms (a third of a small audit's time).")
-@token_setting("camia", is_flag=True, default_text="off",
-               help="Causal LMs: score each text repeated 6 times too, for CAMIA (one more pass, 6x as long).")
-@token_setting("samia", type=click.IntRange(min=0),
-               help="Causal LMs: SaMIA's sampled continuations per text (N more generations each; 0 = off).")
-@token_setting("reference_kl", is_flag=True, default_text="off",
-               help="Causal LMs: KL(reference || target) of the next-token distributions at every token, for "
-                    "informia_tokens (one more pass, of the target and the first reference together).")
-@token_setting("neighbour_model", type=click.Path(), help="Masked or causal LM that proposes the neighbours' words.",
-               default_text="the first reference")
-@token_setting("self_prompt_reference", type=click.Path(), default_text="none",
-               help="Causal LMs: SPV-MIA's self-prompt reference (`lmaudit train self-prompt`); needs --neighbours N.")
-@token_setting("frequency_data", type=click.Path(), default_text="none",
-               help="Non-audited text whose token frequencies DC-PDD uses, besides the population's.")
-@setting(AttackSettings, "min_k_fraction", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
-         help="Share of least likely tokens Min-K% and Min-K%++ average.")
-@setting(AttackSettings, "rmia_offline_a", from_config=True, type=click.FloatRange(min=0, max=1, min_open=True),
-         help="RMIA's offline scaling a (1: the references' mean; see docs/attacks.md).")
-@setting(AttackSettings, "whitebox_split", from_config=True, type=click.Choice(("patient", "sample")),
-         help="logistic_split's 20% training split: by patient (no one on both sides) or by sample (Jagannatha et al.).")
-@backend_options(from_config=True, what="signals are")
-@click.option("--extraction", "extraction_asked", is_flag=True,
-              help="Also run the extraction audit (causal LMs; the settings of the config file's `extraction:` section, "
-                   "else 32-token prefixes and suffixes): report.json's `extraction` and the verdict's extraction line.")
 @click.option("--overwrite", is_flag=True,
               help="Replace the report of an audit configured otherwise in --out (without it such a folder is refused; "
                    "a rerun of the same audit reuses its signals).")
@@ -212,26 +111,18 @@ def audit(config_path: str | None, plan_path: str | None, nonmembers: tuple[str,
           overwrite: bool, **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.audit.run import run_audit
-    from lmaudit.config import load_config
     from lmaudit.report.tables import summary_table
 
     options["nonmembers"] = nonmember_files(nonmembers)
     planned = None
     if plan_path:
-        from lmaudit.report.plan import planned_options
+        from lmaudit.report.plan import planned_config
 
-        options, planned = planned_options(plan_path, options, config_path)
-    if not config_path:
-        # --data's role column gives the members and non-members
-        needed = ("target", "out") if options.get("data") else ("target", "members", "nonmembers", "out")
-        missing = [f"--{name}" for name in needed if not options.get(name)]
-        if missing:
-            raise InputError(f"missing {', '.join(missing)}; give them or --config audit.yaml")
-    config = load_config(config_path, options)
-    if extraction_asked and config.extraction is None:
-        from lmaudit.signals.sampling import ExtractionSettings
-
-        config = config.model_copy(update={"extraction": ExtractionSettings()})
+        if extraction_asked:
+            raise InputError(f"--extraction: fixed by the plan ({plan_path}); drop it, or write a new plan with it")
+        config, planned = planned_config(plan_path, options, config_path)
+    else:
+        config = audit_config(config_path, options, extraction_asked, "out")
     report = run_audit(config, progress=progress(), overwrite=overwrite, plan=planned)
     click.echo(summary_table(report))
     log_warnings(report["warnings"])

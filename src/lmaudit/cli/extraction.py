@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from lmaudit.cli.app import overwrite_option
-from lmaudit.cli.audit import nonmember_files
+from lmaudit.cli.audit_options import nonmember_files
 from lmaudit.cli.help import GroupedCommand
 from lmaudit.cli.options import BATCH_TOKENS_TEXT, COLUMN_NAMES, column_names, column_options, setting, stack
 from lmaudit.config import COMMAND_LINE, PlacementSettings, validated

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import platform
 import subprocess
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from lmaudit.metrics.leakage_test import LeakageTests
 from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings, extreme_score_warnings, population_mismatch_warnings
 from lmaudit.report.coverage import coverage_section
+from lmaudit.report.derived import stale_files
 from lmaudit.report.documents import headed, json_ready, write_document
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
@@ -23,6 +25,8 @@ from lmaudit.report.validity import ranking_with_lift, shift_caveats, verdict_se
 from lmaudit.report.verdict import DATASET_INFERENCE_RULE, verdict
 
 REPORT_FILE = "report.json"
+
+log = logging.getLogger(__name__)
 
 
 def source_revision() -> str | None:
@@ -141,3 +145,6 @@ def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attack
     on the page (--include-text only: training text)."""
     write_document(out_dir, REPORT_FILE, report, page=("report.html", render_html(report, attacks, highlighted)),
                    table=("scores.parquet", scores))
+    for stale in stale_files(Path(out_dir)):  # made from the report this one replaces
+        stale.unlink()
+        log.info("removed %s: it was made from the report this audit replaced", stale)

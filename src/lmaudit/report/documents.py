@@ -23,7 +23,7 @@ from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.report.document import typed_document
-from lmaudit.report.integrity import REPORT_KEY, sealed, written_form
+from lmaudit.report.integrity import REPORT_KEY, file_sha256, sealed, written_form
 
 if TYPE_CHECKING:  # only a document's table needs pandas
     import pandas as pd
@@ -84,12 +84,9 @@ def write_document(folder: str | Path, name: str, document: dict, page: tuple[st
                    table: tuple[str, pd.DataFrame] | None = None) -> dict:
     """Write the document `name` (with its header) into `folder`, with its `page` (file name, HTML) and its `table`
     (file name, DataFrame, as parquet) when given: all or none, the JSON last, and only once it matches its schema
-    (report/document.py). Returns the document as written."""
-    text = json_text(typed_document(name, json_ready(headed(name, document))))
-    if name in SEALED:  # hashed over the very JSON written: the text parsed back, its seal added last
-        document = sealed(json.loads(text), SEALED[name])
-        typed_document(name, document)
-        text = written_form(document)
+    (report/document.py). A sealed document records its page's and table's SHA-256 (`outputs`) under its seal, so that
+    `lmaudit verify` finds an edited page as it finds an edited report. Returns the document as written."""
+    typed_document(name, json_ready(headed(name, document)))  # a writer's bug is refused before anything is on disk
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     others = [item for item in (table, page) if item is not None]
@@ -99,6 +96,14 @@ def write_document(folder: str | Path, name: str, document: dict, page: tuple[st
                 path.write_text(content, encoding="utf-8")
             else:
                 content.to_parquet(path, index=False)
+        if name in SEALED and others:
+            document = {**document, "outputs": {item[0]: file_sha256(path) for item, path in zip(others, paths,
+                                                                                               strict=False)}}
+        text = json_text(typed_document(name, json_ready(headed(name, document))))
+        if name in SEALED:  # hashed over the very JSON written: the text parsed back, its seal added last
+            document = sealed(json.loads(text), SEALED[name])
+            typed_document(name, document)
+            text = written_form(document)
         paths[-1].write_text(text, encoding="utf-8")
     return json.loads(text)
 

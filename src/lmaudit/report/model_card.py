@@ -12,6 +12,7 @@ from pathlib import Path
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.report.coverage import LIMITS
+from lmaudit.report.derived import DERIVED_FILE, derived_json, entry, section_text, text_sha256
 from lmaudit.report.document import LevelVerdict, ReportDocument, load_report
 from lmaudit.report.formatting import MISSING, number, with_interval
 
@@ -21,11 +22,12 @@ TASK = "membership-inference"  # the model-index task the Hub shows these result
 
 
 def level_cells(level: LevelVerdict) -> dict[str, str]:
-    """One level's headline as the page writes it: risk, strongest attack, AUC and TPR at 1% FPR with their intervals,
-    the epsilon lower bound (the model card's row and the PDF's)."""
+    """One level's headline as the page writes it: risk, strongest attack (by AUC) and its AUC with its interval, the
+    TPR at 1% FPR of the attack that exposes most with its interval and its own attack's name, the epsilon lower bound
+    (the model card's row and the PDF's)."""
     strongest, tpr, epsilon = level.strongest, level.tpr_at_1pct_fpr, level.epsilon_lower_bound
     return {"risk": level.risk, "attack": strongest.attack, "auc": with_interval(strongest.auc, strongest.auc_ci),
-            "tpr": with_interval(tpr.tpr, tpr.tpr_ci) if tpr is not None else MISSING,
+            "tpr": f"{with_interval(tpr.tpr, tpr.tpr_ci)} ({tpr.attack})" if tpr is not None else MISSING,
             "epsilon": number(epsilon.epsilon_lower_bound) if epsilon is not None else MISSING}
 
 
@@ -43,7 +45,9 @@ def privacy_section(report: ReportDocument) -> str:
         HEADING, "",
         f"Audited with lmaudit {report.lmaudit_version} on {report.created[:10]}: membership-inference risk "
         f"**{summary.risk}** ({summary.rule}).", "",
-        "| level | risk | strongest attack | AUC [95% CI] | TPR at 1% FPR [95% CI] | epsilon lower bound |",
+        f"From report.json with SHA-256 `{report.integrity.report_sha256 if report.integrity else MISSING}` "
+        "(`lmaudit verify` checks this section against it).", "",
+        "| level | risk | strongest attack | AUC [95% CI] | TPR at 1% FPR [95% CI] (attack) | epsilon lower bound |",
         "|---|---|---|---|---|---|", *rows, "",
         summary.threat_models.statement, *([""] + caveats if caveats else []), "", LIMITS, ""])
 
@@ -53,11 +57,15 @@ def evaluation(report: ReportDocument) -> dict:
     levels = {}
     for name, level in report.summary.levels.items():
         numbers = level.headline()
+        tpr = level.tpr_at_1pct_fpr
         levels[name] = {"risk": level.risk, "attack": level.strongest.attack, "auc": numbers["auc"],
                         "auc_ci": [numbers["auc_low"], numbers["auc_high"]],
                         "tpr_at_1pct_fpr": numbers["tpr_at_1pct_fpr"],
+                        "tpr_at_1pct_fpr_ci": [numbers["tpr_low"], numbers["tpr_high"]],
+                        "tpr_attack": tpr.attack if tpr is not None else None,
                         "epsilon_lower_bound": numbers["epsilon_lower_bound"]}
     return {"tool": "lmaudit", "lmaudit_version": report.lmaudit_version, "created": report.created,
+            "report_sha256": report.integrity.report_sha256 if report.integrity else None,
             "risk": report.summary.risk, "levels": levels, "limits": LIMITS}
 
 
@@ -71,9 +79,10 @@ def eval_results(report: ReportDocument) -> list:
                   "dataset_name": f"audited {name}s"}
         results.append(EvalResult(**common, metric_type="roc_auc", metric_name=f"AUC, {level.strongest.attack}",
                                   metric_value=round(float(level.strongest.auc), 4)))
-        if level.tpr_at_1pct_fpr is not None and not math.isnan(level.tpr_at_1pct_fpr.tpr):
-            results.append(EvalResult(**common, metric_type="tpr_at_1pct_fpr", metric_name="TPR at 1% FPR",
-                                      metric_value=round(float(level.tpr_at_1pct_fpr.tpr), 4)))
+        tpr = level.tpr_at_1pct_fpr
+        if tpr is not None and not math.isnan(tpr.tpr):
+            results.append(EvalResult(**common, metric_type="tpr_at_1pct_fpr", metric_name=f"TPR at 1% FPR, {tpr.attack}",
+                                      metric_value=round(float(tpr.tpr), 4)))
     return results
 
 
@@ -87,7 +96,8 @@ def without_section(text: str) -> str:
 def write_model_card(model: str | Path, report_path: str | Path, overwrite: bool = False) -> Path:
     """Add the privacy section and results of `report_path` (report.json or its folder) to `model`'s model card
     (README.md, created if absent) and write privacy_evaluation.json beside it; a card that already has the section is
-    refused unless `overwrite`, which replaces it. Both files are written whole or not at all; the card's path."""
+    refused unless `overwrite`, which replaces it. Both files are written whole or not at all, and recorded (the card's
+section alone) in the report folder's derived.json, which `lmaudit verify` checks; the card's path."""
     from huggingface_hub import ModelCard, ModelCardData
 
     model = Path(model)
@@ -106,7 +116,20 @@ def write_model_card(model: str | Path, report_path: str | Path, overwrite: bool
     card.data.model_name = card.data.model_name or model.name
     kept = [result for result in card.data.eval_results or [] if result.task_type != TASK]
     card.data.eval_results = kept + eval_results(report)
-    with staged(card_path, model / EVALUATION_FILE) as (card_staging, evaluation_staging):
-        card_staging.write_text(str(card), encoding="utf-8")
-        evaluation_staging.write_text(json.dumps(evaluation(report), indent=2), encoding="utf-8")
+    card_text, evaluation_text = str(card), json.dumps(evaluation(report), indent=2)
+    folder = report_folder(report_path)
+    records = [entry(folder, card_path, text_sha256(section_text(card_text, HEADING)), HEADING),
+               entry(folder, model / EVALUATION_FILE, text_sha256(evaluation_text))]
+    derived = derived_json(folder, records)
+    with staged(card_path, model / EVALUATION_FILE, folder / DERIVED_FILE) as (card_staging, evaluation_staging,
+                                                                              derived_staging):
+        card_staging.write_text(card_text, encoding="utf-8")
+        evaluation_staging.write_text(evaluation_text, encoding="utf-8")
+        derived_staging.write_text(derived, encoding="utf-8")
     return card_path
+
+
+def report_folder(report_path: str | Path) -> Path:
+    """The audit folder of a report (report.json or its folder)."""
+    path = Path(report_path)
+    return path if path.is_dir() else path.parent

@@ -6,6 +6,7 @@ Pango or a browser) from a view of the same ReportDocument the page is rendered 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib.resources import files
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.report.coverage import LIMITS
+from lmaudit.report.derived import DERIVED_FILE, derived_json, entry
 from lmaudit.report.document import ReportDocument, load_report
 from lmaudit.report.formatting import MISSING, with_interval
 from lmaudit.report.model_card import level_cells
@@ -67,10 +69,14 @@ def pdf_bytes(report: ReportDocument) -> bytes:
 
 
 def write_pdf(out: str | Path) -> Path:
-    """Write report.pdf beside the report.json of the audit folder `out` (whole or not at all); its path."""
+    """Write report.pdf beside the report.json of the audit folder `out`, and its SHA-256 into derived.json (both whole
+    or not at all); its path."""
     out = Path(out)
     report = load_report(out)
     path = out / PDF_FILE
-    with staged(path) as (staging,):
-        staging.write_bytes(pdf_bytes(report))
+    content = pdf_bytes(report)
+    derived = derived_json(out, [entry(out, path, hashlib.sha256(content).hexdigest())])
+    with staged(path, out / DERIVED_FILE) as (staging, derived_staging):
+        staging.write_bytes(content)
+        derived_staging.write_text(derived, encoding="utf-8")
     return path

@@ -1,61 +1,103 @@
 """An audit plan (docs/gate.md): the decision written before an audit runs: the model and its fingerprint, the data
-files and their SHA-256, the seed, the attacks, and per level the thresholds that fail the gate; sealed like a report.
-"""
+files and their SHA-256, every setting that changes what the audit measures, what the planned data can show at each
+level (metrics/power.py), and the thresholds that fail the gate; sealed like a report. A threshold the data cannot
+decide is refused when the plan is written, unless the team accepts it, which the plan records."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from lmaudit import __version__
+from lmaudit.attacks.base import CLASSIFIER_LEVEL_NAMES, GENERIC_LEVEL_NAMES, LANGUAGE_MODEL_LEVEL_NAMES, LEVELS
+from lmaudit.config import AuditConfig, validated
 from lmaudit.errors import InputError
+from lmaudit.metrics.power import LevelCounts, best_value, level_power
 from lmaudit.models.fingerprints import adapter_file_names, files_digest_now, model_file_names
 from lmaudit.models.folders import check_adapter_folder, resolve_model_folder
 from lmaudit.report.integrity import data_hashes, read_sealed, seal_mismatches, sealed
 
 PLAN_KEY = "plan_sha256"
 PLAN_KIND = "audit_plan"
+PLAN_SCHEMA = 2  # 2: the plan fixes every measuring setting and states its power
 # What a threshold bounds at a level, read from report.json's summary.levels[level]: each passes when at most its value.
 METRICS = {
-    "auc_upper": "the upper end of the strongest attack's AUC interval (strongest.auc_ci)",
-    "tpr_at_1pct_fpr": "the verdict's true-positive rate at 1% false positives (tpr_at_1pct_fpr.tpr)",
-    "risk": "the level's risk: low < moderate < high, inconclusive counted as high",
+    "auc": "the strongest attack's AUC (strongest.auc, its interval strongest.auc_ci)",
+    "tpr_at_1pct_fpr": "the true-positive rate of the attack that exposes most members at the threshold accusing at "
+                       "most 1% of the non-members (tpr_at_1pct_fpr.tpr, its interval tpr_at_1pct_fpr.tpr_ci)",
+    "risk": "the level's risk: moderate passes low and moderate, low passes low alone",
 }
-RISKS = ("low", "moderate", "high")
-THRESHOLD = re.compile(r"(?P<level>[a-z_]+):(?P<metric>[a-z_0-9]+)=(?P<value>\S+)")
-# The audit's settings a plan fixes; `lmaudit audit --plan` takes them from the plan alone.
-PLANNED = ("target", "adapter", "reference", "members", "nonmembers", "population", "calibration_members", "data",
-           "seed")
-DATA_SETTINGS = ("members", "nonmembers", "population", "calibration_members", "data")
+SIDES = ("upper", "point", "lower")  # which number of a metric's interval is compared: upper by default
+EARLIER_NAMES = {"auc_upper": ("auc", "upper")}  # a metric as plans named it before sides existed
+RISKS = ("low", "moderate")  # the risk a threshold allows at most; "high" would pass every model
+THRESHOLD = re.compile(r"(?P<level>[a-z_]+):(?P<metric>[a-z_0-9]+)(?::(?P<side>[a-z]+))?=(?P<value>\S+)")
+# Every name a report gives a level, and the level's own key (which plans and report.json write).
+LEVEL_ALIASES = {name: level for names in (LANGUAGE_MODEL_LEVEL_NAMES, CLASSIFIER_LEVEL_NAMES, GENERIC_LEVEL_NAMES)
+                 for level, name in names.items()} | {level: level for level in LEVELS}
+# The settings of how an audit runs and is written, not of what it measures: a plan leaves them to `audit --plan`.
+RUN_SETTINGS = ("out", "cache_dir", "device", "device_map", "backend", "ray_address", "ray_workers", "figures",
+                "include_text", "release")
 
 
 def parse_threshold(text: str) -> dict:
-    """LEVEL:METRIC=VALUE as a threshold record (`at_most` a number in [0, 1], or a risk); InputError naming it."""
+    """LEVEL:METRIC[:SIDE]=VALUE as a threshold record: the level's key (patient, admission, user and the report's
+    other names accepted), the metric, for a number the side of its interval compared (upper unless given) and
+    `at_most` a number in [0, 1], or a risk; InputError naming it."""
     match = THRESHOLD.fullmatch(text.strip())
-    if match is None or match["metric"] not in METRICS:
-        raise InputError(f"--threshold {text}: write LEVEL:METRIC=VALUE with METRIC one of {', '.join(METRICS)} "
-                         "(e.g. sample:auc_upper=0.6)")
-    if match["metric"] == "risk":
-        if match["value"] not in RISKS:
-            raise InputError(f"--threshold {text}: a risk threshold is one of {', '.join(RISKS)}")
-        return {"level": match["level"], "metric": "risk", "at_most": match["value"]}
+    metric, side = EARLIER_NAMES.get(match["metric"], (match["metric"], match["side"])) if match else (None, None)
+    if match is None or metric not in METRICS:
+        raise InputError(f"--threshold {text}: write LEVEL:METRIC[:SIDE]=VALUE with METRIC one of {', '.join(METRICS)} "
+                         "(e.g. sample:auc:upper=0.6, patient:risk=moderate)")
+    level = LEVEL_ALIASES.get(match["level"])
+    if level is None:
+        raise InputError(f"--threshold {text}: no level '{match['level']}'; use one of {', '.join(LEVEL_ALIASES)}")
+    if metric == "risk":
+        if match["value"] not in RISKS or side:
+            raise InputError(f"--threshold {text}: a risk threshold is {' or '.join(RISKS)} (high would pass every model)")
+        return {"level": level, "metric": "risk", "at_most": match["value"]}
+    if (side or "upper") not in SIDES:
+        raise InputError(f"--threshold {text}: SIDE is one of {', '.join(SIDES)} (the number of the interval compared)")
     try:
         value = float(match["value"])
     except ValueError:
         value = -1.0
     if not 0 <= value <= 1:
-        raise InputError(f"--threshold {text}: {match['metric']} is a number from 0 to 1")
-    return {"level": match["level"], "metric": match["metric"], "at_most": value}
+        raise InputError(f"--threshold {text}: {metric} is a number from 0 to 1")
+    return {"level": level, "metric": metric, "side": side or "upper", "at_most": value}
 
 
-def data_files(settings: dict) -> list[str]:
-    """The data files a plan's settings name (a non-member file or several sets by name), in the settings' order."""
-    files = []
-    for name in DATA_SETTINGS:
-        value = settings.get(name)
-        files += list(value.values()) if isinstance(value, dict) else [value] if value else []
-    return files
+def threshold_text(threshold: dict) -> str:
+    """A threshold as the command line writes it, in its one written form (group:risk=moderate, sample:auc:upper=0.8)."""
+    side = f":{threshold['side']}" if "side" in threshold else ""
+    return f"{threshold['level']}:{threshold['metric']}{side}={threshold['at_most']:g}" if side else \
+        f"{threshold['level']}:{threshold['metric']}={threshold['at_most']}"
+
+
+def undecidable(threshold: dict, counts: LevelCounts, units: str, delta: float = 1e-5) -> str | None:
+    """Why the counts of a threshold's level cannot decide it (no outcome of the audit could pass it, or none could
+    show what it asks), or None where they can; `units` names the level's units ('patients')."""
+    power = level_power(counts, delta)
+    given = f"{counts.members:,} member and {counts.nonmembers:,} non-member {units}"
+    if threshold["metric"] == "risk" and threshold["at_most"] == "low":
+        if power.can_read_low:
+            return None
+        return (f"'low' needs the non-members to resolve a 1% false-positive rate: about {power.nonmembers_for_low:,} "
+                f"independent non-member {units}, {counts.nonmembers:,} planned")
+    if threshold["metric"] == "risk":
+        if power.can_read_high:
+            return None
+        reasons = [f"even an attack that exposed every member and accused no non-member would show at most "
+                   f"{power.best_exposure_ratio:.1f} times the rate it accuses (5 needed) and epsilon "
+                   f"{power.best_epsilon:.2f} (1 needed)"] if power.smallest_p < 0.01 else [
+            f"{counts.permutations:,} relabellings of {sum(counts.relabelled):,} groups cannot give p below 0.01"]
+        return f"'high' cannot be read with {given}: {reasons[0]}"
+    best = best_value(threshold["metric"], threshold["side"], counts)
+    if best <= threshold["at_most"]:
+        return None
+    return (f"with {given}, even a model that learnt nothing would read {threshold['metric']} ({threshold['side']}) "
+            f"{best:.3f}, above {threshold['at_most']:g}")
 
 
 def target_record(target: str, adapter: str | None) -> dict:
@@ -70,27 +112,55 @@ def target_record(target: str, adapter: str | None) -> dict:
     return record
 
 
-def plan_document(settings: dict, thresholds: list[dict]) -> dict:
-    """The sealed plan of an audit with `settings` (PLANNED, as given) failing at `thresholds`."""
+def planned_settings(config: AuditConfig) -> dict:
+    """The settings of `config` that a plan fixes: every one but RUN_SETTINGS, defaults included, as report.json's
+    `config` echoes them."""
+    return {key: value for key, value in config.model_dump(mode="json").items() if key not in RUN_SETTINGS}
+
+
+def plan_document(config: AuditConfig, thresholds: list[dict], counts: dict[str, LevelCounts],
+                  level_names: dict[str, str], accept_undecidable: bool = False) -> dict:
+    """The sealed plan of the audit `config` (its signal already chosen) failing at `thresholds`, with what `counts`
+    (the planned data's, per level) can show; InputError for a threshold at a level the data lacks, or one it cannot
+    decide unless `accept_undecidable`, which the plan then records with the reasons."""
     if not thresholds:
         raise InputError("give at least one --threshold LEVEL:METRIC=VALUE; a plan without one passes every model")
-    levels = list(dict.fromkeys(threshold["level"] for threshold in thresholds))
-    return sealed({"kind": PLAN_KIND, "lmaudit_version": __version__,
+    missing = next((t for t in thresholds if t["level"] not in counts), None)
+    if missing is not None:
+        raise InputError(f"--threshold {threshold_text(missing)}: the planned data has no {missing['level']} level (no "
+                         f"{'group_id' if missing['level'] == 'group' else 'subgroup_id'} column with values)")
+    delta = config.evaluation.delta
+    reasons = [(t, undecidable(t, counts[t["level"]], f"{level_names[t['level']]}s", delta)) for t in thresholds]
+    reasons = [{"threshold": threshold_text(t), "reason": reason} for t, reason in reasons if reason]
+    if reasons and not accept_undecidable:
+        first = reasons[0]
+        level = level_names[parse_threshold(first["threshold"])["level"]]
+        raise InputError(f"--threshold {first['threshold']} ({level} level): the planned data cannot decide it "
+                         f"({first['reason']}); plan "
+                         "more data or another threshold, or give --accept-undecidable to write it anyway (the gate "
+                         "then says CANNOT DECIDE)")
+    levels = {level: {"name": level_names[level], "counts": asdict(counts[level]),
+                      "power": asdict(level_power(counts[level], delta))} for level in counts}
+    return sealed({"schema_version": PLAN_SCHEMA, "kind": PLAN_KIND, "lmaudit_version": __version__,
                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                   "target": target_record(settings["target"], settings.get("adapter")),
-                   "data": data_hashes(data_files(settings)), "settings": settings, "attacks": "all",
-                   "levels": levels, "thresholds": thresholds, "metrics": {t["metric"]: METRICS[t["metric"]]
-                                                                           for t in thresholds}}, PLAN_KEY)
+                   "target": target_record(config.target, config.adapter),
+                   "data": data_hashes([role_file.path for role_file in config.role_files()]),
+                   "settings": planned_settings(config),
+                   "levels": levels, "thresholds": thresholds, "undecidable": reasons,
+                   "metrics": {t["metric"]: METRICS[t["metric"]] for t in thresholds}}, PLAN_KEY)
 
 
 def load_plan(path: str | Path) -> tuple[dict, list[str]]:
-    """A plan and what differs from its seal, one line each; InputError naming the file when it cannot be read or is
-    not a plan."""
+    """A plan and what differs from its seal, one line each; InputError naming the file when it cannot be read, is
+    not a plan, or was written before plans fixed the audit's settings."""
     path = Path(path)
     plan, text = read_sealed(path)
     lines = seal_mismatches(path, plan, text, PLAN_KEY)
     if not lines and (plan.get("kind") != PLAN_KIND or not isinstance(plan.get("settings"), dict)):
         raise InputError(f"{path}: not an audit plan; write one with `lmaudit plan`")
+    if not lines and plan.get("schema_version") != PLAN_SCHEMA:
+        raise InputError(f"{path}: written by an earlier lmaudit, whose plans did not fix every setting the audit "
+                         "measures with; plan again with `lmaudit plan`")
     return plan, lines
 
 
@@ -116,14 +186,44 @@ def checked_plan(path: str | Path) -> dict:
     return plan
 
 
-def planned_options(plan_path: str, options: dict, config_path: str | None) -> tuple[dict, dict]:
-    """`lmaudit audit --plan`'s options: the plan's settings (refused in one line, before anything is written, unless
-    the plan and its data and model are unchanged; an option the plan fixes may not be given too), and the plan's
-    record for the report."""
+def planned_config(plan_path: str, options: dict, config_path: str | None) -> tuple[AuditConfig, dict]:
+    """`lmaudit audit --plan`'s configuration: the plan's settings with the given run options (RUN_SETTINGS) on top,
+    refused in one line, before anything is written, unless the plan and its data and model are unchanged and no
+    option the plan fixes is given too; and the plan's record for the report."""
     if config_path:
-        raise InputError("--config: not with --plan; the plan fixes the audit's models, data and seed")
-    clashing = [name for name in PLANNED if options.get(name) not in (None, (), False)]
-    if clashing:
-        raise InputError(f"--{clashing[0].replace('_', '-')}: given with --plan, which fixes it; drop it")
+        raise InputError("--config: not with --plan; the plan fixes every setting the audit measures with")
+    fixed = [name for name, value in options.items() if name not in RUN_SETTINGS and value not in (None, (), False)]
+    if fixed:
+        raise InputError(f"--{fixed[0].replace('_', '-')}: fixed by the plan ({plan_path}); drop it, or write a new "
+                         "plan with it")
     planned = checked_plan(plan_path)
-    return {**options, **planned["settings"]}, {"path": str(plan_path), "plan_sha256": plan_sha256(planned)}
+    run = {name: value for name, value in options.items() if name in RUN_SETTINGS and value is not None}
+    config = validated({**planned["settings"], **run}, str(plan_path))
+    return config, {"path": str(plan_path), "plan_sha256": plan_sha256(planned)}
+
+
+def power_line(name: str, counts: dict, power: dict, group_name: str = "group") -> str:
+    """What one level's counts can show, in a line: its units (and the groups they come from, `group_name`s), the best
+    1% false-positive resolution, the risks it can read, and what 'low' needs where it cannot."""
+    units = f"{name}s"
+    groups = f" (from {counts['member_groups']:,} and {counts['nonmember_groups']:,} {group_name}s)" if (
+        counts["member_groups"] < counts["members"] or counts["nonmember_groups"] < counts["nonmembers"]) else ""
+    readable = [risk for risk in ("high", "moderate", "low") if power[f"can_read_{risk}"]]
+    line = (f"{name} level: {counts['members']:,} member and {counts['nonmembers']:,} non-member {units}{groups}; the 1% "
+            f"threshold's false-positive rate is known at best to {power['fpr_bound']:.1%}; can read "
+            f"{', '.join(readable) + ' or inconclusive' if readable else 'only inconclusive'}")
+    if not power["can_read_low"]:
+        line += f"; 'low' needs about {power['nonmembers_for_low']:,} independent non-member {units}"
+    return line
+
+
+def plan_lines(plan: dict) -> list[str]:
+    """The plan in words for the terminal: each level's power, then each threshold and whether its data decides it."""
+    group_name = plan["levels"].get("group", {}).get("name", "group")
+    lines = [power_line(entry["name"], entry["counts"], entry["power"], group_name) for entry in plan["levels"].values()]
+    accepted = {entry["threshold"]: entry["reason"] for entry in plan.get("undecidable", [])}
+    for threshold in plan["thresholds"]:
+        text = threshold_text(threshold)
+        lines.append(f"threshold {text}: this data cannot decide it ({accepted[text]}); accepted with "
+                     "--accept-undecidable" if text in accepted else f"threshold {text}: the planned data can decide it")
+    return lines
