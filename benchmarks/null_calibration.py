@@ -27,6 +27,7 @@ from lmaudit.studies.null_lab import (
     dataset_inference_rate,
     end_to_end_rates,
     extraction_rate,
+    gate_rates,
     interval_misses,
     poisson_rate,
     population_fit_rate,
@@ -102,8 +103,23 @@ def bound_section(runs: int) -> list[Rate]:
     return rates
 
 
+GATE_SCENARIOS = (
+    Scenario("the demo's counts: patients 24 / 12 / 12, 1-29 notes, ICC 0.3", 24, 12, 12, 15, icc=0.3, ragged=True),
+    Scenario("patients: 150 x 10 / 30 x 10 / 50 x 10 notes, ICC 0.3", 150, 30, 50, 10, icc=0.3),
+    Scenario("independent notes: 2,000 members, 700 non-members", 2000, 700, 700, 1),
+)
+
+
+def gate_section(runs: int) -> list[Rate]:
+    rates = []
+    for scenario in GATE_SCENARIOS:
+        rates += gate_rates(scenario, runs, VERDICT)
+        rates += gate_rates(scenario.with_effect(1.0), max(20, runs // 5), VERDICT)
+    return rates
+
+
 SECTIONS = {"verdict": verdict_section, "intervals": interval_section, "validity": validity_section,
-            "bounds": bound_section}
+            "bounds": bound_section, "gate": gate_section}
 
 
 def shown(value: float) -> str:

@@ -15,6 +15,7 @@ from lmaudit.studies.null_lab import (
     dataset_inference_rate,
     end_to_end_rates,
     extraction_rate,
+    gate_rates,
     interval_misses,
     texts_separate_rates,
     verdict_rates,
@@ -36,6 +37,19 @@ def test_the_verdict_reads_no_leakage_when_there_is_none_and_finds_a_planted_one
     moderate, _ = verdict_rates(PATIENTS.with_effect(1.0), 10, FAST)  # an AUC of 0.76 per note
     _, high = verdict_rates(PATIENTS.with_effect(2.5), 10, FAST)  # 0.96: members exposed at a low false-positive rate
     assert moderate.events >= 9 and high.events >= 9
+
+
+def test_the_gate_fails_no_clean_model_beyond_its_level_and_fails_a_leaking_one():
+    """On the demo's counts (24 member and 12 non-member patients, several notes each): a model that learnt nothing
+    fails `risk=moderate` and `risk=low` at most as often as 5% gives, never passes `risk=low` (12 non-members cannot
+    read low: CANNOT DECIDE), and a planted leak (AUC 0.76 per note) fails `risk=low` in most audits."""
+    demo = Scenario("the demo's counts", 24, 12, 12, 6, icc=0.3, ragged=True, attacks=3)
+    null = {rate.rule: rate for rate in gate_rates(demo, 30, FAST)}
+    failed = [null[f"gate risk={limit}: FAIL at some level"] for limit in ("moderate", "low")]
+    assert all(tolerated(rate) for rate in failed), [(r.rule, r.events, r.runs) for r in failed]
+    assert null["gate risk=low: PASS at every level"].events == 0
+    leaking = {rate.rule: rate for rate in gate_rates(demo.with_effect(1.0), 10, FAST)}
+    assert leaking["gate risk=low: FAIL at some level"].events >= 8
 
 
 def test_the_new_users_scores_file_reads_no_leakage():

@@ -81,6 +81,29 @@ def verdict_rates(scenario: Scenario, runs: int, settings: EvaluationSettings) -
             counted("verdict: high", scenario, runs, lambda s: risks[s] == "high", 0.01)]
 
 
+def gate_rates(scenario: Scenario, runs: int, settings: EvaluationSettings) -> list[Rate]:
+    """How often the release gate (report/gate.py) fails a `risk=moderate` and a `risk=low` threshold at some level
+    (stated: at most 5% each when nothing leaked, the verdict's family-wise level), and how often it cannot decide
+    them or passes them: what the scenario's counts let a gate say."""
+    from lmaudit.report.gate import FAIL, PASS, UNDECIDED, decide
+    from lmaudit.report.plan import parse_threshold
+
+    decided = []
+    for seed in range(runs):
+        levels = lab_summary(scenario, seed, settings)["levels"]
+        decided.append({limit: {decide(level, parse_threshold(f"{key}:risk={limit}")).decision
+                                for key, level in levels.items()} for limit in ("moderate", "low")})
+    rates = []
+    for limit in ("moderate", "low"):
+        rates += [counted(f"gate risk={limit}: FAIL at some level", scenario, runs,
+                          lambda s, limit=limit: FAIL in decided[s][limit], 0.05),
+                  counted(f"gate risk={limit}: CANNOT DECIDE at some level (none fails)", scenario, runs,
+                          lambda s, limit=limit: FAIL not in decided[s][limit] and UNDECIDED in decided[s][limit]),
+                  counted(f"gate risk={limit}: PASS at every level", scenario, runs,
+                          lambda s, limit=limit: decided[s][limit] == {PASS})]
+    return rates
+
+
 def end_to_end_rates(scenario: Scenario, runs: int, settings: EvaluationSettings) -> list[Rate]:
     """The same two rates through the Python API on a scores file (`lmaudit attack --scores`'s path): target and
     reference losses, the loss, likelihood-ratio and RMIA attacks at note and patient level."""
