@@ -15,6 +15,7 @@ from markupsafe import Markup
 from lmaudit.attacks.base import LEVELS, AttackScores
 from lmaudit.attacks.registry import attack_spec
 from lmaudit.report.formatting import number, percent
+from lmaudit.report.level_words import p_cell, power_words
 from lmaudit.report.localisation import class_rows, highlighted_rows, patients_line, rule_line, statistic_line
 from lmaudit.report.plots import histogram_figure, roc_figure
 from lmaudit.report.tables import (
@@ -271,6 +272,9 @@ def render_html(report: dict, attacks: list[AttackScores], highlighted: list[dic
         dataset_inference=dataset_inference_line(report), extraction_line=extraction_statement(report.get("extraction")),
         extraction_rows=extraction_rows(report), extraction_rule=EXTRACTION_RULE, queries=f"{EXTRACTION_QUERIES:,}",
         localisation=localisation_words(report.get("localisation")), highlighted=highlighted_rows(highlighted),
+        p_cells={level: p_cell(entry["p_value"], entry.get("power")) for level, entry in report["summary"]["levels"].items()},
+        power_lines=[power_words(entry["name"], entry["power"], report["level_names"].get("group", "group"))
+                     for entry in report["summary"]["levels"].values() if entry.get("power")],
     )
 
 

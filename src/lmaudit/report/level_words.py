@@ -23,14 +23,29 @@ def shown_p(p_value: float) -> str:
     return repr(p_value)
 
 
-def p_words(p_value: float | None, floor: float | None, permutations: int | None) -> str:
+def p_floor(power: dict | None) -> float | None:
+    """The smallest family-wise p-value a level's relabellings can give (its families over permutations + 1)."""
+    return power["families"] / (power["permutations"] + 1) if power else None
+
+
+def p_words(p_value: float | None, power: dict | None) -> str:
     """'family-wise p = 0.31', or at the smallest value the relabellings can give, '< 0.002 (the smallest 1,000
     relabellings can show)'."""
     if p_value is None:
         return "no permutation test could run"
-    if floor is not None and permutations and p_value <= floor * (1 + 1e-9):
-        return f"family-wise p < {shown_p(floor)} (the smallest {permutations:,} relabellings can show)"
+    floor = p_floor(power)
+    if floor is not None and p_value <= floor * (1 + 1e-9):
+        return f"family-wise p < {shown_p(floor)} (the smallest {power['permutations']:,} relabellings can show)"
     return f"family-wise p = {shown_p(p_value)}"
+
+
+def p_cell(p_value: float | None, power: dict | None) -> str:
+    """A level's family-wise p-value for a table: '< 0.002' at the smallest value its relabellings can give, else the
+    value ('n/a' where no test ran)."""
+    if p_value is None:
+        return "n/a"
+    floor = p_floor(power)
+    return f"< {shown_p(floor)}" if floor is not None and p_value <= floor * (1 + 1e-9) else shown_p(p_value)
 
 
 def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power: dict) -> str:
@@ -113,3 +128,19 @@ def statement(first: str, level_name: str, test: str, strongest: dict, at_low_fp
     if not shifted:  # where the sets differ, an epsilon would measure the difference: a DP reading does not stand
         parts.append(epsilon_words(epsilon, level_name, delta))
     return " ".join(parts)
+
+
+def power_words(name: str, power: dict, group_name: str = "group") -> str:
+    """What one level's counts can show (`power`: its counts and metrics/power.py's reading of them) in a line: its
+    units and the `group_name`s they come from, the best 1% false-positive resolution, the risks it can read, and what
+    'low' needs where it cannot."""
+    units = f"{name}s"
+    groups = f" (from {power['member_groups']:,} and {power['nonmember_groups']:,} {group_name}s)" if (
+        power["member_groups"] < power["members"] or power["nonmember_groups"] < power["nonmembers"]) else ""
+    readable = [risk for risk in ("high", "moderate", "low") if power[f"can_read_{risk}"]]
+    line = (f"{name} level: {power['members']:,} member and {power['nonmembers']:,} non-member {units}{groups}; the 1% "
+            f"threshold's false-positive rate is known at best to {power['fpr_bound']:.1%}; can read "
+            f"{', '.join(readable) + ' or inconclusive' if readable else 'only inconclusive'}")
+    if not power["can_read_low"]:
+        line += f"; 'low' needs about {power['nonmembers_for_low']:,} independent non-member {units}"
+    return line

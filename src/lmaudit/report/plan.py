@@ -18,6 +18,7 @@ from lmaudit.metrics.power import LevelCounts, best_value, level_power
 from lmaudit.models.fingerprints import adapter_file_names, files_digest_now, model_file_names
 from lmaudit.models.folders import check_adapter_folder, resolve_model_folder
 from lmaudit.report.integrity import data_hashes, read_sealed, seal_mismatches, sealed
+from lmaudit.report.level_words import power_words
 
 PLAN_KEY = "plan_sha256"
 PLAN_KIND = "audit_plan"
@@ -202,25 +203,11 @@ def planned_config(plan_path: str, options: dict, config_path: str | None) -> tu
     return config, {"path": str(plan_path), "plan_sha256": plan_sha256(planned)}
 
 
-def power_line(name: str, counts: dict, power: dict, group_name: str = "group") -> str:
-    """What one level's counts can show, in a line: its units (and the groups they come from, `group_name`s), the best
-    1% false-positive resolution, the risks it can read, and what 'low' needs where it cannot."""
-    units = f"{name}s"
-    groups = f" (from {counts['member_groups']:,} and {counts['nonmember_groups']:,} {group_name}s)" if (
-        counts["member_groups"] < counts["members"] or counts["nonmember_groups"] < counts["nonmembers"]) else ""
-    readable = [risk for risk in ("high", "moderate", "low") if power[f"can_read_{risk}"]]
-    line = (f"{name} level: {counts['members']:,} member and {counts['nonmembers']:,} non-member {units}{groups}; the 1% "
-            f"threshold's false-positive rate is known at best to {power['fpr_bound']:.1%}; can read "
-            f"{', '.join(readable) + ' or inconclusive' if readable else 'only inconclusive'}")
-    if not power["can_read_low"]:
-        line += f"; 'low' needs about {power['nonmembers_for_low']:,} independent non-member {units}"
-    return line
-
-
 def plan_lines(plan: dict) -> list[str]:
     """The plan in words for the terminal: each level's power, then each threshold and whether its data decides it."""
     group_name = plan["levels"].get("group", {}).get("name", "group")
-    lines = [power_line(entry["name"], entry["counts"], entry["power"], group_name) for entry in plan["levels"].values()]
+    lines = [power_words(entry["name"], {**entry["counts"], **entry["power"]}, group_name)
+             for entry in plan["levels"].values()]
     accepted = {entry["threshold"]: entry["reason"] for entry in plan.get("undecidable", [])}
     for threshold in plan["thresholds"]:
         text = threshold_text(threshold)

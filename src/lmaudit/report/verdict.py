@@ -167,7 +167,7 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strong
         entry = {**entry, "risk": "inconclusive", "shift": True, "risk_from_attacks": risk}
     if blind:
         entry["blind"] = {key: blind[key] for key in ("auc", "auc_ci", "texts_separate")}
-    test = p_words(p_value, power["families"] / (power["permutations"] + 1), power["permutations"])
+    test = p_words(p_value, power)
     return {
         **entry,
         "strongest": {key: strongest[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members", "n_nonmembers")},
