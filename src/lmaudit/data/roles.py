@@ -34,6 +34,7 @@ SHADOW_ROLES = (SHADOW_MEMBER, SHADOW_NONMEMBER)
 # columns); the first set is the one the main results audit.
 NONMEMBER_SET = "nonmember_set"
 DEFAULT_HELD_OUT = 0.15  # `lmaudit split`: of the groups, for the non-members and for the population each
+UNGROUPED = ("refuse", "own-group")  # `lmaudit split --ungrouped`: what to do with rows without a group id
 
 
 # How an error names each kind of unit whose samples must share one role, and what it tells the user to do.
