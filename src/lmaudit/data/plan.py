@@ -25,7 +25,7 @@ from lmaudit import __version__
 from lmaudit.atomic import staged
 from lmaudit.data.columns import DEFAULT_COLUMNS, ColumnNames
 from lmaudit.data.corpus import load_corpus, write_table
-from lmaudit.data.roles import DEFAULT_HELD_OUT, MEMBER, NONMEMBER, POPULATION, same_texts, split_groups
+from lmaudit.data.roles import DEFAULT_HELD_OUT, MEMBER, NONMEMBER, POPULATION, UNGROUPED, same_texts, split_groups
 from lmaudit.data.units import drawn_units, own_units
 from lmaudit.errors import InputError
 
@@ -51,11 +51,12 @@ def ungrouped_rows(corpus: pd.DataFrame, source: Path, ungrouped: str) -> tuple[
     if count == 0:
         return {"rows": 0, "drawn_as": None}, []
     if count == total:
-        by = "its admission (subgroup_id)" if corpus["subgroup_id"].notna().any() else "itself"
+        by = ("with the rows of its admission (subgroup_id) and of its exact text" if corpus["subgroup_id"].notna().any()
+              else "alone, or with the rows of its exact text")
         return {"rows": count, "drawn_as": "rows"}, [
-            f"no row of {source} has a group_id: every row was drawn with {by} and the rows of its exact text, so the "
-            "rows of one patient or user land in different files and the audit counts them as independent; give the "
-            "file a group_id column (or name yours with --group-column)"]
+            f"no row of {source} has a group_id: every row was drawn {by}, so the rows of one patient or user land in "
+            "different files and the audit counts them as independent; give the file a group_id column (or name "
+            "yours with --group-column)"]
     if ungrouped == "refuse":
         first = corpus.loc[missing.idxmax(), "row"]
         raise InputError(f"{source}, row {first}: no group_id, and {count} of the {total} rows lack one while the "
@@ -97,6 +98,8 @@ def plan_split(source: str | Path, out: str | Path, nonmembers: float = DEFAULT_
     if not (0 < nonmembers < 1 and 0 < population < 1 and nonmembers + population < 1):
         raise InputError(f"--nonmembers {nonmembers:g} and --population {population:g}: each a fraction above 0, "
                          f"together below 1 (the rest are the members)")
+    if ungrouped not in UNGROUPED:
+        raise InputError(f"--ungrouped {ungrouped}: use one of {', '.join(UNGROUPED)}")
     corpus = load_corpus(source, names=names)
     record, warnings = ungrouped_rows(corpus, source, ungrouped)
     units = drawn_units(corpus)

@@ -38,6 +38,7 @@ def _naming_order(key: str) -> tuple[int, str]:
 
 
 def _root(parents: dict[str, str], key: str) -> str:
+    """The key that names `key`'s joined unit so far (union-find)."""
     while parents.setdefault(key, key) != key:
         parents[key] = parents[parents[key]]  # path halving: the chains stay short
         key = parents[key]
