@@ -73,6 +73,9 @@ def test_refusals_write_nothing(notes, tmp_path):
     pd.DataFrame({"text": ["one note", "another"], "group_id": ["a", "a"]}).to_csv(tmp_path / "few.csv", index=False)
     code, output = run_cli("split", "--data", tmp_path / "few.csv", "--out", tmp_path / "few")
     assert code == 2 and "1 groups" in output and "at least 6" in output and not (tmp_path / "few").exists()
+    with pytest.raises(InputError, match="--ungrouped drop: use one of refuse, own-group"):  # from Python, unguarded by click
+        plan_split(notes, tmp_path / "drop", ungrouped="drop")
+    assert not (tmp_path / "drop").exists()
     pd.DataFrame({"note": ["x"]}).to_csv(tmp_path / "bad.csv", index=False)
     code, output = run_cli("split", "--data", tmp_path / "bad.csv", "--out", tmp_path / "bad")
     assert code == 2 and "text" in output and len(output.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
