@@ -31,7 +31,7 @@ def test_neighbours_without_a_proposing_model_is_refused_in_one_line(tmp_path):
     """--neighbours needs a language model to propose words (--neighbour-model, else the first reference): with
     neither, the audit stops before any model runs."""
     for name in ("m", "n"):
-        (tmp_path / f"{name}.csv").write_text("text\nsome words here\nmore words there\n")
+        (tmp_path / f"{name}.csv").write_text(f"text\nsome words of {name}\nmore words of {name}\n")
     (tmp_path / "t").mkdir()  # a causal LM's folder, never loaded: the audit stops before
     (tmp_path / "t" / "config.json").write_text('{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}')
     for name in ("model.safetensors", "tokenizer.json"):

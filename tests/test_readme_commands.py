@@ -12,34 +12,13 @@ converts and checks every option, and lmaudit's path options do not require the 
 
 from __future__ import annotations
 
-import re
 import shlex
-from pathlib import Path
 
 import click
 import pytest
 
 from lmaudit.cli import main
-
-README = Path(__file__).resolve().parents[1] / "README.md"
-FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
-PROGRAM = re.compile(r"(?:^|#\s*|\s)((?:\.venv/bin/)?lmaudit(?:\s.*)?)$")
-
-
-def readme_commands(text: str) -> list[str]:
-    """The `lmaudit` command lines of the markdown's fenced code blocks, continuations joined, partial ones left out."""
-    commands = []
-    for block in FENCE.findall(text):
-        lines = block.replace("\\\n", " ").splitlines()
-        for line in lines:
-            stripped = line.strip()
-            if stripped.startswith("#"):  # a command quoted in a comment: the text after the comment sign
-                found = PROGRAM.search(stripped)
-                stripped = found.group(1) if found else ""
-            command = re.sub(r"\s#.*$", "", stripped)  # a trailing comment (which may itself hold '...')
-            if re.match(r"(\.venv/bin/)?lmaudit(\s|$)", command) and "..." not in command:
-                commands.append(" ".join(command.split()))
-    return commands
+from tests.readme import README, readme_commands
 
 
 def parse(command: str) -> None:

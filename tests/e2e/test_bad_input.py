@@ -262,3 +262,44 @@ def test_one_file_for_two_roles_is_named_as_such_not_as_duplicate_ids(files, tin
                            "--validation", files["members"], "--out", tmp_path / "di")
     assert_one_line_error(code, output, "members.csv: given as both --suspect and --validation")
     assert_nothing_written(tmp_path / "di")
+
+
+@pytest.mark.parametrize("option", ["--nonmembers", "--population", "--nonmembers there="])
+def test_copies_of_one_file_in_two_roles_are_refused_before_any_scoring(files, tiny_model_dirs, tmp_path, monkeypatch,
+                                                                         option):
+    """Two copies of a file without sample_id (ids generated from each file's name, so none is a duplicate) used to
+    crash in the admission-level blind baseline: with no group_id, nothing kept the copies' shared admission ids, or
+    their texts, in one role. Now: one line naming both files and rows and how many texts, before any model runs."""
+    import shutil
+
+    import lmaudit.audit.run as run
+
+    monkeypatch.setattr(run, "resolve", lambda *a, **k: pytest.fail("a model was read before the texts were checked"))
+    notes = write_csv(tmp_path / "notes.csv", [{"subgroup_id": f"a{i // 2}", "text": f"note {i} of the admission"}
+                                               for i in range(6)])
+    copy = shutil.copy(notes, tmp_path / "copy.csv")
+    roles = ["--members", notes, "--nonmembers", files["nonmembers"]]
+    if option == "--nonmembers":
+        roles[3] = copy
+    elif option == "--population":
+        roles += ["--population", copy]
+    else:
+        roles[2:] = ["--nonmembers", f"here={files['nonmembers']}", "--nonmembers", f"there={copy}"]
+    code, output = run_cli("audit", "--target", tiny_model_dirs[0], "--out", tmp_path / "out", *roles)
+    side = {"--nonmembers": "nonmember", "--population": "population"}.get(option, "non-member set 'there'")
+    assert_one_line_error(code, output, f"copy.csv, row 1 ({side}) has the same text as", "notes.csv, row 1 (member)",
+                          "and so do 5 other texts (6 in all)", "meaningless", "keep each text in one role")
+    assert_nothing_written(tmp_path / "out")
+
+
+def test_an_admission_in_two_roles_is_refused(files, tiny_model_dirs, tmp_path):
+    """Admission ids numbered per patient (or shared by mistake) would merge a member's and a non-member's admission
+    into one unit of the admission level."""
+    members = write_csv(tmp_path / "members.csv", [{"group_id": "p1", "subgroup_id": "1", "text": "chest pain"},
+                                                   {"group_id": "p1", "subgroup_id": "2", "text": "fever"}])
+    nonmembers = write_csv(tmp_path / "held.csv", [{"group_id": "p2", "subgroup_id": "1", "text": "rash"},
+                                                   {"group_id": "p2", "subgroup_id": "3", "text": "cough"}])
+    code, output = audit(files, tiny_model_dirs[0], tmp_path / "out", members=members, nonmembers=nonmembers)
+    assert_one_line_error(code, output, "admission (subgroup_id) '1' appears in roles member (", "members.csv, row 1",
+                          "nonmember (", "held.csv, row 1", "disjoint by admission", "id of its own")
+    assert_nothing_written(tmp_path / "out")

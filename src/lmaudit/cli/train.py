@@ -11,11 +11,11 @@ from pathlib import Path
 
 import click
 
-from lmaudit.cli.app import progress
+from lmaudit.cli.app import log_warnings, progress
 from lmaudit.cli.help import GroupedCommand, names
 from lmaudit.cli.options import COLUMN_NAMES, column_names, column_options, setting, stack
 from lmaudit.cli.train_checks import dp_settings, refuse_unread
-from lmaudit.data.roles import DEFAULT_HELD_OUT
+from lmaudit.data.roles import DEFAULT_HELD_OUT, UNGROUPED
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import (
     ARCHITECTURES,
@@ -58,13 +58,18 @@ def synth(out: str, patients: int, seed: int, insert_names: bool) -> None:
 @click.option("--population", default=DEFAULT_HELD_OUT, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="Fraction of the groups held out as the population that calibrates thresholds.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the draw.")
+@click.option("--ungrouped", default=UNGROUPED[0], show_default=True, type=click.Choice(UNGROUPED),
+              help="Rows without a group_id in a file whose other rows have one: refuse the file, or draw each such "
+                   "row as a group of its own, with the rows that share its admission or its exact text (recorded in "
+                   "split.json, and warned about). A file without any group_id is split by row, with a warning.")
 @column_options(from_config=False)
-def split(data: str, out: str, nonmembers: float, population: float, seed: int, **columns) -> None:
+def split(data: str, out: str, nonmembers: float, population: float, seed: int, ungrouped: str, **columns) -> None:
     """Plan an audit before training: split the training file by whole groups, at random, into the members to train
     on and the non-members and population to hold out (all from one distribution: see README, Plan the audit)."""
     from lmaudit.data.plan import MANIFEST, PLAN_FILES, plan_split
 
-    manifest = plan_split(data, out, nonmembers, population, seed, column_names(columns))
+    manifest = plan_split(data, out, nonmembers, population, seed, column_names(columns), ungrouped)
+    log_warnings(manifest["warnings"])
     counts, files = manifest["counts"], {role: Path(out) / name for role, name in PLAN_FILES.items()}
     click.echo(f"train on {files['member']} only ({counts['member']['samples']} samples of "
                f"{counts['member']['groups']} groups); hold out {files['nonmember']} "
