@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from scipy.special import comb
 
@@ -26,7 +27,7 @@ from lmaudit.metrics.risk_rule import (
     RESOLUTION_FACTOR,
     exposure_ratio,
 )
-from lmaudit.metrics.uncertainty import clopper_pearson
+from lmaudit.metrics.uncertainty import clopper_pearson, rate_interval
 
 CALIBRATION_UNITS = 10  # population units a calibrated threshold needs (the 10% threshold's), for an epsilon bound
 LEVEL_COLUMNS = {"subgroup": "subgroup_id", "group": "group_id"}
@@ -52,9 +53,10 @@ class LevelCounts:
 
 @dataclass(frozen=True)
 class LevelPower:
-    """What a level's counts allow at best: the FPR's upper 95% bound at the 1% threshold (no ties), the smallest
+    """What a level's counts allow at best: the FPR's upper 95% bound at the 1% threshold (no ties, `best_fpr_bound`), the smallest
     family-wise p-value, the largest exposure ratio and epsilon bound (every member exposed, no non-member accused),
-    which risks can be read, and the non-member units 'low' needs (the fewest at or above these that reach it)."""
+    which risks can be read, and the independent non-member units 'low' needs (the fewest at or above the groups, or
+    the units where each stands alone, that reach it)."""
 
     fpr_bound: float
     smallest_p: float
@@ -96,12 +98,16 @@ def smallest_family_p(member_groups: int, nonmember_groups: int, permutations: i
 
 
 def best_fpr_bound(counts: LevelCounts) -> float:
-    """The FPR's upper bound at the 1% threshold of an attack that accuses no more than it must: of the non-member
-    groups where none is accused (a rate of 0 counts groups), else of independent units."""
+    """The FPR's upper bound at the 1% threshold of an attack that accuses no more than it must (floor(n / 100)), at
+    best: its accusations in distinct groups and the non-members spread evenly over their groups, the clustered
+    interval the verdict computes (metrics/uncertainty.py:rate_interval; none accused counts groups)."""
     accused = math.floor(ONE_PERCENT * counts.nonmembers + 1e-9)
-    if accused == 0:
-        return clopper_pearson(0, counts.nonmember_groups)[1] if counts.nonmember_groups else 1.0
-    return one_percent_fpr_bound(counts.nonmembers)
+    if counts.nonmembers == 0 or counts.nonmember_groups == 0:
+        return 1.0
+    if counts.nonmember_groups >= counts.nonmembers:
+        return one_percent_fpr_bound(counts.nonmembers)
+    groups = np.arange(counts.nonmembers) % counts.nonmember_groups  # unit i in group i mod g: the first g differ
+    return rate_interval(np.arange(counts.nonmembers) < accused, groups)[1]
 
 
 def level_power(counts: LevelCounts, delta: float = 1e-5) -> LevelPower:
@@ -115,7 +121,8 @@ def level_power(counts: LevelCounts, delta: float = 1e-5) -> LevelPower:
         fpr_bound=best_fpr_bound(counts), smallest_p=smallest, best_exposure_ratio=ratio,
         best_epsilon=epsilon, can_read_moderate=smallest < MODERATE_LEVEL,
         can_read_high=smallest < HIGH_LEVEL and (ratio >= HIGH_RATIO or epsilon >= HIGH_EPSILON),
-        can_read_low=reads_low(counts.nonmembers), nonmembers_for_low=nonmembers_for_low(counts.nonmembers))
+        can_read_low=best_fpr_bound(counts) <= RESOLUTION_FACTOR * ONE_PERCENT,
+        nonmembers_for_low=nonmembers_for_low(min(counts.nonmembers, counts.nonmember_groups)))
 
 
 def best_auc_upper(counts: LevelCounts) -> float:
