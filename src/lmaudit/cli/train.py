@@ -75,6 +75,11 @@ def split(data: str, out: str, nonmembers: float, population: float, seed: int, 
                f"{counts['member']['groups']} groups); hold out {files['nonmember']} "
                f"({counts['nonmember']['samples']}) and {files['population']} ({counts['population']['samples']}); "
                f"{Path(out) / MANIFEST} records the draw")
+    from lmaudit.audit.plan import split_power
+
+    click.echo("what an audit of this split can show at best (a perfect attack, or a model that learnt nothing):")
+    for line in split_power(out):
+        click.echo(f"  {line}")
     click.echo(f"after training: lmaudit audit --target MODEL --members {files['member']} --nonmembers "
                f"{files['nonmember']} --population {files['population']} --out REPORT_DIR")
 
