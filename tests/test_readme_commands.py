@@ -1,5 +1,5 @@
-"""Every `lmaudit ...` command in the README's code blocks parses as written: each names a command that exists, and
-click accepts its options (no unknown option, no bad choice or value, no missing required option; for `lmaudit audit`,
+"""Every `lmaudit ...` command in the README's and the docs' code blocks parses as written: each names a command that
+exists, and click accepts its options (no unknown option, no bad choice or value, no missing required option; for `lmaudit audit`,
 whose options may come from --config or --plan, the ones it asks for at run time without either).
 
 Commands are read from the fenced code blocks of README.md: each line whose first word is `lmaudit` (or
@@ -12,6 +12,7 @@ converts and checks every option, and lmaudit's path options do not require the 
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import click
@@ -86,3 +87,22 @@ def test_readme_command_parses(command: str):
         parse(command)
     except click.UsageError as err:
         pytest.fail(f"{command}\n  -> {err.format_message()}")
+
+
+DOCS = sorted((README.parent / "docs").glob("*.md"))
+
+
+def docs_commands() -> list[tuple[str, str]]:
+    """Every complete `lmaudit` command of the docs' code blocks, by page; a synopsis with placeholders ([--size
+    smoke|full], NAME) or shell variables ($model) is a template, not a command, and is left out."""
+    return [(page.name, command) for page in DOCS for command in readme_commands(page.read_text(encoding="utf-8"))
+            if not re.search(r"\[|\$| NAME\b", command)]
+
+
+@pytest.mark.parametrize(("page", "command"), docs_commands())
+def test_docs_command_parses(page: str, command: str):
+    """click parses each docs page's command as written (docs/gate.md's plan among them)."""
+    try:
+        parse(command)
+    except click.UsageError as err:
+        pytest.fail(f"docs/{page}: {command}\n  -> {err.format_message()}")
