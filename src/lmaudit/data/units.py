@@ -6,7 +6,10 @@ role).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from lmaudit.data.roles import same_texts, writers
 from lmaudit.errors import InputError, row_location
@@ -37,18 +40,11 @@ def _naming_order(key: str) -> tuple[int, str]:
     return (0 if key.startswith("group:") else 1 if key.startswith("row:") else 2, key)
 
 
-def _root(parents: dict[str, str], key: str) -> str:
-    """The key that names `key`'s joined unit so far (union-find)."""
-    while parents.setdefault(key, key) != key:
-        parents[key] = parents[parents[key]]  # path halving: the chains stay short
-        key = parents[key]
-    return key
-
-
 def drawn_units(corpus: pd.DataFrame) -> pd.Series:
     """Each row's unit of the draw: its group's, or for a row without one, the unit of the rows that share its admission
-    or its text (where fewer than two `writers` hold that text), joined transitively; a unit holding a group is named
-    by its first group, so that a file whose rows all have group ids draws exactly its groups."""
+    or its text (where fewer than two `writers` hold that text), joined transitively (the connected components of
+    units and what links them); a unit holding a group is named by its first group, so that a file whose rows all have
+    group ids draws exactly its groups."""
     refuse_admissions_of_two_groups(corpus)
     index, corpus = corpus.index, corpus.reset_index(drop=True)
     own = own_units(corpus)
@@ -61,8 +57,11 @@ def drawn_units(corpus: pd.DataFrame) -> pd.Series:
                        [corpus["subgroup_id"].notna()],
                        pd.DataFrame({"unit": own, "via": "text:" + texts})[few_writers]])
     reached = set(links.loc[ungrouped[links.index].to_numpy(), "via"])  # only what a row without a group shares matters
-    parents: dict[str, str] = {}
-    for unit, via in links[links["via"].isin(reached)].itertuples(index=False):
-        first, second = sorted((_root(parents, unit), _root(parents, via)), key=_naming_order)
-        parents[second] = first
-    return own.map(lambda unit: _root(parents, unit) if unit in parents else unit).set_axis(index)
+    links = links[links["via"].isin(reached)]
+    keys = pd.Index(pd.unique(np.concatenate([own.to_numpy(), links["via"].to_numpy()])))
+    graph = coo_matrix((np.ones(len(links)), (keys.get_indexer(links["unit"]), keys.get_indexer(links["via"]))),
+                       shape=(len(keys), len(keys)))
+    component = pd.Series(connected_components(graph, directed=False)[1], index=keys)
+    names = pd.Series(keys, index=keys).groupby(component.to_numpy()).agg(lambda found: min(found, key=_naming_order))
+    named = pd.Series(names.loc[component.to_numpy()].to_numpy(), index=keys)  # each key: its component's name
+    return own.map(named).set_axis(index)
