@@ -52,3 +52,29 @@ def test_an_existing_card_keeps_its_text_and_a_second_section_needs_overwrite(au
     write_model_card(model, report_path, overwrite=True)
     card = ModelCard.load(model / "README.md")
     assert card.text.count(HEADING) == 1 and "## Uses\n\nResearch." in card.text and card.data.license == "mit"
+
+
+def test_every_headline_puts_the_tpr_beside_its_own_attack(tmp_path):
+    """The trial's PDF: "dc_pdd ... 0.825", where 0.825 was min_k_plus_plus's and dc_pdd's own 0.875. With the strongest
+    attack by AUC (loss) not the one that exposes most (zlib), the model card's row, privacy_evaluation.json, the Hub's
+    results and the PDF's verdict table each name zlib beside zlib's TPR, and that TPR is the level's highest."""
+    from lmaudit.report.model_card import evaluation, level_cells
+    from lmaudit.report.pdf import view
+    from lmaudit.report.tables import ranking
+    from lmaudit.report.verdict import verdict
+    from tests.report.test_verdict import leakage_section, result
+
+    results = [result("loss", auc=0.8, auc_ci=(0.7, 0.9), tpr=0.5, tpr_ci=(0.4, 0.6), tp=1000),
+               result("zlib", auc=0.7, auc_ci=(0.6, 0.8), tpr=0.875, tpr_ci=(0.8, 0.93), tp=1750)]
+    report = small_report()
+    report["summary"] = {**verdict(results, ranking(results), {"sample": "sample"}, 1e-5, None,
+                                   leakage_section({("loss", "sample"): 0.01, ("zlib", "sample"): 0.01})),
+                         "caveats": report["summary"].get("caveats")}
+    write_document(tmp_path / "audit", "report.json", report)
+    level = load_report(tmp_path / "audit").summary.levels["sample"]
+    assert level.strongest.attack == "loss" and level.tpr_at_1pct_fpr.attack == "zlib"
+    assert level_cells(level)["tpr"] == "0.875 [0.800, 0.930] (zlib)" and level_cells(level)["attack"] == "loss"
+    pdf_row = view(load_report(tmp_path / "audit"))["levels"][0]
+    assert pdf_row["tpr"].endswith("(zlib)") and pdf_row["attack"] == "loss"
+    entry = evaluation(load_report(tmp_path / "audit"))["levels"]["sample"]
+    assert (entry["tpr_attack"], entry["tpr_at_1pct_fpr"], entry["tpr_at_1pct_fpr_ci"]) == ("zlib", 0.875, [0.8, 0.93])
