@@ -106,7 +106,7 @@ def bound_section(runs: int) -> list[Rate]:
 GATE_SCENARIOS = (
     Scenario("the demo's counts: patients 24 / 12 / 12, 1-29 notes, ICC 0.3", 24, 12, 12, 15, icc=0.3, ragged=True),
     Scenario("patients: 150 x 10 / 30 x 10 / 50 x 10 notes, ICC 0.3", 150, 30, 50, 10, icc=0.3),
-    Scenario("independent notes: 2,000 members, 700 non-members", 2000, 700, 700, 1),
+    Scenario("independent notes: 2,000 members, 1,000 non-members", 2000, 1000, 1000, 1),
 )
 
 
