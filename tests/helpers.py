@@ -121,3 +121,34 @@ def assert_document_round_trips(path) -> None:
 
     written = json.loads(Path(path).read_text(encoding="utf-8"))
     assert json.loads(json.dumps(json_ready(load_document(path)))) == written
+
+
+def load_tying_by_the_config(monkeypatch) -> None:
+    """transformers before 5 in the installed one: loading ties the output embeddings to the input ones whenever the
+    configuration says they are tied, even where the weights file holds output embeddings of their own."""
+    from transformers import PreTrainedModel
+
+    load = PreTrainedModel.from_pretrained.__func__
+
+    def load_then_tie(cls, *args, **kwargs):
+        loaded = load(cls, *args, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded).tie_weights()
+        return loaded
+
+    monkeypatch.setattr(PreTrainedModel, "from_pretrained", classmethod(load_then_tie))
+
+
+def merge_keeping_the_tie(monkeypatch) -> None:
+    """PEFT before 0.19 in the installed one: merging leaves the configuration's tie_word_embeddings as it was, even
+    where modules_to_save trained the input and output embeddings apart."""
+    from peft.tuners.tuners_utils import BaseTuner
+
+    merge = BaseTuner._unload_and_optionally_merge
+
+    def merged_as_before(self, *args, **kwargs):
+        tied = self.model.config.tie_word_embeddings
+        merged = merge(self, *args, **kwargs)
+        merged.config.tie_word_embeddings = tied
+        return merged
+
+    monkeypatch.setattr(BaseTuner, "_unload_and_optionally_merge", merged_as_before)

@@ -277,3 +277,33 @@ def test_classifier_canaries_are_scored_by_the_classifiers_loss_mislabelled_ones
     record_planted(tmp_path / "model", tmp_path / "odd")  # as if planted too: the labels are what is refused
     with pytest.raises(InputError, match="canaries.jsonl, row 1: label 'nonsense' is not a label of the model"):
         audit_canaries(config.model_copy(update={"out": str(tmp_path / "odd-audit")}), tmp_path / "odd")
+
+
+def test_scores_that_run_against_the_key_make_an_invalid_audit_never_worded_chance(trained, monkeypatch):
+    """The new-token canaries' scores turned around (as lost output rows or a negated score would): the command prints
+    INVALID first, with the rank test's probability, and never that chance explains it; the report and page say so."""
+    from lmaudit.canaries import audit as canary_audit
+    from lmaudit.metrics.one_run import provable_ceiling
+
+    root, _ = trained
+    scored = canary_audit.secret_scores
+
+    def negated(*args):
+        table, candidates = scored(*args)
+        return table.assign(score=-table["score"]), candidates
+
+    monkeypatch.setattr(canary_audit, "secret_scores", negated)
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "new-tokens",
+                           "--out", root / "cli-invalid", "--candidates", "0")
+    assert code == 0, output
+    assert output.startswith("INVALID AUDIT: the planted canaries score below the unplanted ones")
+    assert "chance gives often enough" not in output and "INVALID audit: the planted canaries score below" in output
+    report = json.loads((root / "cli-invalid" / REPORT_FILE).read_text())
+    assert not report["validity"]["valid"] and report["validity"]["p_below"] < 1e-3
+    assert report["validity"]["rank_auc"] < 0.05 and report["one_run"]["epsilon_lower_bound"] == 0
+    assert "INVALID audit" in (root / "cli-invalid" / PAGE_FILE).read_text()
+    monkeypatch.setattr(canary_audit, "secret_scores", scored)
+    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "new-tokens",
+                           "--out", root / "cli-valid", "--candidates", "0")
+    assert code == 0 and "INVALID" not in output
+    assert f"With {CANARIES} canaries no audit can prove more than epsilon {provable_ceiling(CANARIES, 1e-5):.2f}" in output

@@ -150,3 +150,40 @@ def test_a_bound_of_zero_says_nothing_was_proved_and_not_that_the_model_is_priva
     assert report["explanation"].startswith("Nothing was proved: 10 of 10 guesses")
     assert "does NOT say the training is private" in report["explanation"]
     assert report_with(0.4, None)["explanation"].startswith("What the bounds mean")
+
+
+def test_a_result_far_below_chance_is_reported_invalid_with_its_probability_and_no_verdict():
+    from lmaudit.metrics.canary_validity import RankCheck
+
+    config, guesses = AuditConfig(target="model", out="out"), CanaryGuesses(200, 13, 13, 0)
+    dp = {"epsilon_prv": 1.0, "epsilon_rdp": 3.0, "delta": 1e-5}
+    report = canary_report(config, SECRETS, "secret", OneRunBound(guesses, 0.0, 1e-5, 0.95, 10),
+                           GaussianBound(guesses, 0.0, 0.0, 1e-5, 0.95, 10), None, dp,
+                           check=RankCheck(100, 100, 0.02, 3e-9, 1e-3))
+    assert report["validity"] == {"test": "one-sided Mann-Whitney U, planted below unplanted", "planted": 100,
+                                  "unplanted": 100, "rank_auc": 0.02, "p_below": 3e-9, "level": 1e-3, "valid": False}
+    assert report["explanation"].startswith("INVALID audit") and "3e-09" in report["explanation"]
+    assert "chance gives often enough" not in report["explanation"]
+    assert report["verdict"].startswith("INVALID")  # not "consistent": the bound of an invalid audit says nothing
+    lines = canary_lines(report)
+    assert lines[0].startswith("INVALID AUDIT") and "probability 3e-09" in lines[0]
+    valid = report_with(0.0, None)  # no rank test given: none is claimed invalid, and nothing proved is chance
+    assert valid["validity"]["valid"] and "chance gives often enough" in valid["explanation"]
+
+
+def test_the_report_says_what_m_canaries_can_prove_at_most_and_when_the_bound_is_there():
+    """The ceiling is the bound with every guess right (one_run_bound and gaussian_bound on perfect scores)."""
+    from lmaudit.metrics.fdp_one_run import gaussian_bound
+    from lmaudit.metrics.one_run import one_run_bound
+
+    included = np.arange(200) % 2 == 0
+    perfect, gaussian = one_run_bound(included * 1.0, included, 1e-5), gaussian_bound(included * 1.0, included, 1e-5)
+    below = report_with(1.0, None)
+    assert below["one_run"]["ceiling"] == pytest.approx(perfect.epsilon_lower_bound) == pytest.approx(3.4, abs=0.05)
+    assert below["f_dp"]["mu_ceiling"] == pytest.approx(gaussian.mu_lower_bound)
+    assert below["f_dp"]["epsilon_ceiling"] == pytest.approx(gaussian.epsilon_lower_bound)
+    text = " ".join(canary_lines(below))
+    assert f"With 200 canaries no audit can prove more than epsilon {perfect.epsilon_lower_bound:.2f}" in text
+    assert not below["one_run"]["at_ceiling"] and "at that ceiling" not in text
+    at = report_with(perfect.epsilon_lower_bound, None)
+    assert at["one_run"]["at_ceiling"] and "This bound is at that ceiling" in " ".join(canary_lines(at))

@@ -83,3 +83,15 @@ def test_the_bisection_finds_the_reference_scans_first_rejected_mu(m, answered, 
     guesses = CanaryGuesses(m, answered, 0, correct)
     scanned = next((float(mu) for mu in MU_GRID if not consistent_with_gdp(guesses, float(mu))), 0.0)
     assert mu_lower_bound(guesses) == scanned
+
+
+def test_the_f_dp_ceiling_is_the_bound_with_every_guess_right():
+    """500 canaries found perfectly prove mu 1.560 and epsilon 7.39 at delta 1e-5 (docs/canaries.md's 400 of 400 rows)."""
+    from lmaudit.metrics.fdp_one_run import gaussian_bound, gaussian_ceiling
+
+    included = np.arange(500) % 2 == 1
+    perfect = gaussian_bound(included * 1.0, included, 1e-5)
+    mu, epsilon = gaussian_ceiling(500, 1e-5)
+    assert (mu, epsilon) == pytest.approx((perfect.mu_lower_bound, perfect.epsilon_lower_bound))
+    assert (mu, epsilon) == pytest.approx((1.560, 7.39), abs=0.005)
+    assert gaussian_ceiling(500, 0.0)[1] is None

@@ -32,7 +32,7 @@ def masking_secrets(collator, secret_ids):
     return collate
 
 
-def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=False):
+def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=False, modules_to_save=None):
     """A Trainer run of 2 steps on `texts` and the planted canaries; the trainer."""
     tokenizer = copy.deepcopy(tokenizer)
     model = tiny_family_model("gpt2", "clm", tokenizer).train()
@@ -45,7 +45,8 @@ def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=F
     if lora:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True))
+        model = get_peft_model(model, LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True,
+                                                 modules_to_save=modules_to_save))
     arguments = TrainingArguments(output_dir=str(out), max_steps=2, per_device_train_batch_size=8, report_to=[],
                                   save_strategy="no", logging_strategy="no", use_cpu=True, learning_rate=1e-2)
     trainer = Trainer(model=model, args=arguments, train_dataset=rows, data_collator=collator, processing_class=tokenizer,
@@ -107,3 +108,18 @@ def test_rows_that_do_not_move_in_the_first_epoch_stop_the_run(canaries, tiny_to
     monkeypatch.setattr(transformers.TrainingArguments, "__init__", zero_learning_rate_one_epoch)
     with pytest.raises(CanaryCheckFailed, match="canary check 'rows updated'"):
         train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run")
+
+
+def test_lora_that_trains_tied_embeddings_apart_unties_them_in_the_config(canaries, tiny_tokenizer, notes, tmp_path,
+                                                                          caplog):
+    """GPT-2 ties its embeddings; PEFT's modules_to_save trains a copy of each. The callback says so (never advising
+    tie_weights(), which would overwrite the trained output rows) and unties the configuration, so that the merged model
+    is saved with both matrices and loaded as trained."""
+    with caplog.at_level("WARNING"):
+        trainer = train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run", lora=True,
+                        modules_to_save=["wte", "lm_head"])
+    assert trainer.model.config.tie_word_embeddings is False
+    assert "canary check 'tied weights'" in caplog.text and "do not call model.tie_weights()" in caplog.text
+    merged = trainer.model.merge_and_unload()
+    assert merged.config.tie_word_embeddings is False
+    assert not torch.equal(merged.lm_head.weight, merged.transformer.wte.weight)  # the output rows trained apart

@@ -107,8 +107,13 @@ def test_the_canary_bound_is_steinkes_bound_of_the_slow_secret_scores(run):
                        for text, secret in zip(canaries.text, canaries.secret, strict=True)])
     key = read_table(run.canaries / KEY_FILE).set_index("sample_id").loc[canaries.sample_id, "included"].to_numpy(bool)
     expected = one_run_bound(scores, key, 1e-5, 0.95).epsilon_lower_bound
-    assert read_audits(run.out)[-1]["canary_epsilon_lower_bound"] == pytest.approx(expected, abs=1e-9)
+    last = read_audits(run.out)[-1]
+    assert last["canary_epsilon_lower_bound"] == pytest.approx(expected, abs=1e-9)
     assert expected > 0  # the planted secrets were learnt: a bound of 0 would compare nothing
+    from lmaudit.metrics.canary_validity import rank_check
+
+    check = rank_check(scores, key)  # and the audit is valid: the planted canaries do not score below the others
+    assert last["canaries_valid"] and last["canary_rank_auc"] == pytest.approx(check.auc, abs=1e-6) and check.auc > 0.5
 
 
 def test_the_file_holds_numbers_and_never_a_word_of_the_texts(run):

@@ -306,6 +306,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     the target's recorded DP-SGD delta, a group's for canaries planted several times, else DEFAULT_DELTA). An output
     folder holding another run's results is refused unless `overwrite`."""
     from lmaudit.audit.records import resolve
+    from lmaudit.metrics.canary_validity import rank_check
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.fdp_one_run import gaussian_bound
     from lmaudit.metrics.one_run import one_run_bound
@@ -338,6 +339,10 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
         included = read_key(folder, scores)
         bound = one_run_bound(scores["score"].to_numpy(), included, delta, confidence, seed=config.evaluation.seed)
         gaussian = gaussian_bound(scores["score"].to_numpy(), included, delta, confidence, seed=config.evaluation.seed)
+        check = rank_check(scores["score"].to_numpy(), included)
+        if check.invalid:
+            log.warning("canary audit INVALID: the planted canaries score below the unplanted ones (rank AUC %.3f, "
+                        "p = %.2g): a bug in planting, saving or scoring, not a private model", check.auc, check.p_below)
         exposure = None
         if candidate_losses is not None:
             found = exposures(scores["loss"].to_numpy(), candidate_losses["loss"].to_numpy(), canary_set.space_bits)
@@ -345,8 +350,8 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
             scores["exposure_sampled"] = [e.sampled for e in found]
             scores["exposure_extrapolated"] = [e.extrapolated for e in found]
             exposure = exposure_summary(scores, included, canary_set.space_bits, candidates)
-        report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp, white_box_of(trained)) | {
-            "config": recorded}
+        report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp, white_box_of(trained),
+                               check) | {"config": recorded}
         if config.include_text:
             scores["text"] = canaries.set_index("sample_id").loc[scores["sample_id"], "text"].to_numpy()
         write_canary_audit(Path(config.out), report, scores)

@@ -16,6 +16,7 @@ from lmaudit.report.documents import headed
 from lmaudit.report.privacy_words import verdict_against, white_box_line
 
 if TYPE_CHECKING:
+    from lmaudit.metrics.canary_validity import RankCheck
     from lmaudit.metrics.fdp_one_run import GaussianBound
     from lmaudit.metrics.one_run import OneRunBound
 
@@ -38,6 +39,20 @@ NOTHING_PROVED = (
     "catch a model trained without DP; see docs/canaries.md."
 )
 
+INVALID = (
+    "INVALID audit: the planted canaries score below the unplanted ones (rank AUC {auc:.3f}, where 0.5 is chance). A "
+    "model that holds nothing of the canaries scores both alike; scores this far below chance happen with probability "
+    "{p:.2g} then (one-sided Mann-Whitney test of planted below unplanted; invalid below {level:g}). They are "
+    "anti-correlated with the key: a bug in planting, saving or scoring, such as the canary tokens' trained output "
+    "embedding rows lost when the model was saved (PEFT's modules_to_save with tied embeddings, docs/canaries.md), "
+    "scores negated, or the key of other canaries. The bounds prove nothing here, not even that the canaries were "
+    "missed: fix the pipeline and audit again."
+)
+CEILING = (
+    "With {canaries} canaries no audit can prove more than epsilon {epsilon:.2f} (Steinke et al.) or mu {mu:.3f} (f-DP) "
+    "at delta {delta:g}, however much the model memorised: the bounds with every guess right.{at_ceiling}"
+)
+AT_CEILING = " This bound is at that ceiling: it is the canaries' limit, not the model's; plant more canaries to prove more."
 
 GROUP = (
     "Each planted canary was planted {repeats} times, so both bounds are for a group of {repeats} records, not one: a "
@@ -71,24 +86,57 @@ def group_reading(canary_set: CanarySet, gaussian: GaussianBound, claimed: tuple
             "record_epsilon_lower_bound": gdp_epsilon(mu, record_delta), "record_delta": record_delta}
 
 
+def validity_section(check: RankCheck) -> dict:
+    """canary_report.json's `validity`: the rank test of planted against unplanted scores and whether the audit is
+    valid (an audit whose planted canaries score below chance is not: `metrics/canary_validity.py`)."""
+    return {"test": "one-sided Mann-Whitney U, planted below unplanted", "planted": check.planted,
+            "unplanted": check.unplanted, "rank_auc": check.auc, "p_below": check.p_below, "level": check.level,
+            "valid": not check.invalid}
+
+
+def ceilings(canaries: int, delta: float, confidence: float) -> dict:
+    """What any audit of `canaries` canaries can prove at most (every guess right), for both bounds."""
+    from lmaudit.metrics.fdp_one_run import gaussian_ceiling
+    from lmaudit.metrics.one_run import provable_ceiling
+
+    mu, epsilon = gaussian_ceiling(canaries, delta, confidence)
+    return {"epsilon": provable_ceiling(canaries, delta, confidence), "mu": mu, "f_dp_epsilon": epsilon}
+
+
+def explained(bound: OneRunBound, gaussian: GaussianBound, check: RankCheck, group: dict | None) -> str:
+    """The report's plain words: INVALID where the scores run against the key, else what the bounds mean, or that
+    nothing was proved (never "chance" for a result far below it)."""
+    if check.invalid:
+        text = INVALID.format(auc=check.auc, p=check.p_below, level=check.level)
+    elif bound.epsilon_lower_bound > 0 or gaussian.mu_lower_bound > 0:
+        text = EXPLANATION.format(risk=1 - bound.confidence, confidence=bound.confidence)
+    else:
+        text = NOTHING_PROVED.format(correct=bound.guesses.correct, guesses=bound.guesses.guesses)
+    return text + (" " + group_sentence(group) if group else "")
+
+
 def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound: OneRunBound,
-                  gaussian: GaussianBound, exposure: dict | None, dp: dict | None, white_box: dict | None = None) -> dict:
-    """canary_report.json's document: what was audited, both bounds with their guesses, the exposure, the accountant's
-    epsilon beside the bounds (a group's for repeated canaries) and beside the training's white-box audit of DP-SGD
-    where it made one (`metrics/dp_audit.py:white_box_audit`), and the plain-words explanation."""
+                  gaussian: GaussianBound, exposure: dict | None, dp: dict | None, white_box: dict | None = None,
+                  check: RankCheck | None = None) -> dict:
+    """canary_report.json's document: what was audited, both bounds with their guesses and the most m canaries can
+    prove, whether the audit is valid (`check`, the rank test of planted against unplanted scores; without one, none
+    is claimed invalid), the exposure, the accountant's epsilon beside the bounds (a group's for repeated canaries) and
+    beside the training's white-box audit of DP-SGD where it made one (`metrics/dp_audit.py:white_box_audit`), and the
+    plain-words explanation."""
+    from lmaudit.metrics.canary_validity import BELOW_CHANCE_LEVEL, RankCheck
+
+    check = check or RankCheck(0, 0, None, None, BELOW_CHANCE_LEVEL)
     guesses = bound.guesses
     verdict = None
     claimed = compared_epsilon(dp, canary_set.repeats)
     if claimed is not None and claimed[1] == bound.delta:
         # Steinke et al.'s bound only: the f-DP epsilon is that of the rejected Gaussian curve, and a correct DP-SGD,
         # whose curve is not exactly Gaussian, can reject a mu whose epsilon exceeds the accountant's.
-        verdict = verdict_against(bound.epsilon_lower_bound, claimed[0])
+        verdict = ("INVALID audit: no verdict against the accountant's epsilon" if check.invalid else
+                   verdict_against(bound.epsilon_lower_bound, claimed[0]))
     group = group_reading(canary_set, gaussian, claimed, dp["delta"] if dp else bound.delta)
-    explanation = (EXPLANATION.format(risk=1 - bound.confidence, confidence=bound.confidence)
-                   if bound.epsilon_lower_bound > 0 or gaussian.mu_lower_bound > 0 else
-                   NOTHING_PROVED.format(correct=guesses.correct, guesses=guesses.guesses))
-    if group:
-        explanation += " " + group_sentence(group)
+    explanation = explained(bound, gaussian, check, group)
+    ceiling = ceilings(guesses.canaries, bound.delta, bound.confidence)
     return headed(REPORT_FILE, {
         "target": config.target, "reference": list(config.reference), "attack": attack, "signal": config.signal.signal,
         # Never the seed: it rebuilds the key.
@@ -98,13 +146,16 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
                     "positive_guesses": guesses.positive_guesses, "negative_guesses": guesses.negative_guesses,
                     "correct": guesses.correct, "accuracy": guesses.correct / guesses.guesses if guesses.guesses else None,
                     "epsilon_lower_bound": bound.epsilon_lower_bound, "delta": bound.delta,
-                    "confidence": bound.confidence, "choices_of_k": bound.choices},
+                    "confidence": bound.confidence, "choices_of_k": bound.choices, "ceiling": ceiling["epsilon"],
+                    "at_ceiling": bound.epsilon_lower_bound >= ceiling["epsilon"] - 1e-9},
         "f_dp": {"mu_lower_bound": gaussian.mu_lower_bound, "epsilon_lower_bound": gaussian.epsilon_lower_bound,
                  "delta": gaussian.delta, "confidence": gaussian.confidence,
                  "positive_guesses": gaussian.guesses.positive_guesses,
                  "negative_guesses": gaussian.guesses.negative_guesses, "correct": gaussian.guesses.correct,
-                 "guesses": gaussian.guesses.guesses},
-        "accountant": dp, "verdict": verdict, "exposure": exposure, "group": group, "white_box": white_box,
+                 "guesses": gaussian.guesses.guesses, "mu_ceiling": ceiling["mu"],
+                 "epsilon_ceiling": ceiling["f_dp_epsilon"]},
+        "validity": validity_section(check), "accountant": dp, "verdict": verdict, "exposure": exposure,
+        "group": group, "white_box": white_box,
         "explanation": explanation,
         "settings": {"signal": config.signal.model_dump(), "seed": config.evaluation.seed,
                      "include_text": config.include_text},
@@ -144,6 +195,23 @@ def fdp_line(fdp: dict) -> str:
             f"({fdp['correct']} of {fdp['guesses']} right)")
 
 
+def ceiling_line(report: dict) -> str:
+    """What m canaries can prove at most, and whether the bound is at it."""
+    one_run, fdp = report["one_run"], report["f_dp"]
+    return CEILING.format(canaries=one_run["canaries"], epsilon=one_run["ceiling"], mu=fdp["mu_ceiling"],
+                          delta=one_run["delta"], at_ceiling=AT_CEILING if one_run["at_ceiling"] else "")
+
+
+def validity_line(validity: dict) -> str:
+    """The rank test of planted against unplanted scores as one line, INVALID first where it fails."""
+    if validity["p_below"] is None:
+        return "planted against unplanted scores: not tested (no canary on one side)"
+    return (("INVALID AUDIT: the planted canaries score below the unplanted ones; " if not validity["valid"] else "")
+            + f"planted against unplanted scores: rank AUC {validity['rank_auc']:.3f} (0.5 is chance), probability "
+            f"{validity['p_below']:.2g} of scores this far below chance (one-sided Mann-Whitney; invalid below "
+            f"{validity['level']:g})")
+
+
 def canary_lines(report: dict) -> list[str]:
     """The canary report for a terminal: the bound and its guesses, the accountant's epsilon, the exposure, and what
     the bound means."""
@@ -155,7 +223,10 @@ def canary_lines(report: dict) -> list[str]:
              f"not planted, {one_run['correct']} of {one_run['guesses']} right",
              f"epsilon lower bound: {one_run['epsilon_lower_bound']:.3f} at delta {one_run['delta']:g}, "
              f"{one_run['confidence']:.0%} confidence (best of {one_run['choices_of_k']} guess counts, "
-             f"Bonferroni-corrected; Steinke et al. 2023)", fdp_line(report["f_dp"])]
+             f"Bonferroni-corrected; Steinke et al. 2023)", fdp_line(report["f_dp"]), ceiling_line(report)]
+    validity = report.get("validity")
+    if validity:  # an invalid audit says so before any number
+        lines.insert(0 if not validity["valid"] else len(lines), validity_line(validity))
     if report["accountant"]:
         accountant, epsilon = accountant_epsilon(report["accountant"])
         group = report["group"]

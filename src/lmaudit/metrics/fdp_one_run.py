@@ -18,7 +18,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
-from lmaudit.metrics.one_run import EPSILON_CEILING, CanaryGuesses, best_of_choices
+from lmaudit.metrics.one_run import EPSILON_CEILING, CanaryGuesses, best_of_choices, guess_counts
 
 MU_GRID = 1 / (0.001 + 0.01 * np.arange(1000))  # the reference implementation's, largest mu first
 MEMBERSHIP_OUTCOMES = 2  # k of the paper: a guess is 'in' or 'out'
@@ -91,3 +91,13 @@ def gaussian_bound(scores: np.ndarray, included: np.ndarray, delta: float, confi
     with its epsilon at `delta`."""
     mu, best, count = best_of_choices(scores, included, mu_lower_bound, confidence, choices, seed)
     return GaussianBound(best, mu, gdp_epsilon(mu, delta) if delta > 0 else None, delta, confidence, count)
+
+
+def gaussian_ceiling(canaries: int, delta: float, confidence: float = 0.95) -> tuple[float, float | None]:
+    """The largest mu `gaussian_bound` can give with `canaries` canaries, every guess right, and its epsilon at `delta`
+    (None at delta 0): what the f-DP audit of them can prove at most, however much the model memorised."""
+    choices = guess_counts(canaries)
+    each = 1 - (1 - confidence) / len(choices)
+    mu = max(mu_lower_bound(CanaryGuesses(canaries, positive, negative, positive + negative), each)
+             for positive, negative in choices)
+    return mu, gdp_epsilon(mu, delta) if delta > 0 else None

@@ -17,6 +17,7 @@ from lmaudit.models.folders import (
     warn_remote_code,
 )
 from lmaudit.models.source import DEFAULT_PLACEMENT, TORCH_DTYPE_NAMES, ModelSource, Placement, as_source
+from lmaudit.models.tied_embeddings import check_output_embeddings
 from lmaudit.models.tokenizer import load_tokenizer
 
 
@@ -110,6 +111,8 @@ def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, p
                          f"initialised at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): the "
                          f"folder holds a {', '.join(config.architectures or ['model of another kind'])}, not a "
                          f"{kind}; {advice}")
+    if placement.device_map is None and placement.quantization is None:  # weights as saved, on the CPU
+        check_output_embeddings(network, folder)
     if source.adapter is not None:
         network = with_adapter(network, Path(source.adapter), merge=placement.quantization is None)
     tokenizer = load_tokenizer(folder, placement.trust_remote_code)

@@ -306,6 +306,7 @@ class CanaryReportDocument(Header):
     explanation: str
     settings: Section
     config: Section
+    validity: Section | None = None  # the rank test of planted against unplanted scores (absent before it existed)
     integrity: Integrity | None = None
 
 

@@ -52,6 +52,14 @@ def sharded(args, model: torch.nn.Module) -> bool:
         model.get_input_embeddings().weight.numel() == 0
 
 
+def untie_config(model: torch.nn.Module) -> None:
+    """Say in the model's configuration (and its text model's) that the input and output embeddings are apart, as they
+    are: a save then keeps both, and no loader ties the trained output rows back to the input ones."""
+    config = model.config
+    for part in {id(c): c for c in (config, config.get_text_config())}.values():
+        part.tie_word_embeddings = False
+
+
 def placement(args, model: torch.nn.Module) -> dict[str, str]:
     """Where and in which precision the run trains, as lmaudit's own training summary says it: its device type and
     'bf16', 'fp16' or the weights' own dtype."""
@@ -91,7 +99,8 @@ class CanaryCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, processing_class=None, **kwargs):
         """Before the first step: the canaries' tokens reserved, every secret labelled, none lost, the new rows
-        trainable, the weights tied (the data checks alone, with a warning, where the weights are sharded)."""
+        trainable, and a configuration that no longer ties embeddings which train apart (the data checks alone, with a
+        warning, where the weights are sharded)."""
         self.placement = placement(args, model)
         tokenizer = getattr(processing_class, "tokenizer", processing_class)  # a processor holds its tokenizer
         ids = tokenizer.convert_tokens_to_ids(self.tokens)
@@ -105,7 +114,10 @@ class CanaryCallback(TrainerCallback):
                         "checked here; after training, run `lmaudit canaries audit --model %s --canaries %s`",
                         args.output_dir, self.folder)
             return
-        stop_on([frozen_new_rows(model), untied_weights(model)])
+        stop_on([frozen_new_rows(model)])
+        if (finding := untied_weights(model)) is not None:
+            untie_config(model)
+            stop_on([finding])
         # The output rows: a secret learned on its own labels is predicted through them (its input rows may see no
         # gradient: a masked LM's secret is masked, a causal LM's last secret token predicts no label).
         self.rows_before = model.get_output_embeddings().weight[self.secret_ids].detach().cpu().clone()

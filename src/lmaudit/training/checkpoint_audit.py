@@ -23,6 +23,7 @@ from lmaudit.data.corpus import read_table
 from lmaudit.errors import InputError
 from lmaudit.metrics.auc_interval import auc_interval
 from lmaudit.metrics.clusters import cluster_codes
+from lmaudit.metrics.canary_validity import rank_check
 from lmaudit.metrics.one_run import one_run_bound
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.models.config_json import family_of
@@ -210,6 +211,11 @@ class CheckpointAudit(TrainerCallback):
 
             included = read_key(self.canary_folder, self.canaries)
             entry["canary_epsilon_lower_bound"] = one_run_bound(canaries, included, DELTA, CONFIDENCE).epsilon_lower_bound
+            check = rank_check(canaries, included)  # planted below unplanted: no audit at all (metrics/canary_validity.py)
+            entry |= {"canaries_valid": not check.invalid, "canary_rank_auc": check.auc, "canary_p_below": check.p_below}
+            if check.invalid:
+                log.warning("checkpoint audit: INVALID canary audit, the planted canaries score below the unplanted "
+                            "ones (rank AUC %.3f, p = %.2g): a bug in planting or scoring", check.auc, check.p_below)
         return entry
 
     def on_save(self, args, state, control, model=None, processing_class=None, **kwargs):

@@ -72,15 +72,20 @@ def frozen_new_rows(model: torch.nn.Module) -> Finding | None:
 
 
 def untied_weights(model: torch.nn.Module) -> Finding | None:
-    """Where the configuration ties the input and output embeddings, they share their weights."""
+    """Where the configuration ties the input and output embeddings, they share their weights; where they do not
+    (PEFT's modules_to_save trains a copy of each), the configuration must stop saying they are tied, or a saved model
+    is loaded with its input rows as its output rows."""
     output = model.get_output_embeddings()
     if not getattr(model.config, "tie_word_embeddings", False) or output is None:
         return None
     if output.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr():
         return None
-    return Finding("tied weights", False, "the configuration ties the input and output embeddings but they no longer "
-                   "share weights (resized or loaded apart): the new tokens' output rows train separately; call "
-                   "model.tie_weights() after resizing")
+    return Finding("tied weights", False, "the configuration ties the input and output embeddings but they are separate "
+                   "matrices here (PEFT's modules_to_save trains a copy of each, or they were resized or loaded apart), "
+                   "so the new tokens' output rows train apart from their input rows; a model saved still saying "
+                   "tie_word_embeddings=true is loaded with its input rows as output rows (transformers before 5), which "
+                   "loses what the canaries' output rows learned. The callback sets tie_word_embeddings=false, so that "
+                   "every save keeps both; do not call model.tie_weights(), which would overwrite the trained output rows")
 
 
 def unchanged_rows(before: torch.Tensor, after: torch.Tensor) -> Finding | None:
