@@ -91,7 +91,8 @@ def test_each_level_reports_its_strongest_attack_most_exposing_attack_and_larges
     assert group["name"] == "patient" and group["risk"] == "inconclusive"
     assert group["statement"].startswith(  # the plain reason first: 30 non-member patients can never read low
         "Inconclusive at patient level, members against the same-hospital non-members: too few non-member patients to "
-        "rule out leakage (about 581 needed, 30 given); no attack beat chance. Evidence: the permutation test gives "
+        "rule out leakage (about 581 independent ones needed, 30 given); no attack beat chance. Evidence: the "
+        "permutation test gives "
         "family-wise p = 0.3.")
     assert group["power"]["can_read_low"] is False and group["power"]["nonmembers_for_low"] == 581
     assert summary["risk"] == "high"  # the highest level's

@@ -48,10 +48,11 @@ def p_cell(p_value: float | None, power: dict | None) -> str:
     return f"< {shown_p(floor)}" if floor is not None and p_value <= floor * (1 + 1e-9) else shown_p(p_value)
 
 
-def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power: dict) -> str:
-    """The level's first sentence: its risk and, in plain words, why."""
-    nonmembers = (at_low_fpr or {}).get("n_nonmembers")
-    given = f"{nonmembers:,} non-member {units}" if nonmembers is not None else f"the non-member {units}"
+def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power: dict, group_name: str = "group"
+            ) -> str:
+    """The level's first sentence: its risk and, in plain words, why (`power`: what its counts could show; the groups
+    its units come from are `group_name`s)."""
+    given = f"{power['nonmembers']:,} non-member {units}"
     if risk == "high":
         return f"High risk at {heading}: an attacker can tell member {units} from non-members at a low false-positive rate."
     if risk == "low":
@@ -59,21 +60,22 @@ def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power:
                 f"{given} were enough to show it at a 1% false-positive rate.")
     if risk == "inconclusive":
         if not power["can_read_low"]:
+            had = (f"{power['nonmembers']:,} given" if power["nonmember_groups"] >= power["nonmembers"] else
+                   f"these {power['nonmembers']:,} come from {power['nonmember_groups']:,} {group_name}s")
             return (f"Inconclusive at {heading}: too few non-member {units} to rule out leakage (about "
-                    f"{power['nonmembers_for_low']:,} needed, {nonmembers if nonmembers is not None else 0:,} given); "
-                    f"no attack beat chance.")
+                    f"{power['nonmembers_for_low']:,} independent ones needed, {had}); no attack beat chance.")
         fpr_high = ((at_low_fpr or {}).get("fpr_ci") or [None, None])[1]
         could_be = f" (at the 1% threshold it could be as high as {fpr_high:.1%})" if fpr_high is not None else ""
         return (f"Inconclusive at {heading}: no attack beat chance, but {given} did not resolve a 1% false-positive "
                 f"rate{could_be}, so leakage there cannot be ruled out.")
-    opening = f"Moderate risk at {heading}: the attacks tell member {units} from non-members better than chance"
+    first = f"Moderate risk at {heading}: the attacks tell member {units} from non-members better than chance"
     most = at_low_fpr is not None and at_low_fpr["tpr"] > MOST_EXPOSED
     exposed = f", and {named(at_low_fpr)} exposes most of them ({at_low_fpr['tpr']:.1%})" if most else ""
     if not power["can_read_high"]:
-        return f"{opening}{exposed}; whether at a low false-positive rate, {given} are too few to show."
+        return f"{first}{exposed}; whether at a low false-positive rate, {given} are too few to show."
     if most:
-        return f"{opening}{exposed}, though not surely at a low false-positive rate."
-    return f"{opening}, but none exposes members at {HIGH_RATIO:g} times the rate it accuses non-members."
+        return f"{first}{exposed}, though not surely at a low false-positive rate."
+    return f"{first}, but none exposes members at {HIGH_RATIO:g} times the rate it accuses non-members."
 
 
 def shift_opening(heading: str, blind: dict, strongest: dict, risk_from_attacks: str) -> str:

@@ -116,10 +116,11 @@ def _risk(p_value: float | None, tpr_rows: list[dict], epsilon: dict | None, at_
 
 
 def level_counts(level: str, strongest: dict, at_level: list[dict], tests: dict | None) -> LevelCounts:
-    """What the level compared, for its power: its units (the strongest attack's), the groups the verdict's test
-    relabelled (a group-level unit is its own group), whether some threshold was calibrated without the audited
-    labels, and the test's relabellings and families."""
-    members, nonmembers = strongest["n_members"], strongest["n_nonmembers"]
+    """What the level compared, for its power: its units (the most any attack read: one fitted on part of them reads
+    fewer), the groups the verdict's test relabelled (a group-level unit is its own group), whether some threshold was
+    calibrated without the audited labels, and the test's relabellings and families."""
+    members = max([r["n_members"] for r in at_level] + [strongest["n_members"]])
+    nonmembers = max([r["n_nonmembers"] for r in at_level] + [strongest["n_nonmembers"]])
     relabelled = ((tests or {}).get("member_groups", members), (tests or {}).get("nonmember_groups", nonmembers))
     groups = (members, nonmembers) if level == "group" else (min(members, relabelled[0]), min(nonmembers, relabelled[1]))
     families = 2 if any(test["statistic"] == "tpr_at_1pct_fpr" for test in (tests or {}).get("tests", [])) else 1
@@ -159,7 +160,7 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strong
     power = {**asdict(counts), "relabelled": list(counts.relabelled), **asdict(level_power(counts, delta))}
     name = names.get(level, level)
     heading = f"{name} level{against}"
-    first = opening(risk, heading, f"{name}s", at_low_fpr, power)
+    first = opening(risk, heading, f"{name}s", at_low_fpr, power, names.get("group", "group"))
     entry = {"name": name, "risk": risk, "p_value": p_value}
     shifted = shift_decides(blind, strongest)
     if shifted:
