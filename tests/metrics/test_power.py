@@ -64,17 +64,17 @@ def test_twelve_non_member_patients_read_high_only_through_epsilon():
     """The demo's patients (24 members, 12 non-members): a perfect attack's TPR bound over the FPR's is 3.2 times (5
     needed), but its counts prove epsilon 1.64 at a calibrated threshold; 'low' is out of reach (26.5% at best)."""
     every, none = binomtest(24, 24).proportion_ci().low, exact_upper(0, 12)
-    counts = LevelCounts(24, 12, 24, 12, calibrated=True, relabelled=(24, 12))
+    counts = LevelCounts(24, 12, 24, 12, calibrated=True, relabelled_members=24, relabelled_nonmembers=12)
     power = level_power(counts)
     assert power.best_exposure_ratio == pytest.approx(every / none, rel=1e-9) and power.best_exposure_ratio < 5
     assert power.best_epsilon == pytest.approx(epsilon_from_bounds(every, none, 1e-5), rel=1e-9)
     assert power.best_epsilon == pytest.approx(1.64, abs=0.01)
     assert power.can_read_high and power.can_read_moderate and not power.can_read_low
     assert power.fpr_bound == pytest.approx(0.2646, abs=1e-4)
-    uncalibrated = level_power(LevelCounts(24, 12, 24, 12, calibrated=False, relabelled=(24, 12)))
+    uncalibrated = level_power(LevelCounts(24, 12, 24, 12, False, 24, 12))
     assert uncalibrated.best_epsilon == 0 and not uncalibrated.can_read_high
     # 100 relabellings and two families (some level tests its TPRs): p cannot go below 2/101, above 0.01
-    few = level_power(LevelCounts(24, 12, 24, 12, calibrated=True, relabelled=(24, 12), permutations=100, families=2))
+    few = level_power(LevelCounts(24, 12, 24, 12, True, 24, 12, permutations=100, families=2))
     assert not few.can_read_high and few.can_read_moderate and few.smallest_p == pytest.approx(2 / 101, rel=1e-6)
 
 
@@ -83,21 +83,21 @@ def test_a_model_that_learnt_nothing_never_reads_below_the_best_auc_upper(member
     """Scores with no signal at all (every unit tied: AUC exactly 0.5) get the verdict's own interval, whose upper end
     is the best one: data with signal can only widen it."""
     labels = np.array([True] * members + [False] * nonmembers)
-    clusters = (cluster_codes(np.arange(len(labels)), np.arange(len(labels)) % groups) if groups else None)
-    if groups:  # groups of one role each: members' groups apart from non-members'
-        clusters = cluster_codes(np.arange(len(labels)), [f"{lab}{code}" for lab, code in zip(labels, clusters)])
+    # groups of one role each: unit i in group i mod `groups` of its own role
+    clusters = cluster_codes(np.arange(len(labels)), [f"{'m' if member else 'n'}{i % groups}"
+                                                      for i, member in enumerate(labels)]) if groups else None
     scores = np.zeros(len(labels))
     low, high = auc_interval(labels, scores, 0.5, clusters, n_boot=200)
     member_groups = len(set(clusters[labels])) if groups else members
     nonmember_groups = len(set(clusters[~labels])) if groups else nonmembers
-    counts = LevelCounts(members, nonmembers, member_groups, nonmember_groups, True, (member_groups, nonmember_groups))
+    counts = LevelCounts(members, nonmembers, member_groups, nonmember_groups, True, member_groups, nonmember_groups)
     assert high >= best_auc_upper(counts) - 1e-9
     if not groups:
         assert high == pytest.approx(best_auc_upper(counts), abs=1e-9)
 
 
 def test_no_member_exposed_reads_the_groups_clopper_pearson_bound():
-    assert best_tpr_upper(LevelCounts(350, 238, 24, 12, True, (24, 12))) == pytest.approx(exact_upper(0, 24), rel=1e-9)
+    assert best_tpr_upper(LevelCounts(350, 238, 24, 12, True, 24, 12)) == pytest.approx(exact_upper(0, 24), rel=1e-9)
 
 
 def test_corpus_counts_take_units_and_groups_per_level_by_hand():
@@ -115,7 +115,8 @@ def test_corpus_counts_take_units_and_groups_per_level_by_hand():
     assert (counts["sample"].member_groups, counts["sample"].nonmember_groups) == (3, 1)  # p1, p2 and m5 alone
     assert (counts["subgroup"].members, counts["subgroup"].member_groups) == (3, 2)
     assert (counts["group"].members, counts["group"].nonmembers) == (2, 1)
-    assert counts["group"].relabelled == (3, 1) and all(c.calibrated for c in counts.values())
+    assert (counts["group"].relabelled_members, counts["group"].relabelled_nonmembers) == (3, 1)
+    assert all(c.calibrated for c in counts.values())
     assert counts["sample"].families == 1
     assert not corpus_counts(corpus[corpus["role"] != "population"], 1000)["group"].calibrated
     assert corpus_counts(corpus[corpus["role"] != "population"], 1000, calibration_members=True)["group"].calibrated

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from lmaudit.report.checks import audit_warnings
-from lmaudit.report.tables import ranking
 from lmaudit.report.level_words import shown_p
+from lmaudit.report.tables import ranking
 from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, verdict
 
 
@@ -135,7 +135,7 @@ def test_the_smallest_p_value_the_relabellings_can_show_is_said_as_such():
     results = [result("loss")]
     level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
     assert "family-wise p < 0.002 (the smallest 1,000 relabellings can show)" in level["statement"]
-    assert level["power"]["families"] == 2 and level["power"]["smallest_p"] == pytest.approx(floor, rel=1e-6)
+    assert level["power"]["counts"]["families"] == 2 and level["power"]["smallest_p"] == pytest.approx(floor, rel=1e-6)
     tests["tests"][0]["family_p_value"] = tests["tests"][1]["family_p_value"] = 0.004
     level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
     assert "family-wise p = 0.004." in level["statement"] and "smallest" not in level["statement"]

@@ -40,5 +40,5 @@ def split_power(folder: str | Path) -> list[str]:
     corpus = load_audit_corpus([RoleFile(role, str(folder / name)) for role, name in PLAN_FILES.items()])
     counts = corpus_counts(corpus, EvaluationSettings().permutations)
     names = LANGUAGE_MODEL_LEVEL_NAMES
-    return [power_words(names[level], {**asdict(count), **asdict(level_power(count))}, names["group"])
+    return [power_words(names[level], asdict(level_power(count)), names["group"])
             for level, count in counts.items()]

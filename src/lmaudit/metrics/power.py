@@ -46,18 +46,20 @@ class LevelCounts:
     member_groups: int
     nonmember_groups: int
     calibrated: bool
-    relabelled: tuple[int, int]
+    relabelled_members: int
+    relabelled_nonmembers: int
     permutations: int = 1000
     families: int = 1
 
 
 @dataclass(frozen=True)
 class LevelPower:
-    """What a level's counts allow at best: the FPR's upper 95% bound at the 1% threshold (no ties, `best_fpr_bound`), the smallest
+    """What a level's counts (`counts`) allow at best: the FPR's upper 95% bound at the 1% threshold (no ties, `best_fpr_bound`), the smallest
     family-wise p-value, the largest exposure ratio and epsilon bound (every member exposed, no non-member accused),
     which risks can be read, and the independent non-member units 'low' needs (the fewest at or above the groups, or
     the units where each stands alone, that reach it)."""
 
+    counts: LevelCounts
     fpr_bound: float
     smallest_p: float
     best_exposure_ratio: float
@@ -116,9 +118,10 @@ def level_power(counts: LevelCounts, delta: float = 1e-5) -> LevelPower:
     no_nonmember = clopper_pearson(0, counts.nonmember_groups)[1] if counts.nonmember_groups else 1.0
     ratio = exposure_ratio(every_member, best_fpr_bound(counts))
     epsilon = epsilon_from_bounds(every_member, no_nonmember, delta) if counts.calibrated else 0.0
-    smallest = smallest_family_p(*counts.relabelled, counts.permutations, counts.families)
+    smallest = smallest_family_p(counts.relabelled_members, counts.relabelled_nonmembers, counts.permutations,
+                                 counts.families)
     return LevelPower(
-        fpr_bound=best_fpr_bound(counts), smallest_p=smallest, best_exposure_ratio=ratio,
+        counts=counts, fpr_bound=best_fpr_bound(counts), smallest_p=smallest, best_exposure_ratio=ratio,
         best_epsilon=epsilon, can_read_moderate=smallest < MODERATE_LEVEL,
         can_read_high=smallest < HIGH_LEVEL and (ratio >= HIGH_RATIO or epsilon >= HIGH_EPSILON),
         can_read_low=best_fpr_bound(counts) <= RESOLUTION_FACTOR * ONE_PERCENT,
@@ -166,11 +169,11 @@ def corpus_counts(corpus: pd.DataFrame, permutations: int, calibration_members: 
     levels = ["sample", *(level for level, column in LEVEL_COLUMNS.items()
                           if column in corpus and corpus[column].notna().any())]
     families = 2 if any(_units(nonmembers, level) >= 1 / ONE_PERCENT for level in levels) else 1
-    relabelled = (_groups(members), _groups(nonmembers))
     return {level: LevelCounts(
         members=_units(members, level), nonmembers=_units(nonmembers, level), member_groups=_groups(members, level),
         nonmember_groups=_groups(nonmembers, level),
-        calibrated=calibration_members or _units(population, level) >= CALIBRATION_UNITS, relabelled=relabelled,
+        calibrated=calibration_members or _units(population, level) >= CALIBRATION_UNITS,
+        relabelled_members=_groups(members), relabelled_nonmembers=_groups(nonmembers),
         permutations=permutations, families=families) for level in levels}
 
 

@@ -20,6 +20,7 @@ from lmaudit.attacks.base import Skipped
 from lmaudit.config import RELEASES
 from lmaudit.errors import InputError
 from lmaudit.metrics.leakage_test import LeakageTests
+from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
 
 Section = dict[str, Any]  # a section whose shape its own module documents (validity, extraction, per_class, ...)
@@ -88,28 +89,6 @@ class BlindHeadline(Record):
     texts_separate: bool
 
 
-class PowerRecord(Record):
-    """What a level's counts can show at best (metrics/power.py): the units and groups compared, whether a threshold
-    was calibrated without the audited labels, the verdict's relabellings, and which risks could be read at all."""
-
-    members: int
-    nonmembers: int
-    member_groups: int
-    nonmember_groups: int
-    calibrated: bool
-    relabelled: tuple[int, int]
-    permutations: int
-    families: int
-    fpr_bound: float
-    smallest_p: float
-    best_exposure_ratio: float
-    best_epsilon: float
-    can_read_moderate: bool
-    can_read_high: bool
-    can_read_low: bool
-    nonmembers_for_low: int
-
-
 class LevelVerdict(Record):
     """One level's verdict: its risk, the family-wise p-value, the evidence behind it and its statement."""
 
@@ -122,7 +101,7 @@ class LevelVerdict(Record):
     strongest: Strongest
     tpr_at_1pct_fpr: TprHeadline | None
     epsilon_lower_bound: EpsilonHeadline | None
-    power: PowerRecord | None = None
+    power: LevelPower | None = None  # what the level's counts can show at best (metrics/power.py)
     statement: str
 
     def headline(self) -> dict[str, float | None]:

@@ -11,7 +11,6 @@ nothing could not have met it on these counts, and the interval reaches below it
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 from typing import NamedTuple
 
 from lmaudit.metrics.power import LevelCounts, best_value
@@ -67,9 +66,7 @@ def decide(level: dict | None, threshold: dict) -> Decision:
 
 def _counts(level: dict) -> LevelCounts | None:
     power = level.get("power")
-    if power is None:
-        return None
-    return LevelCounts(**{f.name: power[f.name] for f in fields(LevelCounts)} | {"relabelled": tuple(power["relabelled"])})
+    return None if power is None else LevelCounts(**power["counts"])
 
 
 def most_exposed(level: dict) -> bool:
@@ -97,7 +94,7 @@ def _risk_decision(level: dict, limit: str, where: str) -> Decision:
     if limit == "low":
         needed = power.get("nonmembers_for_low")
         why = (f"too few non-member {units} to read low (about {needed:,} independent ones needed, "
-               f"{power['nonmembers']:,} given)" if power and not power["can_read_low"] else
+               f"{power['counts']['nonmembers']:,} given)" if power and not power["can_read_low"] else
                "the non-members did not resolve a 1% false-positive rate")
         return Decision(UNDECIDED, f"{UNDECIDED} {where}: {read}: {why}")
     if most_exposed(level):
@@ -107,7 +104,8 @@ def _risk_decision(level: dict, limit: str, where: str) -> Decision:
                               f"1% threshold, beyond chance (family-wise p = {level['p_value']:.2g}): most members")
     if power and not power["can_read_high"]:
         return Decision(UNDECIDED, f"{UNDECIDED} {where}: {read}, but these counts could never read high "
-                                   f"({power['members']:,} member and {power['nonmembers']:,} non-member {units}: at "
+                                   f"({power['counts']['members']:,} member and {power['counts']['nonmembers']:,} "
+                                   f"non-member {units}: at "
                                    f"best {power['best_exposure_ratio']:.1f} times the false-positive rate, epsilon "
                                    f"{power['best_epsilon']:.2f}, p {power['smallest_p']:.2g})")
     return Decision(PASS, f"{PASS} {where}: {read}")

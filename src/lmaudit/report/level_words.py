@@ -25,7 +25,7 @@ def shown_p(p_value: float) -> str:
 
 def p_floor(power: dict | None) -> float | None:
     """The smallest family-wise p-value a level's relabellings can give (its families over permutations + 1)."""
-    return power["families"] / (power["permutations"] + 1) if power else None
+    return power["counts"]["families"] / (power["counts"]["permutations"] + 1) if power else None
 
 
 def p_words(p_value: float | None, power: dict | None) -> str:
@@ -35,7 +35,7 @@ def p_words(p_value: float | None, power: dict | None) -> str:
         return "no permutation test could run"
     floor = p_floor(power)
     if floor is not None and p_value <= floor * (1 + 1e-9):
-        return f"family-wise p < {shown_p(floor)} (the smallest {power['permutations']:,} relabellings can show)"
+        return f"family-wise p < {shown_p(floor)} (the smallest {power['counts']['permutations']:,} relabellings can show)"
     return f"family-wise p = {shown_p(p_value)}"
 
 
@@ -52,7 +52,8 @@ def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power:
             ) -> str:
     """The level's first sentence: its risk and, in plain words, why (`power`: what its counts could show; the groups
     its units come from are `group_name`s)."""
-    given = f"{power['nonmembers']:,} non-member {units}"
+    counts = power["counts"]
+    given = f"{counts['nonmembers']:,} non-member {units}"
     if risk == "high":
         return f"High risk at {heading}: an attacker can tell member {units} from non-members at a low false-positive rate."
     if risk == "low":
@@ -60,8 +61,8 @@ def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power:
                 f"{given} were enough to show it at a 1% false-positive rate.")
     if risk == "inconclusive":
         if not power["can_read_low"]:
-            had = (f"{power['nonmembers']:,} given" if power["nonmember_groups"] >= power["nonmembers"] else
-                   f"these {power['nonmembers']:,} come from {power['nonmember_groups']:,} {group_name}s")
+            had = (f"{counts['nonmembers']:,} given" if counts["nonmember_groups"] >= counts["nonmembers"] else
+                   f"these {counts['nonmembers']:,} come from {counts['nonmember_groups']:,} {group_name}s")
             return (f"Inconclusive at {heading}: too few non-member {units} to rule out leakage (about "
                     f"{power['nonmembers_for_low']:,} independent ones needed, {had}); no attack beat chance.")
         fpr_high = ((at_low_fpr or {}).get("fpr_ci") or [None, None])[1]
@@ -133,14 +134,14 @@ def statement(first: str, level_name: str, test: str, strongest: dict, at_low_fp
 
 
 def power_words(name: str, power: dict, group_name: str = "group") -> str:
-    """What one level's counts can show (`power`: its counts and metrics/power.py's reading of them) in a line: its
+    """What one level's counts can show (`power`: metrics/power.py's LevelPower, as a dict) in a line: its
     units and the `group_name`s they come from, the best 1% false-positive resolution, the risks it can read, and what
     'low' needs where it cannot."""
-    units = f"{name}s"
-    groups = f" (from {power['member_groups']:,} and {power['nonmember_groups']:,} {group_name}s)" if (
-        power["member_groups"] < power["members"] or power["nonmember_groups"] < power["nonmembers"]) else ""
+    units, counts = f"{name}s", power["counts"]
+    groups = f" (from {counts['member_groups']:,} and {counts['nonmember_groups']:,} {group_name}s)" if (
+        counts["member_groups"] < counts["members"] or counts["nonmember_groups"] < counts["nonmembers"]) else ""
     readable = [risk for risk in ("high", "moderate", "low") if power[f"can_read_{risk}"]]
-    line = (f"{name} level: {power['members']:,} member and {power['nonmembers']:,} non-member {units}{groups}; the 1% "
+    line = (f"{name} level: {counts['members']:,} member and {counts['nonmembers']:,} non-member {units}{groups}; the 1% "
             f"threshold's false-positive rate is known at best to {power['fpr_bound']:.1%}; can read "
             f"{', '.join(readable) + ' or inconclusive' if readable else 'only inconclusive'}")
     if not power["can_read_low"]:

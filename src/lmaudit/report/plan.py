@@ -92,7 +92,8 @@ def undecidable(threshold: dict, counts: LevelCounts, units: str, delta: float =
         reasons = [f"even an attack that exposed every member and accused no non-member would show at most "
                    f"{power.best_exposure_ratio:.1f} times the rate it accuses (5 needed) and epsilon "
                    f"{power.best_epsilon:.2f} (1 needed)"] if power.smallest_p < 0.01 else [
-            f"{counts.permutations:,} relabellings of {sum(counts.relabelled):,} groups cannot give p below 0.01"]
+            f"{counts.permutations:,} relabellings of {counts.relabelled_members + counts.relabelled_nonmembers:,} "
+            "groups cannot give p below 0.01"]
         return f"'high' cannot be read with {given}: {reasons[0]}"
     best = best_value(threshold["metric"], threshold["side"], counts)
     if best <= threshold["at_most"]:
@@ -140,8 +141,7 @@ def plan_document(config: AuditConfig, thresholds: list[dict], counts: dict[str,
                          f"({first['reason']}); plan "
                          "more data or another threshold, or give --accept-undecidable to write it anyway (the gate "
                          "then says CANNOT DECIDE)")
-    levels = {level: {"name": level_names[level], "counts": asdict(counts[level]),
-                      "power": asdict(level_power(counts[level], delta))} for level in counts}
+    levels = {level: {"name": level_names[level], "power": asdict(level_power(counts[level], delta))} for level in counts}
     return sealed({"schema_version": PLAN_SCHEMA, "kind": PLAN_KIND, "lmaudit_version": __version__,
                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
                    "target": target_record(config.target, config.adapter),
@@ -206,7 +206,7 @@ def planned_config(plan_path: str, options: dict, config_path: str | None) -> tu
 def plan_lines(plan: dict) -> list[str]:
     """The plan in words for the terminal: each level's power, then each threshold and whether its data decides it."""
     group_name = plan["levels"].get("group", {}).get("name", "group")
-    lines = [power_words(entry["name"], {**entry["counts"], **entry["power"]}, group_name)
+    lines = [power_words(entry["name"], entry["power"], group_name)
              for entry in plan["levels"].values()]
     accepted = {entry["threshold"]: entry["reason"] for entry in plan.get("undecidable", [])}
     for threshold in plan["thresholds"]:

@@ -126,7 +126,8 @@ def level_counts(level: str, strongest: dict, at_level: list[dict], tests: dict 
     families = 2 if any(test["statistic"] == "tpr_at_1pct_fpr" for test in (tests or {}).get("tests", [])) else 1
     calibrated = any(threshold.get("epsilon_lower_bound") is not None for r in at_level for threshold in r["thresholds"])
     return LevelCounts(members=members, nonmembers=nonmembers, member_groups=groups[0], nonmember_groups=groups[1],
-                       calibrated=calibrated, relabelled=relabelled, permutations=(tests or {}).get("permutations", 1000),
+                       calibrated=calibrated, relabelled_members=relabelled[0], relabelled_nonmembers=relabelled[1],
+                       permutations=(tests or {}).get("permutations", 1000),
                        families=families)
 
 
@@ -157,7 +158,7 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strong
     p_value = level_p_value(tests, level)
     risk = _risk(p_value, tpr_rows, epsilon, at_low_fpr)
     counts = level_counts(level, strongest, at_level, tests)
-    power = {**asdict(counts), "relabelled": list(counts.relabelled), **asdict(level_power(counts, delta))}
+    power = asdict(level_power(counts, delta))
     name = names.get(level, level)
     heading = f"{name} level{against}"
     first = opening(risk, heading, f"{name}s", at_low_fpr, power, names.get("group", "group"))

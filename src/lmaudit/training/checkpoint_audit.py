@@ -22,8 +22,8 @@ from lmaudit.canaries.span import secret_log_probability
 from lmaudit.data.corpus import read_table
 from lmaudit.errors import InputError
 from lmaudit.metrics.auc_interval import auc_interval
-from lmaudit.metrics.clusters import cluster_codes
 from lmaudit.metrics.canary_validity import rank_check
+from lmaudit.metrics.clusters import cluster_codes
 from lmaudit.metrics.one_run import one_run_bound
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.models.config_json import family_of
