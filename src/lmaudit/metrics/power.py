@@ -3,8 +3,9 @@ resolve at the verdict's 1% threshold, the smallest family-wise p-value the rela
 the verdict can read at all (a perfect attack, or a model that learnt nothing, on these counts); and the best value a
 gate's threshold can be met with. `lmaudit plan` and `lmaudit split` read it from the planned files before anything is
 trained, the verdict from the audited units (summary.levels[...].power), and the gate says "cannot decide" where the
-counts could not have told. Rates of 0 or 1 count groups, as the verdict's own intervals do (metrics/uncertainty.py);
-other rates count units as independent, which is the best case for notes that come in patients. No torch."""
+counts could not have told. Rates are bounded as the verdict's own intervals bound them (metrics/uncertainty.py: a
+rate of 0 or 1 counts groups; the 1% threshold's accusations are placed in distinct groups, the best case); the AUC's
+interval counts units as independent, the best case for notes that come in patients. No torch."""
 
 from __future__ import annotations
 
@@ -54,10 +55,10 @@ class LevelCounts:
 
 @dataclass(frozen=True)
 class LevelPower:
-    """What a level's counts (`counts`) allow at best: the FPR's upper 95% bound at the 1% threshold (no ties, `best_fpr_bound`), the smallest
-    family-wise p-value, the largest exposure ratio and epsilon bound (every member exposed, no non-member accused),
-    which risks can be read, and the independent non-member units 'low' needs (the fewest at or above the groups, or
-    the units where each stands alone, that reach it)."""
+    """What a level's counts (`counts`) allow at best: the FPR's upper 95% bound at the 1% threshold (no ties:
+    `best_fpr_bound`), the smallest family-wise p-value, the largest exposure ratio and epsilon bound (every member
+    exposed, no non-member accused), which risks can be read, and the independent non-member units 'low' needs (the
+    fewest at or above the groups, or the units where each stands alone, that reach it)."""
 
     counts: LevelCounts
     fpr_bound: float
@@ -93,9 +94,9 @@ def nonmembers_for_low(given: int = 0) -> int:
 def smallest_family_p(member_groups: int, nonmember_groups: int, permutations: int, families: int = 1) -> float:
     """The smallest family-wise p-value the verdict's test can give: (1 + the relabellings expected to repeat the
     observed one) / (permutations + 1), times the families (each at half the level where there are two)."""
-    distinct = float(comb(member_groups + nonmember_groups, member_groups, exact=False))
     if member_groups < 1 or nonmember_groups < 1:
         return 1.0
+    distinct = float(comb(member_groups + nonmember_groups, member_groups, exact=False))
     return min(1.0, families * (1 + permutations / distinct) / (permutations + 1))
 
 
@@ -116,15 +117,16 @@ def level_power(counts: LevelCounts, delta: float = 1e-5) -> LevelPower:
     """What `counts` can show at best (module docstring)."""
     every_member = clopper_pearson(counts.member_groups, counts.member_groups)[0] if counts.member_groups else 0.0
     no_nonmember = clopper_pearson(0, counts.nonmember_groups)[1] if counts.nonmember_groups else 1.0
-    ratio = exposure_ratio(every_member, best_fpr_bound(counts))
+    fpr_bound = best_fpr_bound(counts)
+    ratio = exposure_ratio(every_member, fpr_bound)
     epsilon = epsilon_from_bounds(every_member, no_nonmember, delta) if counts.calibrated else 0.0
     smallest = smallest_family_p(counts.relabelled_members, counts.relabelled_nonmembers, counts.permutations,
                                  counts.families)
     return LevelPower(
-        counts=counts, fpr_bound=best_fpr_bound(counts), smallest_p=smallest, best_exposure_ratio=ratio,
+        counts=counts, fpr_bound=fpr_bound, smallest_p=smallest, best_exposure_ratio=ratio,
         best_epsilon=epsilon, can_read_moderate=smallest < MODERATE_LEVEL,
         can_read_high=smallest < HIGH_LEVEL and (ratio >= HIGH_RATIO or epsilon >= HIGH_EPSILON),
-        can_read_low=best_fpr_bound(counts) <= RESOLUTION_FACTOR * ONE_PERCENT,
+        can_read_low=fpr_bound <= RESOLUTION_FACTOR * ONE_PERCENT,
         nonmembers_for_low=nonmembers_for_low(min(counts.nonmembers, counts.nonmember_groups)))
 
 

@@ -89,12 +89,12 @@ def undecidable(threshold: dict, counts: LevelCounts, units: str, delta: float =
     if threshold["metric"] == "risk":
         if power.can_read_high:
             return None
-        reasons = [f"even an attack that exposed every member and accused no non-member would show at most "
-                   f"{power.best_exposure_ratio:.1f} times the rate it accuses (5 needed) and epsilon "
-                   f"{power.best_epsilon:.2f} (1 needed)"] if power.smallest_p < 0.01 else [
-            f"{counts.permutations:,} relabellings of {counts.relabelled_members + counts.relabelled_nonmembers:,} "
-            "groups cannot give p below 0.01"]
-        return f"'high' cannot be read with {given}: {reasons[0]}"
+        reason = (f"even an attack that exposed every member and accused no non-member would show at most "
+                  f"{power.best_exposure_ratio:.1f} times the rate it accuses (5 needed) and epsilon "
+                  f"{power.best_epsilon:.2f} (1 needed)" if power.smallest_p < 0.01 else
+                  f"{counts.permutations:,} relabellings of {counts.relabelled_members + counts.relabelled_nonmembers:,} "
+                  "groups cannot give p below 0.01")
+        return f"'high' cannot be read with {given}: {reason}"
     best = best_value(threshold["metric"], threshold["side"], counts)
     if best <= threshold["at_most"]:
         return None
