@@ -66,7 +66,7 @@ def test_the_busiest_commands_have_grouped_help():
 def test_audit_help_lists_its_options_under_headings_in_order():
     headings = list(sections(help_of(("audit",))))
     assert headings == ["Configuration", "Models", "Data", "Output", "Signal", "Evaluation", "Attacks' settings",
-                        "Placement", "Backend", OTHER, "Examples"]
+                        "Placement", "Backend", "Served model (docs/serving.md)", OTHER, "Examples"]
 
 
 @pytest.mark.parametrize("path", GROUPED, ids=" ".join)

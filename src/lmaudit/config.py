@@ -30,6 +30,7 @@ from lmaudit.data.roles import (
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import QUANTIZATIONS, WEIGHT_DTYPES, ModelSource
+from lmaudit.serving.settings import ServingSettings
 from lmaudit.signals.registry import signal_names
 from lmaudit.signals.sampling import ExtractionSettings
 from lmaudit.signals.settings import DEVICES, SignalSettings
@@ -139,7 +140,8 @@ class PlacementSettings(BaseModel):
 # The sections whose settings are also accepted flat, as they were before there were sections (and still are on the
 # command line): a flat key named by a field of the section's model is moved into the section, and report.json's
 # `config` echoes them flat again, so that a report written before the sections compares equal on a rerun.
-FLAT_SECTIONS: dict[str, type[BaseModel]] = {"token_passes": TokenPassSettings, "placement": PlacementSettings}
+FLAT_SECTIONS: dict[str, type[BaseModel]] = {"token_passes": TokenPassSettings, "placement": PlacementSettings,
+                                              "serving": ServingSettings}
 
 
 def nested(values: dict) -> dict:
@@ -203,6 +205,7 @@ class AuditConfig(BaseModel):
                                            "target's (masks are then drawn over each model's own tokens, not paired); "
                                            "the report and its verdict say so")
     placement: PlacementSettings = PlacementSettings()
+    serving: ServingSettings = ServingSettings()
 
     @model_validator(mode="before")
     @classmethod
@@ -248,20 +251,23 @@ class AuditConfig(BaseModel):
         return checked_nonmember_sets(value)
 
     @model_validator(mode="after")
-    def _one_adapter_per_reference(self) -> AuditConfig:
-        if self.reference_adapter and len(self.reference_adapter) != len(self.reference):
-            raise ValueError(f"{len(self.reference_adapter)} reference adapters for {len(self.reference)} references: "
-                             "give one --reference-adapter per --reference, in the same order, or none")
+    def _one_adapter_and_address_per_reference(self) -> AuditConfig:
+        for name, given in (("adapter", self.reference_adapter), ("url", self.serving.reference_url)):
+            if given and len(given) != len(self.reference):
+                raise ValueError(f"{len(given)} reference {name}s for {len(self.reference)} references: give one "
+                                 f"--reference-{name} per --reference, in the same order, or none")
         return self
 
     def target_source(self) -> ModelSource:
-        """The target model: its folder and its adapter, if any."""
-        return ModelSource(self.target, self.adapter)
+        """The target model: its folder, its adapter if any, and what serves it if not transformers here."""
+        return ModelSource(self.target, self.adapter, self.serving.served_by(self.serving.target_url))
 
     def reference_sources(self) -> list[ModelSource]:
-        """The reference models, each with its adapter when reference adapters are given."""
+        """The reference models, each with its adapter and its address when they are given."""
         adapters = self.reference_adapter or [None] * len(self.reference)
-        return [ModelSource(folder, adapter) for folder, adapter in zip(self.reference, adapters, strict=True)]
+        urls = self.serving.reference_url or [None] * len(self.reference)
+        return [ModelSource(folder, adapter, self.serving.served_by(url))
+                for folder, adapter, url in zip(self.reference, adapters, urls, strict=True)]
 
     def nonmember_sets(self) -> dict[str, str]:
         """Each non-member set's file by name, in the order given (one file: named by its stem)."""

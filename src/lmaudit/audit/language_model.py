@@ -37,6 +37,7 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
     ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
     signal, spec = audit.signal.signal, signal_spec(audit.signal.signal)
     caveats = tokenizer_caveats(audit)
+    serving = served_checks(audit)
     per_model = model_signals({"target": audit.target, **audit.references}, ids, texts, audit.signal, audit.scoring)
     losses = {name: losses_of(frame["value"], spec.output) for name, frame in per_model.items()}
     samples = rows[["sample_id", "role", "group_id", "subgroup_id", *audited_set_column(rows)]].copy()
@@ -62,10 +63,29 @@ def language_model_signals(audit: ResolvedAudit, corpus: pd.DataFrame) -> Scored
     if audit.tokens.token_signal and spec.output != "tokens":
         inputs.append(token_signal_input(audit, rows, samples))
     if not audit.whitebox:
-        return ScoredSamples(samples, inputs, warnings=caveats)
+        return ScoredSamples(samples, inputs, warnings=caveats, serving=serving)
     plan = ScoringPlan(rows, [Scorer("target", audit.target, np.ones(len(rows), bool))], TARGET_ROLES)
     whitebox, skipped = whitebox_inputs(audit, plan, samples)
-    return ScoredSamples(samples, inputs + whitebox, skipped, warnings=caveats)
+    return ScoredSamples(samples, inputs + whitebox, skipped, warnings=caveats, serving=serving)
+
+
+def served_checks(audit: ResolvedAudit) -> dict[str, dict]:
+    """Each served model's conformance check (signals/conformance.py), run before any of the audit's texts is sent:
+    by model name, what serves it and the check's numbers, with the seed of the order the samples are sent in."""
+    from lmaudit.models.tokenizer import load_tokenizer
+    from lmaudit.serving.scorers import served_scorer
+    from lmaudit.signals.conformance import conformance
+    from lmaudit.signals.served import served_limit
+
+    checks = {}
+    for name, source in {"target": audit.target, **audit.references}.items():
+        if source.served is None:
+            continue
+        tokenizer = load_tokenizer(source, audit.placement.trust_remote_code)
+        limit = served_limit(source, tokenizer, audit.signal, served_scorer(source).identity)
+        check = conformance(source, audit.placement, tokenizer, limit, audit.serving_tolerance, audit.evaluation.seed)
+        checks[name] = check | {"request_order_seed": audit.scoring.order_seed}
+    return checks
 
 
 def reference_token_values(audit: ResolvedAudit, per_model: dict[str, pd.DataFrame], target: dict[str, np.ndarray],
@@ -88,7 +108,10 @@ def reference_token_values(audit: ResolvedAudit, per_model: dict[str, pd.DataFra
                                               "tokenizer or length limit), so the two cannot be compared token by token")
         return {}
     values = {REFERENCE_TOKEN_LOG_PROBS: table["log_prob"]}
-    if model_kind == "clm":
+    if model_kind == "clm" and (TOKEN_TOP1_IDS not in target or np.isnan(table["top1_id"][~np.isnan(target_ids)]).all()):
+        missing[TOP1_SIMILARITY] = missing.get(TOKEN_TOP1_IDS, "the first reference's answers do not name its most "
+                                                                "likely tokens' ids")
+    elif model_kind == "clm":
         embeddings = normalised_input_embeddings(source, audit.placement)
         values[TOP1_SIMILARITY] = first_choice_similarity(embeddings, target[TOKEN_TOP1_IDS], target_ids)
         values[REFERENCE_TOP1_SIMILARITY] = first_choice_similarity(embeddings, table["top1_id"], target_ids)

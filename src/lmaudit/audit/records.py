@@ -15,6 +15,7 @@ from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import ModelSource, Placement
+from lmaudit.serving.settings import DEFAULT_TOLERANCE
 from lmaudit.signals.compute import Scoring
 from lmaudit.signals.registry import DEFAULT_SIGNALS, signal_spec
 from lmaudit.signals.sampling import ExtractionSettings
@@ -68,6 +69,7 @@ class ResolvedAudit:
     allow_tokenizer_mismatch: bool = False
     given: dict = field(default_factory=dict)
     extraction: ExtractionSettings | None = None
+    serving_tolerance: float = DEFAULT_TOLERANCE
 
     @property
     def classifier(self) -> bool:
@@ -99,13 +101,14 @@ class ResolvedAudit:
 class ScoredSamples:
     """The signals stage's output: one row per scored sample (ids, role, length, each model's signal), the attack
     inputs made from those signals, what could not be computed, what is known of the models, and the caveats the
-    verdict must carry about the audit itself."""
+    verdict must carry about the audit itself; for each served model, what serves it and its conformance check."""
 
     samples: pd.DataFrame
     inputs: list[AttackInput]
     skipped: list[Skipped] = field(default_factory=list)
     models: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    serving: dict = field(default_factory=dict)
 
 
 def reference_names(count: int) -> list[str]:
@@ -139,14 +142,36 @@ def resolve(config: AuditConfig, progress: bool = False) -> ResolvedAudit:
     config = with_signal(config, families["target"])
     chosen = config.placement
     placement = placement_of(config)
+    refuse_unserved_passes(config, models)
     scoring = Scoring(cache_dir=Path(config.cache_dir) if config.cache_dir else default_cache_dir(config.out),
-                      placement=placement, progress=progress,
+                      placement=placement, progress=progress, order_seed=config.evaluation.seed,
                       backend=signal_backend(chosen.backend, chosen.ray_address, chosen.ray_workers, placement.device))
     return ResolvedAudit(
         out=Path(config.out), target=models["target"], references=references, shadow=shadow, families=families,
         scoring=scoring, signal=config.signal, evaluation=config.evaluation, attacks=config.attacks,
         tokens=token_passes(config, references, families), whitebox=config.whitebox, include_text=config.include_text,
-        allow_tokenizer_mismatch=config.allow_tokenizer_mismatch, given=config.model_dump(), extraction=config.extraction)
+        allow_tokenizer_mismatch=config.allow_tokenizer_mismatch, given=config.model_dump(), extraction=config.extraction,
+        serving_tolerance=config.serving.tolerance)
+
+
+def refuse_unserved_passes(config: AuditConfig, models: dict[str, ModelSource]) -> None:
+    """A served model gives its tokens' log-probabilities only: refuse, before anything runs, the signals and passes
+    that need more of it (the whole next-token distribution, generations, gradients), naming the option."""
+    from lmaudit.signals.served import SERVED_SIGNALS
+
+    served = [name for name, source in models.items() if source.served is not None]
+    if not served:
+        return
+    where = f"{served[0]} is served ({models[served[0]].served})"
+    passes = config.token_passes
+    needs = [("--signal " + config.signal.signal, config.signal.signal not in SERVED_SIGNALS),
+             ("--whitebox", config.whitebox), ("--extraction", config.extraction is not None),
+             ("--samia", passes.samia > 0), ("--reference-kl", passes.reference_kl),
+             ("--backend ray", config.placement.backend == "ray" and config.serving.engine == "vllm")]
+    refused = [option for option, asked in needs if asked]
+    if refused:
+        raise InputError(f"{refused[0]}: {where}, which gives a causal LM's token log-probabilities only (signals "
+                         f"{', '.join(SERVED_SIGNALS)}); drop {refused[0]}, or audit the weights in process")
 
 
 def known_family(source: ModelSource) -> str | None:

@@ -66,7 +66,8 @@ def audit(config: AuditConfig, progress: bool = False, corpus: pd.DataFrame | No
                         else None)
         findings = Findings(scored.samples, attacks, scored.skipped + not_run, texts,
                             by_id[list(resolved.evaluation.slice_by)], validity, extraction, localisation)
-        provenance = {"data": data, "dtype": resolved.placement.dtype, **({"plan": plan} if plan else {})}
+        provenance = {"data": data, "dtype": resolved.placement.dtype, **({"plan": plan} if plan else {}),
+                      **({"serving": scored.serving} if scored.serving else {})}
         facts = AuditFacts(resolved.given, environment_info(resolved.placement.device), resolved.level_names,
                            scored.models, model_files(resolved), scored.warnings, provenance)
         return finish_audit(resolved.out, facts, findings, resolved.evaluation)

@@ -81,6 +81,8 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
     tokens = unpack_token_values(stored.to_numpy())
     values = {TOKEN_VALUES[field]: table for field, table in tokens.items()}
     values[TOKEN_IS_TOP1] = np.where(np.isnan(tokens["token_id"]), np.nan, tokens["top1_id"] == tokens["token_id"])
+    unserved = served_gaps(audit, tokens)
+    values = {name: table for name, table in values.items() if name not in unserved}
     values[COMPRESSED_BYTES] = compressed_bytes(texts)
     population = np.flatnonzero(rows["role"].to_numpy() == POPULATION)
     spec = signal_spec(settings.signal)
@@ -127,7 +129,23 @@ def token_level_values(audit: ResolvedAudit, settings: SignalSettings, rows: pd.
         values[NEIGHBOUR_LOSSES] = losses.reshape(len(ids), passes.neighbours)
         if spec.model_kind == "clm" and passes.self_prompt_reference is not None:
             values |= self_prompt_losses(audit, loss_settings, ids, texts, flat)
-    return values, {value: reason for value, reason in missing.items() if value not in values}
+    return values, {value: reason for value, reason in (missing | unserved).items() if value not in values}
+
+
+def served_gaps(audit: ResolvedAudit, tokens: dict[str, np.ndarray]) -> dict[str, str]:
+    """The per-token values a served target does not give (all NaN where a token was scored), each with its reason."""
+    if audit.target.served is None:
+        return {}
+    where = f"the target is served ({audit.target.served})"
+    scored = ~np.isnan(tokens["token_id"])
+    gaps = {}
+    if np.isnan(tokens["mean"][scored]).all():
+        reason = f"{where}, which gives its tokens' log-probabilities, not the whole next-token distribution"
+        gaps |= {TOKEN_MEANS: reason, TOKEN_STDS: reason}
+    if np.isnan(tokens["top1_id"][scored]).all():
+        reason = f"{where}, whose answers do not name the most likely token's id"
+        gaps |= {TOKEN_TOP1_IDS: reason, TOKEN_IS_TOP1: reason}
+    return gaps
 
 
 def self_prompt_losses(audit: ResolvedAudit, settings: SignalSettings, ids: list[str], texts: list[str],

@@ -22,6 +22,7 @@ from lmaudit.cli.options import (
     COLUMN_NAMES,
     EVALUATION_NAMES,
     PLACEMENT_NAMES,
+    SERVING_NAMES,
     SIGNAL_NAMES,
     backend_options,
     column_names,
@@ -87,7 +88,7 @@ def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str |
     "Attacks' settings": "--whitebox --whitebox-split --min-k-fraction --rmia-offline-a --lowercase --recall-prefix "
                          "--neighbours --neighbour-words --neighbour-model --self-prompt-reference --camia --samia --reference-kl "
                          "--frequency-data --extraction",
-    "Placement": PLACEMENT_NAMES, "Backend": BACKEND_NAMES,
+    "Placement": PLACEMENT_NAMES, "Backend": BACKEND_NAMES, "Served model (docs/serving.md)": SERVING_NAMES,
 }, epilog="lmaudit audit --target model --out report \\\n"
           "    --members members.csv --nonmembers nonmembers.csv\n"
           "lmaudit audit --target model --reference base-model --out report \\\n"

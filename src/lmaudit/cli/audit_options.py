@@ -14,6 +14,7 @@ from lmaudit.cli.options import (
     column_options,
     evaluation_options,
     placement_options,
+    serving_options,
     setting,
     signal_options,
     stack,
@@ -150,6 +151,7 @@ audit_settings_options = stack(
     setting(AttackSettings, "whitebox_split", from_config=True, type=click.Choice(("patient", "sample")),
              help="logistic_split's 20% training split: by patient (no one on both sides) or by sample (Jagannatha et al.)."),
     backend_options(from_config=True, what="signals are"),
+    serving_options(from_config=True),
     click.option("--extraction", "extraction_asked", is_flag=True,
                   help="Also run the extraction audit (causal LMs; the settings of the config file's `extraction:` section, "
                        "else 32-token prefixes and suffixes): report.json's `extraction` and the verdict's extraction line."),

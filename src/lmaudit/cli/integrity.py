@@ -27,8 +27,11 @@ UNDECIDED = 4  # exit status of a gate that fails no threshold but cannot decide
     "Attacks' settings": "--whitebox --whitebox-split --min-k-fraction --rmia-offline-a --lowercase --recall-prefix "
                          "--neighbours --neighbour-words --neighbour-model --self-prompt-reference --camia --samia "
                          "--reference-kl --frequency-data --extraction --field",
+    "Served model (docs/serving.md)": "--engine --vllm-arg --target-url --reference-url --api --served-model "
+                                      "--tolerance",
     "How the audit runs (given to audit --plan, not here)": f"{PLACEMENT_NAMES} {BACKEND_NAMES} --figures "
-                                                            "--include-text --release",
+                                                            "--include-text --release --vllm-python --api-key-env "
+                                                            "--concurrency --request-timeout --retries",
 }, epilog="lmaudit plan --out plan.json --target model --reference base \\\n"
           "    --members members.csv --nonmembers nonmembers.csv \\\n"
           "    --population population.csv --threshold patient:risk=moderate \\\n"

@@ -184,7 +184,51 @@ def column_names(options: dict) -> ColumnNames:
     return validated(given({field: options.pop(field) for field in COLUMN_OPTIONS}), "the column options", ColumnNames)
 
 
+def key_values(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str] | None:
+    """Repeated KEY=VALUE options as a mapping (None when none is given); BadParameter for a value without '='."""
+    if not values:
+        return None
+    pairs = {}
+    for value in values:
+        key, equals, text = value.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"'{value}' is not KEY=VALUE", ctx=ctx, param=param)
+        pairs[key.strip()] = text
+    return pairs
+
+
+def serving_options(from_config: bool) -> Decorator:
+    """Where the models' log-probabilities come from: transformers here, vLLM's engine, or HTTP endpoints."""
+    from lmaudit.serving.settings import APIS, ENGINES, ServingSettings
+
+    option = partial(setting, ServingSettings, from_config=from_config)
+    return stack(
+        option("engine", type=click.Choice(ENGINES),
+               help="What computes the log-probabilities in process: transformers, or vLLM's engine (docs/serving.md)."),
+        option("vllm_args", "--vllm-arg", "vllm_args", multiple=True, metavar="KEY=VALUE", callback=key_values,
+               default_text="none", help="One of vLLM's own engine arguments, passed through (tensor_parallel_size=2, "
+                                         "dtype=bfloat16, quantization=awq, ...); repeat."),
+        option("vllm_python", type=click.Path(), default_text="this Python",
+               help="The Python of an environment with vLLM installed, which runs vLLM's engine in its own process."),
+        option("target_url", default_text="none", help="Audit the target as this endpoint serves it (http://HOST:PORT); "
+                                                       "--target still gives its tokenizer and the weights it is checked "
+                                                       "against."),
+        option("reference_url", multiple=True, default_text="none",
+               help="An endpoint serving a reference; one per --reference, in the same order."),
+        option("api", type=click.Choice(APIS), help="The endpoints' API: vllm (prompt_logprobs), openai (echo with "
+                                                   "logprobs: llama-cpp-python and others) or sglang (/generate)."),
+        option("served_model", default_text="the one the server lists", help="The model name the endpoint serves."),
+        option("api_key_env", help="Environment variable holding the endpoints' API key (never written anywhere)."),
+        option("concurrency", type=click.IntRange(min=1), help="Requests in flight at a time, per endpoint."),
+        option("request_timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds one request may take."),
+        option("retries", type=click.IntRange(min=0), help="More tries of a failed request (connection, 429, 5xx)."),
+        option("tolerance", type=click.FloatRange(min=0, min_open=True),
+               help="Conformance check: nats per token a served log-probability may differ from transformers' on the "
+                    "same weights, and alone from batched."),
+    )
+
+
 # The names of each shared stack of options, for the headings of a command's help (cli/help.py).
-COLUMN_NAMES, SIGNAL_NAMES, PLACEMENT_NAMES, BACKEND_NAMES, EVALUATION_NAMES = (names(options) for options in (
-    column_options(True), signal_options(True), placement_options(True), backend_options(True, ""),
-    evaluation_options(True)))
+COLUMN_NAMES, SIGNAL_NAMES, PLACEMENT_NAMES, BACKEND_NAMES, EVALUATION_NAMES, SERVING_NAMES = (
+    names(options) for options in (column_options(True), signal_options(True), placement_options(True),
+                                   backend_options(True, ""), evaluation_options(True), serving_options(True)))

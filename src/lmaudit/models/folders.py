@@ -63,7 +63,7 @@ def checked_source(model: str | Path | ModelSource) -> ModelSource:
     check_model_folder(folder)
     if source.adapter is not None:
         check_adapter_folder(Path(source.adapter))
-    return ModelSource(str(folder), source.adapter)
+    return ModelSource(str(folder), source.adapter, source.served)
 
 
 def check_adapter_folder(path: Path) -> None:

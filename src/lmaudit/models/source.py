@@ -12,15 +12,50 @@ QUANTIZATIONS = ("8bit", "4bit")
 
 
 @dataclass(frozen=True)
+class ServedBy:
+    """Where a model's log-probabilities come from when not from transformers in this process: vLLM's engine (`engine`
+    'vllm', run by the Python at `vllm_python` with vLLM's own arguments `vllm_args`) or an HTTP endpoint (`engine`
+    'http': `url`, its `api` and served `model` name, an API key read from the environment variable `api_key_env`,
+    `concurrency` requests at a time, each given `timeout_s` seconds and `retries` more tries)."""
+
+    engine: str
+    url: str | None = None
+    api: str = "vllm"
+    model: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = 4
+    timeout_s: float = 60.0
+    retries: int = 4
+    vllm_args: tuple[tuple[str, str], ...] = ()
+    vllm_python: str | None = None
+
+    def __str__(self) -> str:
+        return f"vLLM in process ({self.vllm_python or 'this Python'})" if self.engine == "vllm" else display_url(self.url)
+
+
+def display_url(url: str | None) -> str:
+    """An endpoint's address as errors and reports show it: scheme, host, port and path, never a user, password or
+    query (which may hold a key)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url or "")
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}".rstrip("/")
+
+
+@dataclass(frozen=True)
 class ModelSource:
     """A model to load: a folder written by save_pretrained (or a hub id in the local cache), and optionally the folder
-    of a PEFT adapter (LoRA) applied on top of it. The base folder's config and tokenizer are the model's."""
+    of a PEFT adapter (LoRA) applied on top of it. The base folder's config and tokenizer are the model's. `served`:
+    the model's log-probabilities come from vLLM or an endpoint serving these weights, not from transformers."""
 
     folder: str
     adapter: str | None = None
+    served: ServedBy | None = None
 
     def __str__(self) -> str:
-        return self.folder if self.adapter is None else f"{self.folder} with adapter {self.adapter}"
+        own = self.folder if self.adapter is None else f"{self.folder} with adapter {self.adapter}"
+        return own if self.served is None else f"{own}, served by {self.served}"
 
 
 def as_source(model: str | Path | ModelSource) -> ModelSource:

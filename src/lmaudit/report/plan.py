@@ -39,7 +39,7 @@ LEVEL_ALIASES = {name: level for names in (LANGUAGE_MODEL_LEVEL_NAMES, CLASSIFIE
                  for level, name in names.items()} | {level: level for level in LEVELS}
 # The settings of how an audit runs and is written, not of what it measures: a plan leaves them to `audit --plan`.
 RUN_SETTINGS = ("out", "cache_dir", "device", "device_map", "backend", "ray_address", "ray_workers", "figures",
-                "include_text", "release")
+                "include_text", "release", "vllm_python", "api_key_env", "concurrency", "request_timeout", "retries")
 
 
 def parse_threshold(text: str) -> dict:

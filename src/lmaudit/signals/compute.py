@@ -58,6 +58,8 @@ class ScoringJob:
     def __call__(self, ids: list[str], texts: list[str]) -> list[pd.DataFrame]:
         """One frame per model: columns value, n_tokens, truncated."""
         spec = signal_spec(self.settings.signal)
+        if self.sources[0].served is not None:
+            return [self._served(ids, texts)]
         models = loaded_models(self.sources, spec.model_kind, self.placement)
         if len(models) > 1:
             values, encoded = spec.scoring_function(joint=True)([m.model for m in models], models[0].tokenizer, texts, ids,
@@ -69,17 +71,36 @@ class ScoringJob:
                                                   self.progress, **extra)
         return [_frame(values, encoded)]
 
+    def _served(self, ids: list[str], texts: list[str]) -> pd.DataFrame:
+        from lmaudit.models.tokenizer import load_tokenizer
+        from lmaudit.signals.served import served_values
+
+        tokenizer = load_tokenizer(self.sources[0], self.placement.trust_remote_code)
+        return _frame(*served_values(self.sources[0], tokenizer, texts, ids, self.settings, self.progress, self.prefix))
+
+
+def store_fingerprint(source: ModelSource, placement: Placement) -> str:
+    """What the signal store keys a model's values by: its weights as loaded, and what serves them when served."""
+    weights = weights_fingerprint(source, placement)
+    if source.served is None:
+        return weights
+    from lmaudit.signals.served import served_fingerprint
+
+    return served_fingerprint(weights, source)
+
 
 @dataclass(frozen=True)
 class Scoring:
     """Where and how missing signal values are computed and kept: the signal store's folder, the models' placement,
-    the backend that runs the missing chunks (None: this process), progress bars, and samples per stored chunk."""
+    the backend that runs the missing chunks (None: this process), progress bars, samples per stored chunk, and the
+    seed of the random order a served model's samples are sent in (so that no batch holds one role only)."""
 
     cache_dir: Path
     placement: Placement = DEFAULT_PLACEMENT
     backend: Backend | None = None
     progress: bool = False
     chunk_size: int = 512
+    order_seed: int = 0
 
 
 def model_signal(model: str | Path | ModelSource, sample_ids: list[str], texts: list[str], settings: SignalSettings,
@@ -94,7 +115,7 @@ def model_signal(model: str | Path | ModelSource, sample_ids: list[str], texts: 
     every sample (ReCaLL; per-token signals only): values are stored under the text and the prefix."""
     source = checked_source(model)
     settings = resolved(settings, scoring.placement.device)
-    store = open_store(scoring.cache_dir, weights_fingerprint(source, scoring.placement), settings)
+    store = open_store(scoring.cache_dir, store_fingerprint(source, scoring.placement), settings)
     label_of = dict(zip(sample_ids, class_labels, strict=True)) if class_labels is not None else None
     job = ScoringJob((source,), settings, scoring.placement, prefix, label_of, scoring.progress)
     keys = None
@@ -103,7 +124,8 @@ def model_signal(model: str | Path | ModelSource, sample_ids: list[str], texts: 
                 + (f"\x00prefix={prefix}" if prefix is not None else "") for i, text in zip(sample_ids, texts, strict=True)]
     return stored_signals([store], sample_ids, texts, job, scoring.chunk_size, description=f"scoring {label}",
                           progress=scoring.progress, keys=keys,
-                          backend=LoggedBackend(scoring.backend, label, len(sample_ids), scoring.progress))[0]
+                          backend=LoggedBackend(scoring.backend, label, len(sample_ids), scoring.progress),
+                          order_seed=scoring.order_seed if source.served is not None else None)[0]
 
 
 class LoggedBackend:
@@ -149,7 +171,8 @@ def model_signals(models: dict[str, str | Path | ModelSource], sample_ids: list[
     spec = signal_spec(settings.signal)
     settings = resolved(settings, scoring.placement.device)
     shared_tokenizer = len({tokenizer_fingerprint(s) for s in sources.values()}) == 1
-    if len(sources) > 1 and shared_tokenizer and spec.joint_scorer:
+    served = any(source.served is not None for source in sources.values())  # each served model is its own job
+    if len(sources) > 1 and shared_tokenizer and spec.joint_scorer and not served:
         stores = [open_store(scoring.cache_dir, weights_fingerprint(s, scoring.placement), settings) for s in sources.values()]
         job = ScoringJob(tuple(sources.values()), settings, scoring.placement, progress=scoring.progress)
         names = " and ".join(sources)

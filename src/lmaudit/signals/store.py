@@ -193,13 +193,15 @@ def stored_signals(
     progress: bool = False,
     keys: list[str] | None = None,
     backend: Backend | None = None,
+    order_seed: int | None = None,
 ) -> list[pd.DataFrame]:
     """Values for every sample from each store, computing in chunks (each stored as soon as it is done) the samples
     missing from all of them; samples missing from only some stay missing (NaN) for the caller.
 
     `compute(ids, texts)` returns one frame per store, columns value, n_tokens, truncated; `backend` runs it (default:
     in this process). A value is stored under its sample id and the keyed hash of its text, or of `keys` (what else it
-    depends on) when given.
+    depends on) when given. With `order_seed`, the missing samples are computed in a random order drawn from it, not
+    in the given one (a served model batches what arrives together: no batch then holds one role only).
     """
     keyed = keys if keys is not None else texts
     by_secret: dict[bytes, list[str]] = {}
@@ -216,6 +218,8 @@ def stored_signals(
             found = keyed_rows(store.secret).merge(store.load(), on=ROW_KEY, how="left")["value"].notna().to_numpy()
             missing_everywhere &= ~found
     missing = np.flatnonzero(missing_everywhere)
+    if order_seed is not None:
+        missing = np.random.default_rng(order_seed).permutation(missing)
     parts = [missing[start : start + chunk_size] for start in range(0, len(missing), chunk_size)]
     chunks = [([sample_ids[i] for i in part], [texts[i] for i in part]) for part in parts]
     finished = (backend or InProcess()).map_chunks(compute, chunks)
