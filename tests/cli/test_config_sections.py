@@ -1,11 +1,12 @@
-"""The configuration's placement and token_passes sections: their settings are still accepted flat (command line, YAML,
-Python), the flat and the sectioned form are one configuration, a setting given both ways is refused in one line naming
-it, and report.json's `config` echoes them flat, as before there were sections."""
+"""The configuration's placement, token_passes and serving sections: their settings are still accepted flat (command
+line, YAML, Python), the flat and the sectioned form are one configuration, a setting given both ways is refused in one
+line naming it, and report.json's `config` echoes them flat, as before there were sections."""
 
 import pytest
 
 from lmaudit.config import AuditConfig, PlacementSettings, TokenPassSettings, load_config, validated
 from lmaudit.errors import InputError
+from lmaudit.serving.settings import ServingSettings
 from tests.helpers import assert_one_line_error, run_cli
 
 BASE = {"target": "t", "members": "m.csv", "nonmembers": "n.csv", "out": "o"}
@@ -92,6 +93,7 @@ def test_the_report_echoes_the_configuration_flat_as_before_the_sections():
     assert {key: dumped[key] for key in FLAT} == FLAT
     keys = list(dumped)
     assert keys[keys.index("whitebox") + 1:keys.index("attacks")] == list(TokenPassSettings.model_fields)
-    assert keys[keys.index("allow_tokenizer_mismatch") + 1:] == list(PlacementSettings.model_fields)
+    assert keys[keys.index("allow_tokenizer_mismatch") + 1:] == [*PlacementSettings.model_fields,
+                                                                 *ServingSettings.model_fields]
     assert AuditConfig.model_validate(dumped) == config
     assert AuditConfig.model_validate_json(config.model_dump_json()) == config

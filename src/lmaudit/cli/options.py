@@ -216,7 +216,7 @@ def serving_options(from_config: bool) -> Decorator:
         option("reference_url", multiple=True, default_text="none",
                help="An endpoint serving a reference; one per --reference, in the same order."),
         option("api", type=click.Choice(APIS), help="The endpoints' API: vllm (prompt_logprobs), openai (echo with "
-                                                   "logprobs: llama-cpp-python and others) or sglang (/generate)."),
+                                                   "logprobs, prompt as token ids) or sglang (/generate)."),
         option("served_model", default_text="the one the server lists", help="The model name the endpoint serves."),
         option("api_key_env", help="Environment variable holding the endpoints' API key (never written anywhere)."),
         option("concurrency", type=click.IntRange(min=1), help="Requests in flight at a time, per endpoint."),

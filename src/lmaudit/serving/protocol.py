@@ -113,7 +113,8 @@ def _tokens(log_probs, top1, scored: list[int] | None) -> ServedTokens:
 def _check_length(returned: int, sent: int) -> None:
     if returned < sent:
         raise InputError(f"the answer scores {returned} of the {sent} tokens sent: the server cut the text at its "
-                         "context length; give --max-length at most the server's max_model_len")
+                         "context length; give --max-length below the server's max_model_len (it needs room for the one "
+                         "token it generates)")
 
 
 def tokenizing_body(api: str, model: str | None, text: str) -> dict:

@@ -35,7 +35,7 @@ class ServingSettings(BaseModel):
     reference_url: list[str] = Field(default_factory=list, description="endpoints serving the references, one per "
                                      "reference in the same order")
     api: Literal[APIS] = Field("vllm", description="the endpoints' API: vllm (/v1/completions with prompt_logprobs), "
-                               "openai (/v1/completions with echo and logprobs: llama-cpp-python and others), sglang "
+                               "openai (/v1/completions with echo and logprobs, the prompt as token ids), sglang "
                                "(/generate with return_logprob)")
     served_model: str | None = Field(None, description="the model name the endpoint serves (default: the one it lists)")
     api_key_env: str = Field(API_KEY_ENV, description="the environment variable holding the endpoints' API key, if "
