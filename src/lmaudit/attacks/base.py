@@ -167,6 +167,9 @@ class Skipped:
 GENERATED_ONLY = (SAMPLED_OVERLAPS, TOKEN_TOP1_IDS, TOP1_SIMILARITY)
 REFERENCE_READS = (REFERENCE_LOSSES, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_KL, REFERENCE_TOP1_SIMILARITY,
                    SELF_PROMPT_LOSS, SELF_PROMPT_NEIGHBOUR_LOSSES)  # a reference model's values
+# What only the weights give, never a serving API (which returns the log-probabilities of the prompt's tokens and of a
+# few top tokens): the whole next-token distribution (its moments, a KL over the vocabulary), features and gradients.
+WEIGHTS_ONLY = (TOKEN_MEANS, TOKEN_STDS, REFERENCE_KL, FEATURE_VECTORS, GRADIENT_NORMS)
 # The threat models, weakest attacker first: text the target generates (a model behind an API); that and a public
 # reference model with its probabilities (PETAL's surrogate); the target's output probabilities (log-probabilities of a
 # language model, label probabilities of a classifier); those and a reference model of the same kind (a fine-tune's

@@ -8,7 +8,8 @@ from what it might have run; the words only, so that a release context changes n
 
 from __future__ import annotations
 
-from lmaudit.attacks.base import ACCESS_LEVELS
+from lmaudit.attacks.base import ACCESS_LEVELS, WEIGHTS_ONLY
+from lmaudit.attacks.registry import ATTACKS
 from lmaudit.config import RELEASES
 from lmaudit.report.verdict import threat_models
 from lmaudit.signals.registry import signal_names, signal_spec
@@ -147,6 +148,27 @@ def release_context(release: str | None, not_tried: list[str]) -> str:
     return CONTEXTS[release] + (NO_WHITE_BOX if release == "open-weights" and WHITE_BOX in not_tried else "")
 
 
+def access_context(report: dict) -> str:
+    """What the audit's own access adds to the context line: through an endpoint, the attacks its API did not allow
+    (what an attacker holding the weights adds); on the weights of a model not released open, the attacks that read
+    what no API returns. Words only."""
+    config = report["config"]
+    ran = {row["attack"] for rows in report["ranking"].values() for row in rows}
+    beyond = {spec.name for spec in ATTACKS if set(spec.reads) & set(WEIGHTS_ONLY)}
+    what = "the whole next-token distribution, or the weights' features and gradients"
+    if config.get("target_url"):
+        refused = sorted({item["attack"] for item in report.get("skipped") or []} & beyond - ran)
+        words = (f" This audit queried the model through its endpoint ({config['target_url']}), as a user of its API "
+                 f"can: {len(ran)} attack{'s' * (len(ran) != 1)} ran on what the API returns")
+        return words + (f"; not run, as no API returns what they read ({what}): {listed(refused)}, which an attacker "
+                        "holding the weights adds." if refused else ".")
+    used = sorted(ran & beyond)
+    if not used or config.get("release") == "open-weights":
+        return ""
+    return (f" This audit ran on the weights, not through an API: {listed(used)} read what no API returns ({what}), "
+            "which is what an attacker holding the weights adds; --target-url audits what an endpoint allows.")
+
+
 def coverage_section(report: dict) -> dict:
     """report.json's `coverage`: the declared release and its context line, one entry per attack family of the
     Opinion, and the limits of the evidence; from the report's config, ranking and extraction/dataset sections."""
@@ -154,7 +176,7 @@ def coverage_section(report: dict) -> dict:
     family = model_family(config)
     threats = threat_models(report["ranking"])
     release = config.get("release")
-    return {"release": release, "context": release_context(release, threats["not_tried"]),
+    return {"release": release, "context": release_context(release, threats["not_tried"]) + access_context(report),
             # the Opinion's order, its first class (attribute and membership inference) split in two
             "families": [membership(report, family, threats), attribute_inference(family), exfiltration(),
                          regurgitation(report, family), model_inversion(), reconstruction(family)],

@@ -183,6 +183,12 @@ class InProcess:
             yield position, job(ids, texts)
 
 
+def sending_order(positions: np.ndarray, order_seed: int | None) -> np.ndarray:
+    """The positions in the order they are computed: as given, or, with `order_seed`, in a random order drawn from it
+    (a server batches what arrives together; in a random order no batch's effect follows the role)."""
+    return positions if order_seed is None else np.random.default_rng(order_seed).permutation(positions)
+
+
 def stored_signals(
     stores: Sequence[SignalStore],
     sample_ids: list[str],
@@ -217,9 +223,7 @@ def stored_signals(
         if store.secret is not None:  # else nothing is stored under its root yet
             found = keyed_rows(store.secret).merge(store.load(), on=ROW_KEY, how="left")["value"].notna().to_numpy()
             missing_everywhere &= ~found
-    missing = np.flatnonzero(missing_everywhere)
-    if order_seed is not None:
-        missing = np.random.default_rng(order_seed).permutation(missing)
+    missing = sending_order(np.flatnonzero(missing_everywhere), order_seed)
     parts = [missing[start : start + chunk_size] for start in range(0, len(missing), chunk_size)]
     chunks = [([sample_ids[i] for i in part], [texts[i] for i in part]) for part in parts]
     finished = (backend or InProcess()).map_chunks(compute, chunks)
