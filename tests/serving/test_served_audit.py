@@ -115,6 +115,7 @@ def test_a_server_that_is_down_or_serves_another_name_is_one_line(files, tmp_pat
 
 def test_retries_ride_out_503s_and_429s_and_the_key_is_sent_never_written(files, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("SERVER_KEY", "sesame-0123")
+    monkeypatch.setattr("lmaudit.serving.http_client.BACKOFF_S", 0.05)  # the waits' length is not what is tested here
     faults = Faults(fail_first=2, rate_limited_first=2, require_api_key="sesame-0123")
     with caplog.at_level(logging.DEBUG), StandInServer(files["target"], faults=faults) as server:
         result = run(files, tmp_path / "r", "--target-url", server.url, "--api-key-env", "SERVER_KEY", "--retries", "4")
