@@ -1,12 +1,11 @@
 """Loading and training of the models an audit needs."""
 
-import os
 import warnings
 from contextlib import contextmanager
 
-# Never reach a model hub at run time: an audit must not leak what it audits, nor depend on the network.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+# No model hub is reached at run time (an audit must not leak what it audits, nor depend on the network): every load
+# passes local_files_only=True. Nothing here changes os.environ, so a script that imports lmaudit keeps its own hub
+# settings for what it loads itself.
 
 
 def quiet_transformers() -> None:

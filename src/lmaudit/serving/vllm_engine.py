@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,8 +26,10 @@ class VllmEngine:
         python = served.vllm_python or sys.executable
         self.log = tempfile.NamedTemporaryFile("w+", prefix="lmaudit-vllm-", suffix=".log", delete=False)
         try:
+            # vLLM's own process, offline like every load of lmaudit's: it reads the model from its folder only
+            offline = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
             self.process = subprocess.Popen([python, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=self.log, text=True, bufsize=1)
+                                            stderr=self.log, text=True, bufsize=1, env=offline)
         except OSError as error:
             raise InputError(f"--vllm-python {python}: cannot run it ({error.strerror}); give the Python of an "
                              "environment with vLLM installed") from None
