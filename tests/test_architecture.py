@@ -269,7 +269,7 @@ def test_the_document_writer_check_finds_a_planted_writer(tmp_path):
 # part of the record (a field of `LeakageTests`, which report/document.py embeds, or the first key of a dict):
 READER_WORDS = 6
 RECORD_TEXTS = {
-    ("leakage_test.py", "NULL"),  # LeakageTests.null: the null hypothesis the permutation tests test
+    ("permutation_tests.py", "NULL"),  # LeakageTests.null: the null hypothesis the permutation tests test
     ("population_fit.py", "TEST"),  # validity.population.test: which test the rejections come from
     ("validity.py", "blind_baseline"),  # validity.blind_baseline: which classifiers the blind baseline is
 }

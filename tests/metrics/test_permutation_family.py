@@ -1,4 +1,4 @@
-"""The verdict's own test (metrics/leakage_test.py) against slow, obviously right references on tiny inputs: each
+"""The verdict's own test (metrics/permutation_tests.py) against slow, obviously right references on tiny inputs: each
 relabelling's AUC is scikit-learn's, its TPR at 1% FPR the best ROC point found by trying every threshold, the
 permutation p-value the exact share over every relabelling of whole groups, and the Westfall-Young max-T and min-P
 adjustments hand-computed."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from lmaudit.metrics.leakage_test import (
+from lmaudit.metrics.permutation_tests import (
     auc_statistics,
     max_t_adjusted,
     min_p_adjusted,

@@ -11,7 +11,7 @@ from scipy.stats import binomtest
 from lmaudit.attacks.base import AttackScores
 from lmaudit.metrics.auc_interval import auc_interval
 from lmaudit.metrics.clusters import cluster_codes
-from lmaudit.metrics.leakage_test import leakage_tests
+from lmaudit.metrics.permutation_tests import leakage_tests
 from lmaudit.metrics.power import (
     LevelCounts,
     best_auc_upper,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.metrics.leakage_test import auc_statistics, raw_p_values, relabellings
+from lmaudit.metrics.permutation_tests import auc_statistics, raw_p_values, relabellings
 from lmaudit.signals.store import sending_order
 
 LEVEL = 0.05

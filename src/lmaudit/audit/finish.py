@@ -12,8 +12,8 @@ from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.errors import InputError
 from lmaudit.metrics.dataset_inference import dataset_inference_section
 from lmaudit.metrics.evaluate import evaluate_attacks, extreme_scores
-from lmaudit.metrics.leakage_test import leakage_tests
 from lmaudit.metrics.per_class import classifier_per_class
+from lmaudit.metrics.permutation_tests import leakage_tests
 from lmaudit.metrics.population_fit import population_fit
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings

@@ -19,7 +19,7 @@ import numpy as np
 from lmaudit.attacks.base import REFERENCE_KL, REFERENCE_TOKEN_LOG_PROBS, TOKEN_LOG_PROBS, TOKEN_MEANS, TOKEN_STDS
 from lmaudit.attacks.min_k_plus_plus import SMALLEST_STD
 from lmaudit.metrics.auc_interval import strata_weights
-from lmaudit.metrics.leakage_test import relabellings
+from lmaudit.metrics.permutation_tests import relabellings
 
 LEVEL = 0.05  # family-wise, over the classes tested
 TOP_SHARE = 0.1  # each member text's highest-scoring tenth of its tokens
@@ -135,7 +135,7 @@ def welch_t(values: np.ndarray, member: np.ndarray) -> np.ndarray:
 
 def permutation_p(values: np.ndarray, member: np.ndarray, permutations: int, seed: int) -> float:
     """One-sided p-value that the members' per-patient mean exceeds the others': the share of `permutations` random
-    relabellings of the patients (`leakage_test.relabellings`, the observed labelling first) whose Welch t is at least
+    relabellings of the patients (`permutation_tests.relabellings`, the observed labelling first) whose Welch t is at least
     the observed one.
 
     Relabelling whole patients is exact when member and comparison patients are exchangeable (drawn alike, as the null

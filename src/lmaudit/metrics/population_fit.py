@@ -2,7 +2,7 @@
 two sets score differently, those numbers mislead. For every attack and level, the AUC of the population against the
 verdict's non-members (0.5 when they are one distribution) is compared, two-sided, with its values when whole groups of
 the two sets are relabelled at random, and the family of every attack and level is corrected at once (Westfall-Young
-max-T, as the verdict's own tests: metrics/leakage_test.py), so a model audited with a population drawn like its
+max-T, as the verdict's own tests: metrics/permutation_tests.py), so a model audited with a population drawn like its
 non-members is warned at most `level` of the time, however many attacks ran. No torch."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 
 from lmaudit.attacks.base import AttackScores
 from lmaudit.data.roles import NONMEMBER, POPULATION
-from lmaudit.metrics.leakage_test import (
+from lmaudit.metrics.permutation_tests import (
     auc_statistics,
     group_codes,
     max_t_adjusted,

@@ -14,7 +14,7 @@ class EvaluationSettings(BaseModel):
     threshold_alphas: tuple[float, ...] = (0.1, 0.01)
     bootstrap: int = Field(1000, ge=10)
     permutations: int = Field(1000, ge=100, description="relabellings of whole groups in the verdict's permutation "
-                                                        "tests (metrics/leakage_test.py); p-values resolve 1/(n+1)")
+                                                        "tests (metrics/permutation_tests.py); p-values resolve 1/(n+1)")
     balanced_repeats: int = Field(10, ge=1)
     seed: int = 0
     delta: float = Field(1e-5, gt=0, lt=1, description="delta of the empirical epsilon lower bounds")

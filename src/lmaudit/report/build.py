@@ -13,7 +13,7 @@ import pandas as pd
 from lmaudit import __version__
 from lmaudit.attacks.base import AttackScores, Skipped
 from lmaudit.metrics.evaluate import ExtremeScores
-from lmaudit.metrics.leakage_test import LeakageTests
+from lmaudit.metrics.permutation_tests import LeakageTests
 from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings, extreme_score_warnings, population_mismatch_warnings
 from lmaudit.report.coverage import coverage_section
@@ -80,7 +80,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
     audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds;
     `validity`: the blind baseline and the population test (metrics/validity.py), and `tests`: the permutation tests
-    (metrics/leakage_test.py), both of which the verdict reads; `sections`: the audit's other findings, by key
+    (metrics/permutation_tests.py), both of which the verdict reads; `sections`: the audit's other findings, by key
     (`dataset_inference`, `extraction`), so that the report is built once, after every finding; `extreme`: the attacks
     with scores near the largest floats (metrics/evaluate.py:extreme_scores), which the warnings name."""
     population = (validity or {}).get("population")

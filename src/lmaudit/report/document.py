@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lmaudit.attacks.base import Skipped
 from lmaudit.config import RELEASES
 from lmaudit.errors import InputError
-from lmaudit.metrics.leakage_test import LeakageTests
+from lmaudit.metrics.permutation_tests import LeakageTests
 from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
 

@@ -1,4 +1,4 @@
-"""The verdict: per level, whether the attacks beat chance (the permutation tests of metrics/leakage_test.py, corrected
+"""The verdict: per level, whether the attacks beat chance (the permutation tests of metrics/permutation_tests.py, corrected
 over the whole family), how strongly, and a plain-language risk statement from a stated rule (guidance for a release
 decision, not a guarantee)."""
 
@@ -186,7 +186,7 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
     counts could show at best (metrics/power.py), and the statement; the overall risk; the rule; the delta of the
     epsilon bounds. `blind`: the blind baseline's result per level on the verdict's non-member set
     (metrics/validity.py), which can make a level inconclusive (None where the audit had no texts); `tests`:
-    report.json's `leakage_tests` (metrics/leakage_test.py); `nonmember_set`: the name of the verdict's set where there
+    report.json's `leakage_tests` (metrics/permutation_tests.py); `nonmember_set`: the name of the verdict's set where there
     are several, which the statements then name."""
     against = f", members against the {nonmember_set} non-members" if nonmember_set else ""
     levels = {}

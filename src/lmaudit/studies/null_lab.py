@@ -19,8 +19,8 @@ from lmaudit.metrics.dataset_inference import members_against_nonmembers
 from lmaudit.metrics.evaluate import evaluate_attacks
 from lmaudit.metrics.extraction import rates_by_side
 from lmaudit.metrics.fdp_one_run import gaussian_bound, gdp_epsilon
-from lmaudit.metrics.leakage_test import leakage_tests
 from lmaudit.metrics.one_run import one_run_bound
+from lmaudit.metrics.permutation_tests import leakage_tests
 from lmaudit.metrics.population_fit import population_fit
 from lmaudit.metrics.roc import auc, tpr_at_fpr
 from lmaudit.metrics.settings import EvaluationSettings
