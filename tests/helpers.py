@@ -117,7 +117,7 @@ def assert_document_round_trips(path) -> None:
     from pathlib import Path
 
     from lmaudit.report.document import load_document
-    from lmaudit.report.documents import json_ready
+    from lmaudit.strict_json import json_ready
 
     written = json.loads(Path(path).read_text(encoding="utf-8"))
     assert json.loads(json.dumps(json_ready(load_document(path)))) == written

@@ -14,7 +14,7 @@ from lmaudit.audit.run import run_attack, run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.settings import EvaluationSettings
-from lmaudit.report.documents import json_ready
+from lmaudit.strict_json import json_ready
 
 DOCS = Path(__file__).parents[1] / "docs" / "api.md"
 

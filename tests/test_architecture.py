@@ -135,7 +135,7 @@ def test_every_import_is_declared_and_every_dependency_is_used():
 # The package's floors, lowest first (docs/design.md, "Layout"): a module imports modules of its own floor or below,
 # never above. "lmaudit" is the package's own __init__ (its version).
 FLOORS = (
-    ("lmaudit", "errors", "atomic", "logs", "locks"),
+    ("lmaudit", "errors", "atomic", "logs", "locks", "strict_json"),
     ("data", "models", "backends", "serving"),
     ("signals", "attacks"),
     ("metrics",),

@@ -9,10 +9,10 @@ import pandas as pd
 
 from lmaudit.attacks.base import AttackScores
 from lmaudit.audit.finish import Findings, scores_table
+from lmaudit.data.roles import MEMBER, NONMEMBER
 from lmaudit.metrics.dataset_inference import dataset_inference_section
 from lmaudit.metrics.per_class import classifier_per_class
-from lmaudit.report.documents import json_ready
-from lmaudit.data.roles import MEMBER, NONMEMBER
+from lmaudit.strict_json import json_ready
 
 
 def scores(attack: str, signal: str, values: dict[str, float], level: str = "sample") -> AttackScores:

@@ -28,9 +28,9 @@ from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts
 from lmaudit.errors import InputError
-from lmaudit.models.folders import read_training_summary
 from lmaudit.models.recipe import DPSettings, TrainingRecipe
 from lmaudit.models.train import train_language_model
+from lmaudit.models.training_file import read_training_summary
 from tests.helpers import assert_one_line_error, run_cli
 
 CANARIES = 200

@@ -173,7 +173,7 @@ def test_training_refuses_data_that_holds_a_canary_naming_the_row(tmp_path):
 
 def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries_or_none(tmp_path):
     from lmaudit.data.synth import generate_notes
-    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.training_file import read_training_summary
 
     generate_notes(4, seed=0).to_csv(tmp_path / "notes.csv", index=False)
     make_canaries(tmp_path / "mine", "new_token", 10, seed=0)

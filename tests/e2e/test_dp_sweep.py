@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from lmaudit.canaries.make import planted_canaries
 from lmaudit.cli import main
 from lmaudit.models.dp import privacy_spent
-from lmaudit.models.folders import read_training_summary
+from lmaudit.models.training_file import read_training_summary
 from lmaudit.studies.canary_epsilon import CANARY_COUNTS
 from lmaudit.studies.dp_sweep import run_dp_sweep, swept_attacks
 from lmaudit.studies.setup import DEMO_SIZES, DemoSize

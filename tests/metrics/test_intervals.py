@@ -9,11 +9,11 @@ from scipy.stats import beta, t
 from sklearn.metrics import roc_auc_score
 
 from lmaudit.metrics.auc_interval import (
-    strata_weights,
     auc_interval,
     bootstrap_aucs,
     newcombe_variance,
     score_interval,
+    strata_weights,
 )
 from lmaudit.metrics.clusters import cluster_codes, cluster_keys, ungrouped_count
 from lmaudit.metrics.uncertainty import clopper_pearson, effective_counts, rate_interval

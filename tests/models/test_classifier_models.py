@@ -70,8 +70,8 @@ def test_early_stopping_keeps_the_best_validation_epoch(trained, posts):
 
 
 def test_checkpoints_are_the_model_after_their_epoch_not_the_best_so_far(trained, posts):
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.models.training_file import read_training_summary
 
     _, folder, summary = trained
     for epoch in (1, 2):

@@ -144,10 +144,10 @@ def test_private_training_records_its_epsilon_and_saves_a_loadable_model(tmp_pat
 
 
 def test_private_checkpoints_carry_the_epsilon_of_their_epoch_and_leave_the_run_unchanged(tmp_path, notes):
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.load import load_masked_lm
     from lmaudit.models.train import train_language_model
     from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.models.training_file import read_training_summary
 
     settings = DPSettings(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, max_samples_per_group=5)
     recipe = TrainingRecipe(epochs=3, batch_size=8, dp=settings, vocab_size=600, max_length=64)
@@ -174,9 +174,9 @@ def test_private_checkpoints_carry_the_epsilon_of_their_epoch_and_leave_the_run_
 def test_private_lstm_checkpoints_are_saved_as_the_plain_lstm(tmp_path):
     from lmaudit.data.users import generate_user_posts
     from lmaudit.models.classifier import ClassifierData, train_classifier
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.load import load_classifier
     from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.models.training_file import read_training_summary
 
     posts = generate_user_posts(12, seed=4)
     texts, labels = posts["text"].tolist(), posts["label"].tolist()
@@ -194,7 +194,7 @@ def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
 
     from lmaudit.cli import main
     from lmaudit.data.users import generate_user_posts
-    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.training_file import read_training_summary
 
     posts = generate_user_posts(9, seed=1)
     posts.to_csv(tmp_path / "train.csv", index=False)

@@ -91,7 +91,7 @@ def test_twenty_correct_runs_at_epsilon_1_raise_no_alarm():
 def test_the_command_line_audits_dp_sgd_and_refuses_the_audit_without_dp(tmp_path):
     from lmaudit.canaries.make import make_canaries
     from lmaudit.data.synth import generate_notes
-    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.training_file import read_training_summary
     from tests.helpers import run_cli
 
     generate_notes(6, seed=0).to_csv(tmp_path / "notes.csv", index=False)

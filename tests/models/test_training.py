@@ -52,10 +52,10 @@ def test_a_trained_models_summary_records_its_recipe(notes, tmp_path):
     classifiers, from scratch, fine-tuned, with LoRA and with DP-SGD: so a rerun reuses every model it trained."""
     from lmaudit.data.users import generate_user_posts
     from lmaudit.models.classifier import ClassifierData, train_classifier
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.recipe import DPSettings, LoraSettings, TrainingRecipe
     from lmaudit.models.train import train_language_model
     from lmaudit.models.trained import agrees
+    from lmaudit.models.training_file import read_training_summary
 
     texts = notes["text"].tolist()[:30]
     scratch = TrainingRecipe(epochs=1, seed=2, batch_size=4, learning_rate=1e-3, dp=DPSettings(1.0, max_samples_per_group=2))
@@ -80,10 +80,10 @@ def test_checkpoints_are_the_model_after_their_epoch_and_do_not_change_the_run(n
     its epoch, the run it belongs to and that run's first epoch loss, and is not written for the last epoch."""
     from safetensors.torch import load_file
 
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.recipe import TrainingRecipe
     from lmaudit.models.train import train_language_model
     from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.models.training_file import read_training_summary
 
     texts = notes["text"].tolist()[:40]
     plain = train_language_model("clm", texts, tmp_path / "plain", TrainingRecipe(epochs=2, seed=1))

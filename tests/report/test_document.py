@@ -10,7 +10,8 @@ import pytest
 from lmaudit.errors import InputError
 from lmaudit.metrics.results import AttackResult
 from lmaudit.report.document import DOCUMENT_MODELS, ReportDocument, load_document, load_report, schemas
-from lmaudit.report.documents import json_ready, write_document
+from lmaudit.report.documents import write_document
+from lmaudit.strict_json import json_ready
 from tests.helpers import assert_document_round_trips
 from tests.report.test_build import small_report
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from lmaudit.data.users import generate_user_posts
-from lmaudit.models.folders import read_training_summary
 from lmaudit.models.tokenizer import train_tokenizer
+from lmaudit.models.training_file import read_training_summary
 from lmaudit.studies import classifier_ablations
 from lmaudit.studies.classifier_ablations import (
     ABLATIONS,

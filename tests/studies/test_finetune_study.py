@@ -5,7 +5,7 @@ only in the base's text or the kind of fine-tune."""
 import json
 from dataclasses import replace
 
-from lmaudit.models.folders import read_training_summary
+from lmaudit.models.training_file import read_training_summary
 from lmaudit.studies import finetune_suite
 from lmaudit.studies.setup import DEMO_SIZES, DemoSize
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from lmaudit.models.folders import read_training_summary
 from lmaudit.models.trained import checkpoint_folder
+from lmaudit.models.training_file import read_training_summary
 from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES, DEMO_SIZES, ClassifierDemoSize, DemoSize
 from tests.helpers import assert_one_line_error, invoke, run_cli
 

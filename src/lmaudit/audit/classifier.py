@@ -99,7 +99,7 @@ def label_indices(rows: pd.DataFrame, model_labels: list[str], model_dir: str) -
 
 def training_summary(model_dir: str) -> dict | None:
     """What the report shows of a classifier trained by lmaudit (accuracies, generalisation gap); None otherwise."""
-    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.training_file import read_training_summary
 
     summary = read_training_summary(model_dir)
     return {key: summary.get(key) for key in TRAINING_FIELDS} if summary and summary.get("kind") == "classifier" else None

@@ -21,8 +21,9 @@ from lmaudit.locks import output_lock
 from lmaudit.metrics.dataset_inference import members_against_nonmembers
 from lmaudit.metrics.validity import blind_validity
 from lmaudit.report.build import environment_info
-from lmaudit.report.documents import json_ready, refuse_another_run, write_document
+from lmaudit.report.documents import refuse_another_run, write_document
 from lmaudit.report.verdict import DATASET_INFERENCE_RULE, dataset_inference_statement
+from lmaudit.strict_json import json_ready
 
 RESULT_FILE = "dataset_inference.json"
 

@@ -27,8 +27,9 @@ from lmaudit.metrics.extraction import SuffixMatch, extraction_summary, suffix_m
 from lmaudit.metrics.slices import members_against_each_set
 from lmaudit.models.source import ModelSource
 from lmaudit.report.build import environment_info
-from lmaudit.report.documents import json_ready, refuse_another_run, write_document
+from lmaudit.report.documents import refuse_another_run, write_document
 from lmaudit.signals.sampling import ExtractionSettings
+from lmaudit.strict_json import json_ready
 
 RESULT_FILE, TABLE_FILE = "extraction.json", "extraction.parquet"
 MATCH_FIELDS = tuple(field.name for field in fields(SuffixMatch))  # columns of the per-sample table

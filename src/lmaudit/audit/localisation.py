@@ -22,8 +22,8 @@ from lmaudit.data.roles import MEMBER, NONMEMBER, POPULATION
 from lmaudit.data.token_classes import WORD_CLASSES, field_rules, token_classes
 from lmaudit.metrics.clusters import cluster_codes
 from lmaudit.metrics.localisation import ScoredTokens, localise, token_scores, top_spans
-from lmaudit.report.documents import json_ready
 from lmaudit.signals.registry import signal_spec
+from lmaudit.strict_json import json_ready
 
 LEAST_PERMUTATIONS = 1999  # p-values resolve 1/2000: below a Bonferroni level of 0.05 over a dozen classes
 

@@ -36,7 +36,8 @@ from lmaudit.metrics.reconstruction import (
 from lmaudit.metrics.slices import members_against_each_set
 from lmaudit.models.source import Placement
 from lmaudit.report.build import environment_info
-from lmaudit.report.documents import json_ready, refuse_another_run, write_document
+from lmaudit.report.documents import refuse_another_run, write_document
+from lmaudit.strict_json import json_ready
 
 RESULT_FILE, TABLE_FILE = "reconstruction.json", "reconstruction.parquet"
 RULE = ("rank: 1 + candidates scored above the truth + half of those tied (1 = restored first), among the candidates "

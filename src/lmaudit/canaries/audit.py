@@ -310,7 +310,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.fdp_one_run import gaussian_bound
     from lmaudit.metrics.one_run import one_run_bound
-    from lmaudit.models.folders import read_training_summary
+    from lmaudit.models.training_file import read_training_summary
 
     folder = Path(folder)
     canary_set = read_canary_set(folder)

@@ -48,7 +48,7 @@ from lmaudit.canaries.settings import (
 )
 from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
-from lmaudit.models.source import SUMMARY_FILE
+from lmaudit.models.training_file import read_training_summary, update_training_summary
 
 INCLUSION_PROBABILITY = 0.5  # Steinke et al.: each canary in or out by a fair coin, independently
 CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.jsonl", "key.parquet", "canaries.json"
@@ -288,18 +288,16 @@ def key_fingerprint(folder: str | Path) -> str:
     return hashlib.sha256((folder / CANARIES_FILE).read_bytes() + content.encode()).hexdigest()[:16]
 
 
-def record_planted(model: str | Path, folder: str | Path) -> None:
+def record_planted(model: str | Path, folder: str | Path, created: dict | None = None) -> None:
     """Add to the model's lmaudit_training.json what was planted from `folder`: the design, how many, and the folder's
-    and the key's fingerprints, which `canaries audit` checks (a list, one entry per canary folder; written whole or
-    not at all)."""
-    summary_file = Path(model) / SUMMARY_FILE
-    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    and the key's fingerprints, which `canaries audit` checks (a list, one entry per canary folder). A model without
+    the file starts from `created` (a model trained by a user's script)."""
     fingerprint = folder_fingerprint(folder)
-    summary["canaries"] = [*(entry for entry in summary.get("canaries", []) if entry["folder_fingerprint"] != fingerprint),
-                           {"design": read_canary_set(folder).kind, "planted": len(planted_canaries(folder)),
-                            "folder_fingerprint": fingerprint, "key_fingerprint": key_fingerprint(folder)}]
-    with staged(summary_file) as (staging,):
-        staging.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    earlier = (read_training_summary(model) or created or {}).get("canaries", [])
+    planted = {"design": read_canary_set(folder).kind, "planted": len(planted_canaries(folder)),
+               "folder_fingerprint": fingerprint, "key_fingerprint": key_fingerprint(folder)}
+    update_training_summary(model, {"canaries": [*(entry for entry in earlier if entry["folder_fingerprint"] != fingerprint),
+                                                 planted]}, created)
 
 
 def check_held_out(folder: str | Path, training: pd.DataFrame) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from lmaudit.errors import InputError
 from lmaudit.models.folders import check_model_folder, resolve_model_folder
-from lmaudit.models.source import SUMMARY_FILE, ModelSource, as_source
+from lmaudit.models.source import ModelSource, as_source
+from lmaudit.models.training_file import read_training_summary
 
 FAMILY_SUFFIXES = ((("ForMaskedLM",), "mlm"), (("ForCausalLM", "LMHeadModel"), "clm"), (("ForSequenceClassification",), "classifier"))
 
@@ -56,8 +57,7 @@ def classifier_labels(model: str | Path | ModelSource) -> list[str]:
     by lmaudit on a base model without a classification head, from the adapter's training summary."""
     source = as_source(model)
     if source.adapter is not None:
-        summary = Path(source.adapter) / SUMMARY_FILE
-        labels = json.loads(summary.read_text(encoding="utf-8")).get("labels") if summary.is_file() else None
+        labels = (read_training_summary(source.adapter) or {}).get("labels")
         if labels:
             return [str(label) for label in labels]
     folder = resolve_model_folder(source.folder)

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 from lmaudit.errors import InputError
-from lmaudit.models.source import ADAPTER_CONFIG, SUMMARY_FILE, ModelSource, as_source
+from lmaudit.models.source import ADAPTER_CONFIG, ModelSource, as_source
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +90,3 @@ def warn_remote_code(folder: Path) -> None:
     code = sorted(p.name for p in folder.glob("*.py"))
     log.warning("trust_remote_code is on: loading %s runs %s with your permissions; use it only for a folder whose "
                 "code you have read", folder, ", ".join(code) if code else "the code its config names")
-
-
-def read_training_summary(folder: str | Path) -> dict | None:
-    """The lmaudit_training.json of a model folder, or None when there is none."""
-    path = Path(folder) / SUMMARY_FILE
-    return json.loads(path.read_text()) if path.is_file() else None

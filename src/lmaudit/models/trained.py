@@ -3,7 +3,6 @@ and the reuse of a model already trained with the recipe asked for, so that a re
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -13,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
-from lmaudit.models.folders import read_training_summary
 from lmaudit.models.recipe import TrainingRecipe
 from lmaudit.models.source import SUMMARY_FILE
+from lmaudit.models.training_file import read_training_summary, write_training_summary
 
 if TYPE_CHECKING:
     from lmaudit.models.dp import PrivateTraining
@@ -43,7 +42,7 @@ def save_model_folder(model, tokenizer, summary, out: Path) -> None:
     with staged(out) as (staging,):
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        (staging / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
+        write_training_summary(staging, asdict(summary))
 
 
 def save_checkpoint(model, private: PrivateTraining | None, tokenizer, summary, out: Path) -> None:

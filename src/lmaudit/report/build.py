@@ -18,11 +18,12 @@ from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings, extreme_score_warnings, population_mismatch_warnings
 from lmaudit.report.coverage import coverage_section
 from lmaudit.report.derived import stale_files
-from lmaudit.report.documents import headed, json_ready, write_document
+from lmaudit.report.documents import headed, write_document
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
 from lmaudit.report.validity import ranking_with_lift, shift_caveats, verdict_set_levels, with_lift
 from lmaudit.report.verdict import DATASET_INFERENCE_RULE, verdict
+from lmaudit.strict_json import json_ready
 
 REPORT_FILE = "report.json"
 

@@ -10,13 +10,9 @@ folder never holds a document without the files it describes.
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel
 
 from lmaudit import __version__
 from lmaudit.atomic import staged
@@ -24,6 +20,7 @@ from lmaudit.errors import InputError
 from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.report.document import typed_document
 from lmaudit.report.integrity import REPORT_KEY, file_sha256, sealed, written_form
+from lmaudit.strict_json import json_ready, json_text
 
 if TYPE_CHECKING:  # only a document's table needs pandas
     import pandas as pd
@@ -45,31 +42,6 @@ EXCLUSIVE = ("report.json", "extraction.json", "reconstruction.json", "dataset_i
 # so that a folder holding several (a bundle) is verified whole.
 SEALED = dict.fromkeys(EXCLUSIVE, REPORT_KEY)
 PRESENTATION = ("figures", "release")  # settings of how a report is drawn or worded, not of what it found: a rerun may change them
-
-
-def json_ready(value):
-    """The JSON form of a value: the one place results become JSON. Dataclasses become dicts (a field marked optional
-    is left out when None), tuples lists, and NaN and infinities null, so the file stays strict JSON."""
-    if isinstance(value, BaseModel):  # the fields it was given, in its order, under their names in the file
-        given = value.model_fields_set
-        named = {(field.alias or name): getattr(value, name) for name, field in type(value).model_fields.items()
-                 if name in given}
-        return json_ready({**named, **(value.model_extra or {})})
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: json_ready(getattr(value, f.name)) for f in fields(value)
-                if not (f.metadata.get("optional") and getattr(value, f.name) is None)}
-    if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def json_text(document: dict) -> str:
-    """A document as strict JSON text (indented, NaN refused)."""
-    return json.dumps(json_ready(document), indent=2, allow_nan=False) + "\n"
 
 
 def headed(name: str, document: dict) -> dict:

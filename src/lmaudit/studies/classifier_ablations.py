@@ -207,8 +207,8 @@ def analyse(records: list[dict], ablation: Ablation) -> dict:
 
 def plan(out: Path, size: str, seed: int, progress: bool = False, ablation: str = "classes") -> StudyPlan:
     """One cell per (value of the ablation's setting, run)."""
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.tokenizer import load_tokenizer
+    from lmaudit.models.training_file import read_training_summary
     from lmaudit.report.plots import ablation_figure
     from lmaudit.studies.setup import (
         classifier_audit_config,

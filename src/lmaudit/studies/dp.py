@@ -154,9 +154,9 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
     """One cell per (kind, start, noise, checkpoint epoch) of the masked and the causal LM, each trained with the
     `canaries` planted and measured by their one-run audit too; a masked LM's cells also measure its utility on the
     note-inference task, beside that of the model it started from."""
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES, DPSettings
     from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.models.training_file import read_training_summary
 
     target_rows = study.notes[study.notes["role"].isin(TARGET_ROLES)]
     population = study.notes[study.notes["role"] == POPULATION]
@@ -220,9 +220,9 @@ def language_model_cells(study: NotesStudy, grid: DPGrid, canaries: Path) -> lis
 def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bool) -> list[Cell]:
     """One cell per (start, noise, checkpoint epoch) of the classifier demo's target, audited with its shadow's
     checkpoint of the same epoch."""
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.recipe import DPSettings
     from lmaudit.models.trained import checkpoint_folder
+    from lmaudit.models.training_file import read_training_summary
     from lmaudit.studies.setup import (
         classifier_audit_config,
         classifier_recipe,

@@ -84,8 +84,8 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
     from lmaudit.canaries.make import reserved_tokens
     from lmaudit.data.synth import generate_notes
     from lmaudit.models.dp import cap_samples_per_group
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES, DPSettings
+    from lmaudit.models.training_file import read_training_summary
 
     demo = DEMO_SIZES[size]
     out = Path(out)

@@ -104,9 +104,9 @@ def train_self_prompt_reference(target: ModelSource, base: Path, public_texts: l
     fine-tune's continuations of the public texts' first tokens, into `folder` unless made so from this very target
     (by fingerprint: a target trained again gets a new reference) and these texts; then nothing is sampled."""
     from lmaudit.models.fingerprints import model_fingerprint
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.train import train_language_model
     from lmaudit.models.trained import agrees
+    from lmaudit.models.training_file import read_training_summary
 
     recipe = self_prompt_recipe(full_recipe, base, seed)
     prompts = hashlib.sha256(json.dumps(public_texts).encode("utf-8")).hexdigest()

@@ -54,9 +54,9 @@ def inference_accuracy(start: Path | None, task: InferenceTask, folder: Path, to
     from the language model in `start` (None: from scratch, on the tokenizer of `tokenizer_dir`) on `task` for 3 epochs,
     trained into `folder` unless already trained so."""
     from lmaudit.models.classifier import train_classifier
-    from lmaudit.models.folders import read_training_summary
     from lmaudit.models.recipe import TrainingRecipe
     from lmaudit.models.trained import train_unless_done
+    from lmaudit.models.training_file import read_training_summary
 
     recipe = TrainingRecipe(architecture="bert", epochs=INFERENCE_EPOCHS, patience=INFERENCE_EPOCHS,
                             learning_rate=INFERENCE_LEARNING_RATE, seed=task.seed, init_from=start,

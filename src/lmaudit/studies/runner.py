@@ -18,8 +18,8 @@ from pathlib import Path
 from lmaudit.atomic import write_text
 from lmaudit.config import AuditConfig
 from lmaudit.locks import output_lock
-from lmaudit.report.documents import json_text
 from lmaudit.report.tables import population_threshold_at
+from lmaudit.strict_json import json_text
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,6 @@ records what was planted beside every saved checkpoint and the final model, as `
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from transformers import TrainerCallback
 
 from lmaudit.canaries.make import read_canary_set, record_planted, reserved_tokens
 from lmaudit.errors import InputError
-from lmaudit.models.source import SUMMARY_FILE
 from lmaudit.training.planting import new_token_folder, planted_secrets
 from lmaudit.training.preflight import (
     Finding,
@@ -145,8 +143,5 @@ class CanaryCallback(TrainerCallback):
         key's fingerprints), creating the file for a model lmaudit did not train (with the run's device and precision)."""
         model_folder = Path(model_folder)
         model_folder.mkdir(parents=True, exist_ok=True)
-        summary = model_folder / SUMMARY_FILE
-        if not summary.is_file():
-            summary.write_text(json.dumps({"trained_by": "a user's script, with lmaudit.training.CanaryCallback",
-                                           **self.placement}), encoding="utf-8")
-        record_planted(model_folder, self.folder)
+        record_planted(model_folder, self.folder,
+                       created={"trained_by": "a user's script, with lmaudit.training.CanaryCallback", **self.placement})

@@ -15,21 +15,19 @@ verdict too.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.metrics.dp_audit import white_box_audit
 from lmaudit.models.dp import privacy_spent
 from lmaudit.models.dp_checks import OBSERVATIONS
 from lmaudit.models.gradient_canaries import GradientCanaries, plant_gradient_canaries, weight_fingerprints
 from lmaudit.models.recipe import DEFAULT_GRADIENT_CANARIES, DPSettings
-from lmaudit.models.source import SUMMARY_FILE
+from lmaudit.models.training_file import update_training_summary
 from lmaudit.report.privacy_words import white_box_line, with_verdict
 from lmaudit.training.callback import stop_on
 from lmaudit.training.dp_checks import opacus_findings, stale_optimizer
@@ -101,11 +99,8 @@ def failed(findings: list[Finding]) -> list[dict]:
 
 def merge_record(model_folder: Path, record: dict) -> None:
     """Write `record` under "dp" in the folder's lmaudit_training.json, keeping its other keys (created if absent)."""
-    summary_file = model_folder / SUMMARY_FILE
-    summary = (json.loads(summary_file.read_text(encoding="utf-8")) if summary_file.is_file()
-               else {"trained_by": "a user's script, with lmaudit.training.watch_dp_sgd"})
-    with staged(summary_file) as (staging,):
-        staging.write_text(json.dumps({**summary, "dp": record}, indent=2), encoding="utf-8")
+    update_training_summary(model_folder, {"dp": record},
+                            created={"trained_by": "a user's script, with lmaudit.training.watch_dp_sgd"})
 
 
 @dataclass
