@@ -1,6 +1,6 @@
 """lmaudit_training.json, which `canaries audit` trusts, has one reader and one writer: a write keeps the keys it does
-not set, replaces the file whole (no temporary left, the old file intact when the write fails), and is strict JSON
-(NaN written as null, never as the bare NaN that strict readers refuse)."""
+not set, replaces the file whole (no temporary left, the old file intact when the write fails), and an infinite
+accountant's epsilon (a run without noise) reads back as infinity, not as a missing value."""
 
 from __future__ import annotations
 
@@ -15,18 +15,11 @@ from lmaudit.models.training_file import read_training_summary, update_training_
 from lmaudit.training.dp_watch import merge_record
 
 
-def strict_load(text: str):
-    def refuse(constant):
-        raise ValueError(f"not strict JSON: {constant}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-def test_an_update_keeps_the_other_keys_and_writes_strict_json(tmp_path):
+def test_an_update_keeps_the_other_keys(tmp_path):
     (tmp_path / SUMMARY_FILE).write_text(json.dumps({"trained_by": "lmaudit train clm", "epochs": 3}))
-    update_training_summary(tmp_path, {"dp": {"epsilon": math.nan, "delta": 1e-5}})
-    written = strict_load((tmp_path / SUMMARY_FILE).read_text(encoding="utf-8"))
-    assert written == {"trained_by": "lmaudit train clm", "epochs": 3, "dp": {"epsilon": None, "delta": 1e-5}}
+    update_training_summary(tmp_path, {"dp": {"epsilon_rdp": 2.5, "delta": 1e-5}})
+    written = json.loads((tmp_path / SUMMARY_FILE).read_text(encoding="utf-8"))
+    assert written == {"trained_by": "lmaudit train clm", "epochs": 3, "dp": {"epsilon_rdp": 2.5, "delta": 1e-5}}
     assert [path.name for path in tmp_path.iterdir()] == [SUMMARY_FILE]
 
 
@@ -52,9 +45,10 @@ def test_an_unreadable_file_is_one_line_naming_it(tmp_path):
         read_training_summary(tmp_path)
 
 
-def test_the_dp_watch_record_with_a_missing_number_stays_strict_json(tmp_path):
-    """A DP-SGD watch whose noise check could not run records its deviation as NaN: written as null."""
-    merge_record(tmp_path, {"verdict": "consistent", "noise_deviation": math.nan})
-    written = strict_load((tmp_path / SUMMARY_FILE).read_text(encoding="utf-8"))
-    assert written["dp"] == {"verdict": "consistent", "noise_deviation": None}
+def test_the_dp_watch_record_of_a_run_without_noise_reads_back_infinite(tmp_path):
+    """Noise 0 has an infinite accountant's epsilon, which the canary audit compares its bounds with: it must read back
+    as infinity (null would read as "not computed", and the comparison would fail)."""
+    merge_record(tmp_path, {"epsilon_prv": math.inf, "epsilon_rdp": math.inf, "delta": 1e-5})
+    written = read_training_summary(tmp_path)
+    assert written["dp"]["epsilon_prv"] == math.inf and written["dp"]["epsilon_rdp"] == math.inf
     assert written["trained_by"] == "a user's script, with lmaudit.training.watch_dp_sgd"

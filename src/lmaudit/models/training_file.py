@@ -1,6 +1,7 @@
 """A model folder's lmaudit_training.json: what trained the model, the canaries planted in it and its DP-SGD watch,
-which `lmaudit canaries audit` trusts. One reader and one writer: every write replaces the whole file atomically, as
-strict JSON (NaN as null), keeping the keys it does not set."""
+which `lmaudit canaries audit` trusts. One reader and one writer: every write replaces the whole file atomically,
+keeping the keys it does not set. Not strict JSON yet: a run without noise has an infinite accountant's epsilon,
+written as Python's `Infinity`, which its readers take for infinity (null would read as "not computed")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 from lmaudit.atomic import write_text
 from lmaudit.errors import InputError
 from lmaudit.models.source import SUMMARY_FILE
-from lmaudit.strict_json import json_text
 
 
 def read_training_summary(folder: str | Path) -> dict | None:
@@ -26,7 +26,7 @@ def read_training_summary(folder: str | Path) -> dict | None:
 
 def write_training_summary(folder: str | Path, summary: dict) -> None:
     """Write `summary` as the folder's lmaudit_training.json, whole or not at all."""
-    write_text(Path(folder) / SUMMARY_FILE, json_text(summary))
+    write_text(Path(folder) / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
 
 
 def update_training_summary(folder: str | Path, update: dict, created: dict | None = None) -> dict:
