@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -36,7 +37,7 @@ def error_answer(status: int, message: str, kind: str, param: str | None = None)
     return Answer(status, {"error": {"message": message, "type": kind, "param": param, "code": status}})
 
 
-class BackgroundServer:
+class BackgroundServer(ABC):
     """Binds a free port on 127.0.0.1 on entering the `with` block and serves until it ends."""
 
     def __init__(self) -> None:
@@ -52,9 +53,9 @@ class BackgroundServer:
         with self._received_lock:
             return list(self._received)
 
+    @abstractmethod
     def respond(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Answer:
-        """The answer to one request; subclasses say it."""
-        raise NotImplementedError
+        """The answer to one request; each server says its own."""
 
     def __enter__(self):
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))

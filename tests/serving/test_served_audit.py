@@ -13,19 +13,14 @@ from click.testing import CliRunner
 
 from lmaudit.cli import main
 from tests.serving.standin import Faults, StandInServer, WrongProxy
-from tests.serving.tiny_clm import train_tiny_clm, write_roles
+from tests.serving.tiny_clm import audit_files
 
 COMMON = ["--bootstrap", "30", "--permutations", "100", "--no-figures", "--max-length", "48", "--retries", "1"]
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("served")
-    roles = write_roles(root, n_patients=16, seed=7)
-    members = pd.read_csv(roles["members"])
-    roles["target"] = train_tiny_clm(root / "target", members, steps=40, seed=0)
-    roles["other"] = train_tiny_clm(root / "other", members, steps=10, seed=1)
-    return roles
+    return audit_files(tmp_path_factory.mktemp("served"), n_patients=16, seed=7, steps=40)
 
 
 def run(files, out, *extra, target="target"):

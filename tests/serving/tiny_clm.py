@@ -54,3 +54,13 @@ def train_tiny_clm(folder: Path, members: pd.DataFrame, steps: int = 60, seed: i
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def audit_files(root: Path, n_patients: int, seed: int, steps: int) -> dict[str, Path]:
+    """The roles' files (`write_roles`) and two checkpoints trained on the members: the target (`steps`, seed 0) and
+    another (a quarter of the steps, seed 1), the checkpoint a wrong server might serve instead."""
+    files = write_roles(root, n_patients=n_patients, seed=seed)
+    members = pd.read_csv(files["members"])
+    files["target"] = train_tiny_clm(root / "target", members, steps=steps, seed=0)
+    files["other"] = train_tiny_clm(root / "other", members, steps=steps // 4, seed=1)
+    return files

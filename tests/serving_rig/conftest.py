@@ -11,10 +11,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from tests.serving.tiny_clm import train_tiny_clm, write_roles
+from tests.serving.tiny_clm import audit_files
 
 VLLM_PYTHON = os.environ.get("LMAUDIT_VLLM_PYTHON")
 ENGINE_ARGS = {"dtype": "float32", "gpu_memory_utilization": "0.2", "max_model_len": "64"}
@@ -32,12 +31,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def rig_data(tmp_path_factory) -> dict[str, Path]:
     """The roles' files and two checkpoints: the target (trained on the members) and another (other steps and seed)."""
-    root = tmp_path_factory.mktemp("rig")
-    files = write_roles(root, n_patients=24, seed=5)
-    members = pd.read_csv(files["members"])
-    files["target"] = train_tiny_clm(root / "target", members, steps=80, seed=0)
-    files["other"] = train_tiny_clm(root / "other", members, steps=20, seed=1)
-    return files
+    return audit_files(tmp_path_factory.mktemp("rig"), n_patients=24, seed=5, steps=80)
 
 
 def free_port() -> int:
