@@ -1,5 +1,6 @@
 """Values as strict JSON: the one place results become JSON (dataclasses and pydantic models as their fields, tuples as
-lists, NaN and infinities as null), so that every file lmaudit writes parses under any strict JSON reader."""
+lists, NaN and infinities as null), so that lmaudit's documents (report.json and the other results) parse under any
+strict JSON reader."""
 
 from __future__ import annotations
 

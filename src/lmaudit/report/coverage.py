@@ -157,7 +157,7 @@ def access_context(report: dict) -> str:
     beyond = {spec.name for spec in ATTACKS if set(spec.reads) & set(WEIGHTS_ONLY)}
     what = "the whole next-token distribution, or the weights' features and gradients"
     if config.get("target_url"):
-        refused = sorted({item["attack"] for item in report.get("skipped") or []} & beyond - ran)
+        refused = sorted(({item["attack"] for item in report.get("skipped") or []} & beyond) - ran)
         words = (f" This audit queried the model through its endpoint ({config['target_url']}), as a user of its API "
                  f"can: {len(ran)} attack{'s' * (len(ran) != 1)} ran on what the API returns")
         return words + (f"; not run, as no API returns what they read ({what}): {listed(refused)}, which an attacker "
