@@ -158,7 +158,7 @@ def run_size(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, counts: tu
         data = work / f"texts-{count}.csv"  # each corpus in turn: the files of the one before are replaced
         texts.head(count).to_csv(data, index=False)
         times["lmaudit"].append(timed_process([
-            lmaudit, "score", "--model", str(folder), "--data", str(data), "--signal", "clm_loss", "--device", device,
+            lmaudit, "score", "--target", str(folder), "--data", str(data), "--signal", "clm_loss", "--device", device,
             "--dtype", dtype, "--out", str(work / f"lmaudit-{count}.csv"), "--cache-dir", str(work / f"cache-{family}-{count}")]))
         times["plain"].append(timed_process([sys.executable, "-c", PLAIN_SCRIPT, str(folder), str(data),
                                              str(work / f"plain-{count}.csv"), device, TORCH_DTYPES[dtype]]))
@@ -197,7 +197,7 @@ def fixed_cost(name: str, shape: tuple, tokenizer, texts: pd.DataFrame, work: Pa
     plain = [sys.executable, "-c", PLAIN_SCRIPT, str(folder), str(data), str(work / "plain-one.csv"), device, TORCH_DTYPES[dtype]]
 
     def score(cache: str) -> list[str]:
-        return [lmaudit, "score", "--model", str(folder), "--data", str(data), "--signal", "clm_loss", "--device", device,
+        return [lmaudit, "score", "--target", str(folder), "--data", str(data), "--signal", "clm_loss", "--device", device,
                 "--dtype", dtype, "--out", str(work / "lmaudit-one.csv"), "--cache-dir", str(work / cache)]
 
     timed_process(plain, env)

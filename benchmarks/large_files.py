@@ -74,7 +74,7 @@ def main() -> None:
         for size in sorted(sizes):
             data = work / f"texts-{size}.parquet"
             everything.head(size).to_parquet(data, index=False)
-            seconds, peak = run([lmaudit, "score", "--model", str(work / "model"), "--data", str(data), "--signal",
+            seconds, peak = run([lmaudit, "score", "--target", str(work / "model"), "--data", str(data), "--signal",
                                  "clm_loss", "--out", str(work / f"scores-{size}.parquet"), "--cache-dir",
                                  str(work / f"cache-{size}")])
             assert len(pd.read_parquet(work / f"scores-{size}.parquet")) == size

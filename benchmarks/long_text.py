@@ -34,7 +34,7 @@ def main() -> None:
         long_text = (SENTENCE * (args.characters // len(SENTENCE) + 1))[: args.characters]
         pd.concat([short, pd.DataFrame({"sample_id": ["long"], "text": [long_text]})]).to_parquet(work / "long.parquet")
         for name, label in (("short", "100 short texts"), ("long", f"the same and one of {args.characters:,} characters")):
-            seconds, peak = run([lmaudit, "score", "--model", str(work / "model"), "--data", str(work / f"{name}.parquet"),
+            seconds, peak = run([lmaudit, "score", "--target", str(work / "model"), "--data", str(work / f"{name}.parquet"),
                                  "--signal", "clm_loss", "--out", str(work / f"{name}-scores.parquet"), "--cache-dir",
                                  str(work / f"cache-{name}")])
             rows.append({"input": label, "seconds": f"{seconds:.1f}", "peak memory MiB": f"{peak:.0f}"})

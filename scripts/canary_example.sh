@@ -15,13 +15,13 @@ for run in "target canaries" "target-dp canaries --dp --noise-multiplier 1" "tar
   set -- $run
   model=$1 folder=$2; shift 2
   $LMAUDIT -q train clm --data notes.csv --out "$model" --epochs 20 --tokenizer reference --canaries "$folder" "$@"
-  $LMAUDIT -q canaries audit --model "$model" --reference reference --canaries "$folder" --out "audit-$model" \
+  $LMAUDIT -q canaries audit --target "$model" --reference reference --canaries "$folder" --out "audit-$model" \
     --signal clm_loss
 done
 # The same canaries scored by the target's loss alone, and a target whose tokenizer is fitted on its own training data
 # (canaries included), audited against a reference on that tokenizer.
-$LMAUDIT -q canaries audit --model target --canaries canaries --out audit-target-loss --signal clm_loss --attack loss
+$LMAUDIT -q canaries audit --target target --canaries canaries --out audit-target-loss --signal clm_loss --attack loss
 $LMAUDIT -q train clm --data notes.csv --out target-own-tokenizer --epochs 20 --canaries canaries
 $LMAUDIT -q train clm --data public.csv --out reference-own-tokenizer --epochs 20 --tokenizer target-own-tokenizer
-$LMAUDIT -q canaries audit --model target-own-tokenizer --reference reference-own-tokenizer --canaries canaries \
+$LMAUDIT -q canaries audit --target target-own-tokenizer --reference reference-own-tokenizer --canaries canaries \
   --out audit-target-own-tokenizer --signal clm_loss

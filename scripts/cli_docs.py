@@ -26,6 +26,8 @@ Conventions of every command:
 - `lmaudit -v COMMAND` logs debug lines too; `lmaudit -q COMMAND` logs warnings only and shows no progress bars. Logs go
   to stderr, timestamped when stderr is not a terminal (`2026-11-23 01:02:03 lmaudit: scoring target: ...`); they name
   models, counts and times, never a sample's text.
+- An option renamed (so that one thing has one name) is still read under its old name until the next release, with a
+  warning line giving the new one; the table below lists them.
 """
 
 
@@ -50,11 +52,22 @@ def help_text(path: tuple[str, ...]) -> str:
     return command.get_help(ctx)
 
 
+def renamed_table(main: click.Group) -> str:
+    """The renamed options, a row per command: the old name and the new one (cli/renamed.py)."""
+    rows = []
+    for path in commands(main):
+        command = main
+        for name in path:
+            command = command.commands[name]
+        rows += [f"| `lmaudit {' '.join(path)}` | `{old}` | `{new}` |" for old, new in getattr(command, "renamed", {}).items()]
+    return "| command | old name (read until the next release) | name |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+
+
 def render() -> str:
     """docs/cli.md."""
     from lmaudit.cli import main
 
-    sections = [HEADER]
+    sections = [HEADER, renamed_table(main)]
     for path in commands(main):
         sections.append(f"## `{' '.join(('lmaudit', *path))}`\n\n```text\n{help_text(path)}\n```\n")
     return "\n".join(sections)

@@ -69,7 +69,7 @@ def test_readme_has_commands():
 def test_parse_refuses_what_click_refuses():
     """The check has teeth: an unknown option, a bad choice, a missing required option and an unknown command fail."""
     for bad in ("lmaudit split --data x.csv --out plan --bogus 1", "lmaudit demo --size huge",
-                "lmaudit split --out plan", "lmaudit train mlm --data x.csv --out m --size enormous",
+                "lmaudit split --out plan", "lmaudit train mlm --data x.csv --out m --model-size enormous",
                 "lmaudit audit --target m --members a.csv --out r"):
         with pytest.raises(click.UsageError):
             parse(bad)

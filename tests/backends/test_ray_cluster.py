@@ -115,7 +115,7 @@ def test_score_command_with_backend_ray_writes_the_same_file(backend, one_thread
     backend.close()  # the cluster's CPUs go to the command's own worker
     data = tmp_path / "notes.csv"
     notes.head(24).to_csv(data, index=False)
-    common = ("score", "--model", tiny_model_dirs[0], "--data", data, "--k", 2, "--chunk-size", CHUNK)
+    common = ("score", "--target", tiny_model_dirs[0], "--data", data, "--k", 2, "--chunk-size", CHUNK)
     invoke(*common, "--out", tmp_path / "ray" / "energy.csv", "--backend", "ray", "--ray-workers", 1)
     invoke(*common, "--out", tmp_path / "local" / "energy.csv")
     assert (tmp_path / "ray" / "energy.csv").read_bytes() == (tmp_path / "local" / "energy.csv").read_bytes()

@@ -170,28 +170,28 @@ def test_the_key_and_the_texts_stay_out_of_the_report_the_scores_and_the_logs(tr
 
 def test_the_command_line_audits_and_refuses_a_folder_that_is_not_a_canary_folder(trained):
     root, _ = trained
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--reference", root / "reference",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--reference", root / "reference",
                            "--canaries", root / "samples", "--out", root / "cli", "--signal", "clm_loss")
     assert code == 0 and "epsilon lower bound" in output and "a lower bound" in output
     assert json.loads((root / "cli" / REPORT_FILE).read_text())["one_run"]["canaries"] == CANARIES
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", root / "secrets",
                            "--out", root / "cli-secrets", "--signal", "clm_loss", "--candidates", "50")
     assert code == 0 and "secret canaries scored by secret (clm_tokens)" in output
     assert "exposure (bits; 19.9 possible, 50 random" in output
     # like an audit, a canary audit refuses another run's report unless --overwrite, and a rerun of its own goes on
     first = (root / "cli-secrets" / REPORT_FILE).read_text()
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", root / "secrets",
                            "--out", root / "cli-secrets", "--signal", "clm_loss", "--candidates", "40")
     assert_one_line_error(code, output, "holds a canary audit's report configured otherwise (its candidates differs)",
                           "--overwrite")
     assert (root / "cli-secrets" / REPORT_FILE).read_text() == first
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root,
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", root,
                            "--out", root / "cli-bad", "--signal", "clm_loss")
     assert code == 2 and "not a canary folder" in output and len(output.strip().splitlines()) == 1
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "secrets",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", root / "secrets",
                            "--out", root / "cli-bad", "--signal", "clm_loss", "--attack", "nonsense")
     assert code == 2 and "no such attack" in output and len(output.strip().splitlines()) == 1
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "samples",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", root / "samples",
                            "--out", root / "cli-bad", "--attack", "secret")
     assert code == 2 and "no secret to score alone" in output and len(output.strip().splitlines()) == 1
     assert not (root / "cli-bad").exists()
@@ -212,7 +212,7 @@ def test_an_audit_refuses_a_key_other_than_the_one_trained_with_in_one_line_and_
     folder = root / f"key-{change}"
     shutil.copytree(root / "samples", folder)  # the canaries.jsonl the model was trained with
     KEY_CHANGES[change](pd.read_parquet(folder / KEY_FILE)).to_parquet(folder / KEY_FILE)
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", folder,
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", folder,
                            "--out", root / f"key-{change}-audit", "--signal", "clm_loss")
     assert_one_line_error(code, output, str(folder / KEY_FILE), "not the key", "make the canaries again")
     assert not (root / f"key-{change}-audit").exists()
@@ -225,7 +225,7 @@ def test_an_unchanged_key_audits_however_its_parquet_bytes_are_written(trained):
         shutil.copytree(root / "samples", folder)
         pd.read_parquet(folder / KEY_FILE).to_parquet(folder / KEY_FILE, compression="gzip")
     assert (folder / KEY_FILE).read_bytes() != (root / "samples" / KEY_FILE).read_bytes()
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--reference", root / "reference",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--reference", root / "reference",
                            "--canaries", folder, "--out", root / "rewritten-audit", "--signal", "clm_loss")
     assert code == 0 and "epsilon lower bound" in output, output
 
@@ -293,7 +293,7 @@ def test_scores_that_run_against_the_key_make_an_invalid_audit_never_worded_chan
         return table.assign(score=-table["score"]), candidates
 
     monkeypatch.setattr(canary_audit, "secret_scores", negated)
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "new-tokens",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", root / "new-tokens",
                            "--out", root / "cli-invalid", "--candidates", "0")
     assert code == 0, output
     assert output.startswith("INVALID AUDIT: the planted canaries score below the unplanted ones")
@@ -303,7 +303,7 @@ def test_scores_that_run_against_the_key_make_an_invalid_audit_never_worded_chan
     assert report["validity"]["rank_auc"] < 0.05 and report["one_run"]["epsilon_lower_bound"] == 0
     assert "INVALID audit" in (root / "cli-invalid" / PAGE_FILE).read_text()
     monkeypatch.setattr(canary_audit, "secret_scores", scored)
-    code, output = run_cli("canaries", "audit", "--model", root / "target", "--canaries", root / "new-tokens",
+    code, output = run_cli("canaries", "audit", "--target", root / "target", "--canaries", root / "new-tokens",
                            "--out", root / "cli-valid", "--candidates", "0")
     assert code == 0 and "INVALID" not in output
     assert f"With {CANARIES} canaries no audit can prove more than epsilon {provable_ceiling(CANARIES, 1e-5):.2f}" in output

@@ -185,16 +185,16 @@ def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries_or
     assert recorded["design"] == "new_token" and recorded["planted"] == len(planted_canaries(tmp_path / "mine"))
     assert len(recorded["folder_fingerprint"]) == 16
     assert recorded["key_fingerprint"] == key_fingerprint(tmp_path / "mine")
-    code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "other",
+    code, output = run_cli("canaries", "audit", "--target", tmp_path / "model", "--canaries", tmp_path / "other",
                            "--out", tmp_path / "audit")
     assert code == 2 and "was trained with other canaries" in output and len(output.strip().splitlines()) == 1
     assert not (tmp_path / "audit").exists()
-    code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "mine",
+    code, output = run_cli("canaries", "audit", "--target", tmp_path / "model", "--canaries", tmp_path / "mine",
                            "--out", tmp_path / "audit")
     assert code == 0 and "new_token canaries scored by secret (clm_tokens)" in output
     code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "plain", "--epochs", "1")
     assert code == 0, output
-    code, output = run_cli("canaries", "audit", "--model", tmp_path / "plain", "--canaries", tmp_path / "mine",
+    code, output = run_cli("canaries", "audit", "--target", tmp_path / "plain", "--canaries", tmp_path / "mine",
                            "--out", tmp_path / "plain-audit")
     assert code == 2 and "trained by lmaudit without canaries" in output and len(output.strip().splitlines()) == 1
     assert not (tmp_path / "plain-audit").exists()

@@ -116,15 +116,15 @@ def test_score_and_audit_share_the_signal_and_placement_options_with_the_setting
 
 
 def test_sizes_batch_sizes_and_noises_are_the_code_defaults():
-    """--size means one thing per family of commands (the three train commands: the model sizes; demo and dp-sweep:
-    the demo sizes) with one definition; the constants the CLI keeps to start without torch are the code's."""
+    """A model's size and a run's size have one name each (the three train commands' --model-size; demo's, study's and
+    dp-sweep's --size) with one definition; the constants the CLI keeps to start without torch are the code's."""
     from lmaudit.studies.dp_sweep import DEFAULT_NOISES
     from lmaudit.studies.registry import STUDY_SIZES
     from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES, DEMO_SIZES
 
     assert study_commands.DEMO_SIZES == tuple(DEMO_SIZES) == tuple(CLASSIFIER_DEMO_SIZES)
     assert tuple(float(n) for n in study_commands.DEFAULT_NOISES.split(",")) == DEFAULT_NOISES
-    train_sizes = [option(("train", kind), "--size") for kind in ("mlm", "clm", "classifier")]
+    train_sizes = [option(("train", kind), "--model-size") for kind in ("mlm", "clm", "classifier")]
     assert {(tuple(o.type.choices), o.default, o.help) for o in train_sizes} == {(tuple(SIZES), "tiny", train_sizes[0].help)}
     for kind in ("mlm", "clm", "classifier"):
         assert option(("train", kind), "--batch-size").default == TrainingRecipe().batch_size
@@ -140,9 +140,9 @@ def test_sizes_batch_sizes_and_noises_are_the_code_defaults():
 @pytest.mark.parametrize("args, command, fragment", [
     (["--bogus"], "lmaudit", "No such option '--bogus'"),
     (["scroe"], "lmaudit", "No such command 'scroe'"),
-    (["score", "--model", "m", "--data", "d", "--out", "o.csv", "--bogus"], "lmaudit score", "No such option '--bogus'"),
-    (["train", "mlm", "--data", "d", "--out", "o", "--size", "huge"], "lmaudit train mlm", "'huge' is not one of"),
-    (["score", "--data", "d", "--out", "o.csv"], "lmaudit score", "Missing option '--model'"),
+    (["score", "--target", "m", "--data", "d", "--out", "o.csv", "--bogus"], "lmaudit score", "No such option '--bogus'"),
+    (["train", "mlm", "--data", "d", "--out", "o", "--model-size", "huge"], "lmaudit train mlm", "'huge' is not one of"),
+    (["score", "--data", "d", "--out", "o.csv"], "lmaudit score", "Missing option '--target'"),
     (["train", "clm", "--data", "d", "--out", "o", "--epochs", "many"], "lmaudit train clm", "'many' is not a valid integer"),
     (["audit", "--length-bounds", "20,abc"], "lmaudit audit", "--length-bounds"),
     (["attack", "--scores", "s", "--out", "o", "--length-bounds", "60,20"], "lmaudit attack", "increasing"),
@@ -276,7 +276,7 @@ def test_stages_are_logged_timestamped_quiet_silences_verbose_adds_chunks(tiny_m
     ever reaches the log, and the handler is gone after the run."""
     data = tmp_path / "data.csv"
     notes.head(5).to_csv(data, index=False)
-    args = ["score", "--model", tiny_model_dirs[0], "--data", data, "--k", 2, "--chunk-size", 2]
+    args = ["score", "--target", tiny_model_dirs[0], "--data", data, "--k", 2, "--chunk-size", 2]
     stdout, stderr, code = run(*args, "--out", tmp_path / "a.csv")
     assert code == 0 and "wrote mlm_energy of 5 samples" in stdout and stdout.count("\n") == 1
     lines = stderr.strip().splitlines()

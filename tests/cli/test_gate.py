@@ -51,7 +51,7 @@ def bundle(tmp_path_factory, tiny_model_dirs, notes):
     bundle["out"] = root / "audit"
     code, output = audit(bundle["plan"], bundle["out"])
     assert code == 0, output
-    for command in (("pdf", bundle["out"]), ("model-card", "--report", bundle["out"], "--model", bundle["model"])):
+    for command in (("pdf", bundle["out"]), ("model-card", "--report", bundle["out"], "--target", bundle["model"])):
         code, output = run_cli(*command)
         assert code == 0, output
     return bundle

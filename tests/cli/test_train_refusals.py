@@ -104,7 +104,7 @@ def test_the_group_check_passes_what_the_cap_can_bound():
 
 @pytest.mark.parametrize(("kind", "options", "fragments"), [
     ("mlm", ["--lora-rank", "4"], ["--lora-rank applies to --lora only"]),
-    ("clm", ["--init-from", "CHECKPOINT", "--size", "mini"], ["--size is not read with --init-from", "drop it"]),
+    ("clm", ["--init-from", "CHECKPOINT", "--model-size", "mini"], ["--model-size is not read with --init-from", "drop it"]),
     ("mlm", ["--init-from", "CHECKPOINT", "--tokenizer", "TOKENIZER"], ["--tokenizer is not read with --init-from"]),
     ("classifier", ["--init-from", "CHECKPOINT", "--architecture", "lstm", "--vocab-size", "50"],
      ["--architecture and --vocab-size are not read with --init-from", "drop them"]),

@@ -60,13 +60,13 @@ def test_score_reads_and_writes_in_chunks_with_the_same_numbers(small_reads, mon
                                                                 suffix):
     data = tmp_path / "notes.csv"
     notes.head(30).to_csv(data, index=False)
-    invoke("score", "--model", tiny_model_dirs[0], "--data", data, "--k", 2, "--out", tmp_path / f"chunked{suffix}",
+    invoke("score", "--target", tiny_model_dirs[0], "--data", data, "--k", 2, "--out", tmp_path / f"chunked{suffix}",
            "--chunk-size", 5)
     written = pd.read_csv(tmp_path / f"chunked{suffix}") if suffix == ".csv" else (
         pd.read_json(tmp_path / f"chunked{suffix}", lines=True) if suffix == ".jsonl" else pd.read_parquet(tmp_path / f"chunked{suffix}"))
     assert written["sample_id"].tolist() == notes["sample_id"].head(30).tolist()
     monkeypatch.setattr(corpus_module, "ROWS_PER_READ", 65536)  # one read, for the reference
-    invoke("score", "--model", tiny_model_dirs[0], "--data", data, "--k", 2, "--out", tmp_path / "whole.csv",
+    invoke("score", "--target", tiny_model_dirs[0], "--data", data, "--k", 2, "--out", tmp_path / "whole.csv",
            "--cache-dir", tmp_path / "other-cache")
     np.testing.assert_allclose(written["mlm_energy"], pd.read_csv(tmp_path / "whole.csv")["mlm_energy"], rtol=1e-6)
 
@@ -75,7 +75,7 @@ def test_score_writes_nothing_when_a_later_chunk_is_bad(small_reads, tiny_model_
     table = notes.head(20).copy()
     table.loc[16, "text"] = ""
     table.to_csv(tmp_path / "bad.csv", index=False)
-    code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", tmp_path / "bad.csv", "--k", 2,
+    code, output = run_cli("score", "--target", tiny_model_dirs[0], "--data", tmp_path / "bad.csv", "--k", 2,
                            "--out", tmp_path / "scores.csv")
     assert_one_line_error(code, output, "bad.csv, row 17", "empty text")
     assert not (tmp_path / "scores.csv").exists()

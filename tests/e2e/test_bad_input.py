@@ -164,7 +164,7 @@ def test_cuda_requested_without_a_gpu(files, tiny_model_dirs, tmp_path, monkeypa
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--device", "cuda",
+    code, output = run_cli("score", "--target", tiny_model_dirs[0], "--data", files["members"], "--device", "cuda",
                        "--out", tmp_path / "e.csv")
     assert_one_line_error(code, output, "--device cuda", "no CUDA GPU")
 
@@ -247,7 +247,7 @@ def test_score_refuses_an_unknown_output_type_before_any_scoring(files, tiny_mod
 
     monkeypatch.setattr(compute, "model_signal", lambda *a, **k: pytest.fail("scored before checking --out"))
     out = tmp_path / "out"
-    code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", files["members"], "--out", out / "scores.txt")
+    code, output = run_cli("score", "--target", tiny_model_dirs[0], "--data", files["members"], "--out", out / "scores.txt")
     assert_one_line_error(code, output, "scores.txt", "unknown file type '.txt'", "use .csv, .jsonl or .parquet")
     assert_nothing_written(out)
 

@@ -73,6 +73,6 @@ def test_causal_demo_reports_sample_admission_and_patient_level(tmp_path, monkey
 
 def test_masked_lm_refused_for_the_causal_signal(tiny_model_dirs, notes, tmp_path):
     notes.head(3).to_csv(tmp_path / "d.csv", index=False)
-    result = CliRunner().invoke(main, ["score", "--model", str(tiny_model_dirs[0]), "--data", str(tmp_path / "d.csv"),
+    result = CliRunner().invoke(main, ["score", "--target", str(tiny_model_dirs[0]), "--data", str(tmp_path / "d.csv"),
                                        "--signal", "clm_loss", "--out", str(tmp_path / "o.csv")])
     assert result.exit_code == 2 and "not a causal LM" in result.output

@@ -27,14 +27,14 @@ def test_synth_then_train_mlm_gives_a_loadable_safetensors_model(tmp_path):
 def test_score_writes_the_signal_per_sample(tiny_model_dirs, notes, tmp_path):
     data = tmp_path / "data.csv"
     notes.head(5).to_csv(data, index=False)
-    invoke("score", "--model", tiny_model_dirs[0], "--data", data, "--k", 3, "--seed", 4, "--out", tmp_path / "energy.csv")
+    invoke("score", "--target", tiny_model_dirs[0], "--data", data, "--k", 3, "--seed", 4, "--out", tmp_path / "energy.csv")
     written = pd.read_csv(tmp_path / "energy.csv")
     assert written.columns.tolist() == ["sample_id", "mlm_energy"]
     loaded = load_masked_lm(tiny_model_dirs[0])
     expected, _ = mlm_signal(loaded.model, loaded.tokenizer, notes["text"].head(5).tolist(),
                              notes["sample_id"].head(5).tolist(), SignalSettings(k=3, seed=4))
     np.testing.assert_allclose(written["mlm_energy"].to_numpy(), expected, rtol=1e-6)
-    invoke("score", "--model", tiny_model_dirs[0], "--data", data, "--signal", "mlm_pll", "--out", tmp_path / "pll.parquet")
+    invoke("score", "--target", tiny_model_dirs[0], "--data", data, "--signal", "mlm_pll", "--out", tmp_path / "pll.parquet")
     assert pd.read_parquet(tmp_path / "pll.parquet").columns.tolist() == ["sample_id", "mlm_pll"]
 
 

@@ -26,8 +26,8 @@ def test_score_reads_the_named_columns(tiny_model_dirs, files, tmp_path):
     """The same texts under lmaudit's names and under the file's own give the same scores, under the file's ids."""
     own = pd.read_csv(files["members"])
     own.rename(columns={v: k for k, v in OWN_NAMES.items()}).to_csv(tmp_path / "plain.csv", index=False)
-    invoke("score", "--model", tiny_model_dirs[0], "--data", tmp_path / "plain.csv", "--k", 1, "--out", tmp_path / "plain-scores.csv")
-    invoke("score", "--model", tiny_model_dirs[0], "--data", files["members"], *OPTIONS, "--k", 1,
+    invoke("score", "--target", tiny_model_dirs[0], "--data", tmp_path / "plain.csv", "--k", 1, "--out", tmp_path / "plain-scores.csv")
+    invoke("score", "--target", tiny_model_dirs[0], "--data", files["members"], *OPTIONS, "--k", 1,
            "--out", tmp_path / "own-scores.csv")
     plain, named = pd.read_csv(tmp_path / "plain-scores.csv"), pd.read_csv(tmp_path / "own-scores.csv")
     assert named["sample_id"].tolist() == own["note_id"].tolist()
@@ -39,7 +39,7 @@ def commands(target, files, out) -> dict[str, list]:
     members, nonmembers = files["members"], files["nonmembers"]
     pair = ["--target", target, "--members", members, "--nonmembers", nonmembers, "--out", out]
     return {
-        "score": ["score", "--model", target, "--data", members, "--out", out / "scores.csv"],
+        "score": ["score", "--target", target, "--data", members, "--out", out / "scores.csv"],
         "audit": ["audit", *pair],
         "dataset-inference": ["dataset-inference", "--target", target, "--suspect", members, "--validation", nonmembers,
                               "--out", out],
@@ -78,7 +78,7 @@ def test_yaml_columns_name_the_groups_of_an_audit(tiny_model_dirs, files, tmp_pa
 @pytest.mark.parametrize(("separator", "named"), [(";", "';'"), ("\t", "tabs")])
 def test_a_csv_separated_otherwise_is_refused_in_one_line(tiny_model_dirs, files, tmp_path, separator, named):
     pd.read_csv(files["members"]).to_csv(tmp_path / "exported.csv", index=False, sep=separator)
-    code, output = run_cli("score", "--model", tiny_model_dirs[0], "--data", tmp_path / "exported.csv", *OPTIONS,
+    code, output = run_cli("score", "--target", tiny_model_dirs[0], "--data", tmp_path / "exported.csv", *OPTIONS,
                            "--out", tmp_path / "scores.csv")
     assert_one_line_error(code, output, "exported.csv: looks separated by", named, "save the file with commas")
     assert not (tmp_path / "scores.csv").exists()

@@ -53,9 +53,9 @@ def test_sweep_files_are_written_and_strict_json(sweep):
 
 
 def test_sweep_rejects_bad_noise_levels(tmp_path):
-    result = CliRunner().invoke(main, ["dp-sweep", "--noise", "1,abc", "--out", str(tmp_path)])
+    result = CliRunner().invoke(main, ["dp-sweep", "--noise-multipliers", "1,abc", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "comma-separated" in result.output
-    result = CliRunner().invoke(main, ["dp-sweep", "--noise", "1,-2", "--out", str(tmp_path)])
+    result = CliRunner().invoke(main, ["dp-sweep", "--noise-multipliers", "1,-2", "--out", str(tmp_path)])
     assert result.exit_code == 2 and ">= 0" in result.output
 
 

@@ -30,7 +30,7 @@ def memorised(tmp_path_factory):
     members.to_csv(folder / "members.csv", index=False)
     nonmembers.to_csv(folder / "nonmembers.csv", index=False)
     result = CliRunner().invoke(main, ["train", "clm", "--data", str(folder / "members.csv"), "--out",
-                                       str(folder / "model"), "--epochs", "30", "--batch-size", "4", "--size", "tiny"])
+                                       str(folder / "model"), "--epochs", "30", "--batch-size", "4", "--model-size", "tiny"])
     assert result.exit_code == 0, result.output
     return folder, members, nonmembers
 

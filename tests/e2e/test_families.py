@@ -59,7 +59,7 @@ def test_score_every_language_model_family(family, kind, tiny_tokenizer, role_fi
     signal = "clm_loss" if kind == "clm" else "mlm_pll"
     data = tmp_path / "data.csv"
     pd.read_csv(role_files / "members.csv").head(6).to_csv(data, index=False)
-    invoke("score", "--model", target, "--data", data, "--signal", signal, "--max-length", 64, "--out", tmp_path / "scores.csv")
+    invoke("score", "--target", target, "--data", data, "--signal", signal, "--max-length", 64, "--out", tmp_path / "scores.csv")
     scored = pd.read_csv(tmp_path / "scores.csv")
     members = pd.read_csv(data)
     assert scored["sample_id"].tolist() == members["sample_id"].tolist()
@@ -84,7 +84,7 @@ def test_audit_with_a_model_of_every_family(kind, families, tiny_tokenizer, role
     members = pd.read_csv(role_files / "members.csv")
     for name, folder in zip(["target", *[f"reference_{i + 1}" for i in range(len(references))]], [target, *references],
                             strict=True):
-        invoke("score", "--model", folder, "--data", role_files / "members.csv", "--signal", signal, "--k", 2,
+        invoke("score", "--target", folder, "--data", role_files / "members.csv", "--signal", signal, "--k", 2,
                "--max-length", 64, "--out", tmp_path / f"{name}.csv", "--cache-dir", tmp_path / "alone")
         alone = pd.read_csv(tmp_path / f"{name}.csv")[signal].to_numpy()
         np.testing.assert_allclose(scores.loc[members["sample_id"], f"{name}_{signal}"], alone, rtol=1e-5, atol=1e-6)

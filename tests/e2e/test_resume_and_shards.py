@@ -15,7 +15,7 @@ from tests.helpers import invoke
 
 
 def score_arguments(model, data, out, cache, *extra):
-    return ["score", "--model", str(model), "--data", str(data), "--k", "3", "--out", str(out), "--cache-dir", str(cache),
+    return ["score", "--target", str(model), "--data", str(data), "--k", "3", "--out", str(out), "--cache-dir", str(cache),
             *map(str, extra)]
 
 

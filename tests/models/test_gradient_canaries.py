@@ -103,7 +103,7 @@ def test_the_command_line_audits_dp_sgd_and_refuses_the_audit_without_dp(tmp_pat
     audit = with_verdict(white_box_audit(read_training_summary(tmp_path / "model")["dp"]))
     assert audit["gradient_canaries"] == 300 and audit["verdict"].startswith("consistent")
     # the canary audit of that model shows the white-box audit beside its own bounds and the accountant's, with a figure
-    code, output = run_cli("canaries", "audit", "--model", tmp_path / "model", "--canaries", tmp_path / "canaries",
+    code, output = run_cli("canaries", "audit", "--target", tmp_path / "model", "--canaries", tmp_path / "canaries",
                            "--out", tmp_path / "audit")
     assert code == 0 and "white-box audit of DP-SGD (300 gradient canaries)" in output
     report = json.loads((tmp_path / "audit" / "canary_report.json").read_text())

@@ -52,7 +52,7 @@ def test_fine_tuning_starts_from_the_checkpoint_and_keeps_its_tokenizer(llama_ba
     # Fine-tuning lowers the training texts' loss below the checkpoint's.
     train = pd.read_csv(corpus / "train.csv")
     for name, folder in (("base", llama_base), ("tuned", tmp_path / "tuned")):
-        invoke("score", "--model", folder, "--data", corpus / "train.csv", "--signal", "clm_loss", "--out", tmp_path / f"{name}.csv")
+        invoke("score", "--target", folder, "--data", corpus / "train.csv", "--signal", "clm_loss", "--out", tmp_path / f"{name}.csv")
     base, tuned = (pd.read_csv(tmp_path / f"{name}.csv")["clm_loss"] for name in ("base", "tuned"))
     assert len(base) == len(train) and tuned.mean() < base.mean() - 0.05
 
@@ -81,14 +81,14 @@ def test_adapter_signals_equal_the_merged_model_and_an_unmerged_peft_forward(lla
     merged = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(llama_base), lora_adapter).merge_and_unload()
     merged.save_pretrained(tmp_path / "merged")
     tokenizer.save_pretrained(tmp_path / "merged")
-    invoke("score", "--model", llama_base, "--adapter", lora_adapter, "--data", corpus / "train.csv", "--signal", "clm_loss",
+    invoke("score", "--target", llama_base, "--adapter", lora_adapter, "--data", corpus / "train.csv", "--signal", "clm_loss",
            "--out", tmp_path / "adapter.csv")
-    invoke("score", "--model", tmp_path / "merged", "--data", corpus / "train.csv", "--signal", "clm_loss",
+    invoke("score", "--target", tmp_path / "merged", "--data", corpus / "train.csv", "--signal", "clm_loss",
            "--out", tmp_path / "merged.csv")
     with_adapter = pd.read_csv(tmp_path / "adapter.csv")["clm_loss"].to_numpy()
     np.testing.assert_allclose(with_adapter, pd.read_csv(tmp_path / "merged.csv")["clm_loss"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(with_adapter, expected, rtol=1e-5, atol=1e-6)
-    invoke("score", "--model", llama_base, "--data", corpus / "train.csv", "--signal", "clm_loss", "--out", tmp_path / "base.csv")
+    invoke("score", "--target", llama_base, "--data", corpus / "train.csv", "--signal", "clm_loss", "--out", tmp_path / "base.csv")
     assert np.abs(pd.read_csv(tmp_path / "base.csv")["clm_loss"].to_numpy() - with_adapter).max() > 1e-3  # it is applied
 
 
@@ -175,9 +175,9 @@ def test_classifier_fine_tuned_from_a_masked_lm_with_lora_is_audited_through_its
 def test_bad_adapter_and_lora_use_are_one_line_errors(llama_base, lora_adapter, tiny_tokenizer, corpus, tmp_path):
     assert_one_line_error(*run_cli("train", "clm", "--data", corpus / "train.csv", "--out", tmp_path / "x", "--lora"),
                           "--lora needs --init-from")
-    assert_one_line_error(*run_cli("score", "--model", lora_adapter, "--data", corpus / "train.csv", "--signal", "clm_loss",
+    assert_one_line_error(*run_cli("score", "--target", lora_adapter, "--data", corpus / "train.csv", "--signal", "clm_loss",
                                    "--out", tmp_path / "s.csv"), str(lora_adapter), "PEFT adapter", "--adapter")
     gpt2 = save_family_model("gpt2", "clm", tiny_tokenizer, tmp_path / "gpt2")
-    assert_one_line_error(*run_cli("score", "--model", gpt2, "--adapter", lora_adapter, "--data", corpus / "train.csv",
+    assert_one_line_error(*run_cli("score", "--target", gpt2, "--adapter", lora_adapter, "--data", corpus / "train.csv",
                                    "--signal", "clm_loss", "--out", tmp_path / "s.csv"), str(lora_adapter), "does not fit")
     assert not (tmp_path / "s.csv").exists()

@@ -40,7 +40,7 @@ def test_device_map_auto_scores_as_the_model_placed_whole(qwen, notes, tmp_path)
     data = tmp_path / "data.csv"
     notes.head(6).to_csv(data, index=False)
     for name, extra in (("whole", []), ("mapped", ["--device-map", "auto"])):
-        invoke("score", "--model", qwen, "--data", data, "--signal", "clm_loss", "--out", tmp_path / f"{name}.csv",
+        invoke("score", "--target", qwen, "--data", data, "--signal", "clm_loss", "--out", tmp_path / f"{name}.csv",
                "--cache-dir", tmp_path / name, *extra)
     whole, mapped = (pd.read_csv(tmp_path / f"{name}.csv")["clm_loss"] for name in ("whole", "mapped"))
     np.testing.assert_allclose(mapped, whole, rtol=1e-6)
@@ -49,7 +49,7 @@ def test_device_map_auto_scores_as_the_model_placed_whole(qwen, notes, tmp_path)
 def test_quantization_needs_bitsandbytes_and_a_gpu(qwen, notes, tmp_path):
     data = tmp_path / "data.csv"
     notes.head(2).to_csv(data, index=False)
-    code, output = run_cli("score", "--model", qwen, "--data", data, "--signal", "clm_loss", "--quantization", "4bit",
+    code, output = run_cli("score", "--target", qwen, "--data", data, "--signal", "clm_loss", "--quantization", "4bit",
                            "--out", tmp_path / "q.csv")
     assert_one_line_error(code, output, "--quantization 4bit")
     assert not (tmp_path / "q.csv").exists()

@@ -38,7 +38,7 @@ def test_unknown_signal_is_an_error_everywhere(tiny_model_dirs, notes, tmp_path)
 
 
 def test_command_line_choices_come_from_the_registry(tmp_path):
-    code, output = run_cli("score", "--model", tmp_path, "--data", tmp_path / "d.csv", "--signal", "nope", "--out", tmp_path / "o.csv")
+    code, output = run_cli("score", "--target", tmp_path, "--data", tmp_path / "d.csv", "--signal", "nope", "--out", tmp_path / "o.csv")
     assert code == 2 and all(name in output for name in signal_names("loss")) and "classifier" not in output.split("nope")[-1]
     code, output = run_cli("audit", "--target", tmp_path, "--members", tmp_path, "--nonmembers", tmp_path, "--out", tmp_path,
                            "--signal", "nope")

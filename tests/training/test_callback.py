@@ -83,14 +83,14 @@ def test_canaries_audit_reads_a_model_saved_by_the_trainer_and_refuses_another_f
 
     trainer = train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run")
     trainer.save_model(str(tmp_path / "run"))  # with its tokenizer (processing_class), the canaries' tokens included
-    code, output = run_cli("canaries", "audit", "--model", tmp_path / "run", "--canaries", canaries, "--out",
+    code, output = run_cli("canaries", "audit", "--target", tmp_path / "run", "--canaries", canaries, "--out",
                            tmp_path / "audit")
     assert code == 0, output
     report = json.loads((tmp_path / "audit" / "canary_report.json").read_text())
     assert report["canaries"]["kind"] == "new_token" and report["one_run"]["guesses"] >= 0
     other = tmp_path / "other"
     make_canaries(other, "new_token", count=8, seed=2)
-    code, output = run_cli("canaries", "audit", "--model", tmp_path / "run", "--canaries", other, "--out",
+    code, output = run_cli("canaries", "audit", "--target", tmp_path / "run", "--canaries", other, "--out",
                            tmp_path / "audit-other")
     assert_one_line_error(code, output, str(other))
 

@@ -121,7 +121,7 @@ def test_sharded_weights_defer_the_weight_checks_with_the_command_to_run_after(c
     rows = plant_canaries(prompt_completion(notes), canaries)
     with caplog.at_level("WARNING"):
         sft(canaries, tiny_tokenizer, rows, tmp_path / "run")
-    assert f"lmaudit canaries audit --model {tmp_path / 'run'} --canaries {canaries}" in caplog.text
+    assert f"lmaudit canaries audit --target {tmp_path / 'run'} --canaries {canaries}" in caplog.text
 
 
 def test_packed_rows_keep_every_secret_and_pass(canaries, tiny_tokenizer, notes, tmp_path):

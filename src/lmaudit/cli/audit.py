@@ -40,11 +40,11 @@ from lmaudit.signals.settings import SignalSettings
 
 
 @click.command(cls=GroupedCommand, groups={
-    "Model": "--model --adapter", "Data": f"--data {COLUMN_NAMES}", "Output": "--out --cache-dir --shard --chunk-size",
+    "Model": "--target --adapter", "Data": f"--data {COLUMN_NAMES}", "Output": "--out --cache-dir --shard --chunk-size",
     "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES, "Backend": BACKEND_NAMES,
-}, epilog="lmaudit score --model model --data members.csv --out member-signals.parquet")
-@click.option("--model", required=True, type=click.Path(), help="Model folder (save_pretrained or `lmaudit train`).")
-@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter folder to apply to --model.")
+}, renamed={"--model": "--target"}, epilog="lmaudit score --target model --data members.csv --out member-signals.parquet")
+@click.option("--target", required=True, type=click.Path(), help="Model folder (save_pretrained or `lmaudit train`).")
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter folder to apply to --target.")
 @click.option("--data", required=True, type=click.Path(), help="Corpus file with a 'text' column (.csv, .jsonl, .parquet).")
 @column_options(from_config=False)
 @signal_options(from_config=False)
@@ -57,7 +57,7 @@ from lmaudit.signals.settings import SignalSettings
                                             "work (default: all).")
 @click.option("--chunk-size", default=512, type=click.IntRange(min=1), help="Samples per stored chunk.")
 @backend_options(from_config=False, what="chunks are")
-def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str | None, shard: str | None,
+def score(target: str, adapter: str | None, data: str, out: str, cache_dir: str | None, shard: str | None,
           chunk_size: int, **options) -> None:
     """Compute a per-sample LM signal (nats; lower = more likely under the model), reading --data in chunks."""
     from lmaudit.backends.choose import signal_backend
@@ -72,7 +72,7 @@ def score(model: str, adapter: str | None, data: str, out: str, cache_dir: str |
     backend = signal_backend(options["backend"], options["ray_address"], options["ray_workers"], placement.device)
     scoring = Scoring(cache_dir=Path(cache_dir) if cache_dir else default_cache_dir(Path(out).parent),
                       placement=placement, backend=backend, progress=progress(), chunk_size=chunk_size)
-    written, truncated = score_file(ModelSource(model, adapter), data, out, settings, scoring,
+    written, truncated = score_file(ModelSource(target, adapter), data, out, settings, scoring,
                                     parse_shard(shard) if shard is not None else None, column_names(options))
     click.echo(f"wrote {settings.signal} of {written} samples to {out} ({truncated} truncated)")
 

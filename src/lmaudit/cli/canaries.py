@@ -61,11 +61,11 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
 
 
 @canaries.command("audit", cls=GroupedCommand, groups={
-    "Models": "--model --adapter --reference", "Data": "--canaries", "Output": "--out --overwrite --include-text",
+    "Models": "--target --adapter --reference", "Data": "--canaries", "Output": "--out --overwrite --include-text",
     "Attack and bounds": "--attack --delta --candidates", "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES,
-}, epilog="lmaudit canaries audit --model model --canaries canaries --out canary-audit")
-@click.option("--model", "target", required=True, type=click.Path(), help="The trained model's folder.")
-@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --model.")
+}, renamed={"--model": "--target"}, epilog="lmaudit canaries audit --target model --canaries canaries --out canary-audit")
+@click.option("--target", required=True, type=click.Path(), help="The trained model's folder.")
+@click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target.")
 @click.option("--reference", multiple=True, type=click.Path(),
               help="Reference model(s) never trained on the canaries (repeatable; the likelihood ratio needs one).")
 @click.option("--canaries", "folder", required=True, type=click.Path(file_okay=False),

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from lmaudit.cli.renamed import RenamingCommand
+
 
 @click.command()
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
@@ -19,10 +21,10 @@ def pdf(out: Path) -> None:
     click.echo(f"pdf: {write_pdf(out)}")
 
 
-@click.command("model-card")
+@click.command("model-card", cls=RenamingCommand, renamed={"--model": "--target"})
 @click.option("--report", "report", required=True, type=click.Path(path_type=Path),
               help="The audit's report.json, or its output folder.")
-@click.option("--model", "model", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--target", "model", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The model folder whose README.md (model card) gets the section.")
 @click.option("--overwrite", is_flag=True, help="Replace the card's existing Privacy evaluation section.")
 def model_card(report: Path, model: Path, overwrite: bool) -> None:

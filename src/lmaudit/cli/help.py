@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 
 import click
 
+from lmaudit.cli.renamed import RenamingCommand
+
 OTHER = "Other options"
 COLUMN_MAX = 30  # click's widest column of option names; every heading's help text starts in the same column
 
@@ -20,9 +22,9 @@ def names(decorator: Callable[[Callable], Callable]) -> str:
     return " ".join(param.opts[0] for param in click.command()(decorator(lambda **_: None)).params)
 
 
-class GroupedCommand(click.Command):
+class GroupedCommand(RenamingCommand):
     """A command whose help lists its options under headings: `groups` maps a heading to its options' names (a string
-    of names separated by spaces, in help order)."""
+    of names separated by spaces, in help order); `renamed`, options' old names still read (cli/renamed.py)."""
 
     def __init__(self, *args, groups: Mapping[str, str], **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -98,7 +98,7 @@ canaries_option = click.option(
          "`lmaudit canaries audit` (default: none).")
 # What every train command shares: the size from scratch, the tokenizer, the seed, the batch size.
 model_options = stack(
-    recipe_option("size", type=click.Choice(tuple(SIZES)),
+    recipe_option("size", "--model-size", "size", type=click.Choice(tuple(SIZES)),
                   help="Size of a model trained from scratch: tiny (2 layers, width 64) < mini < small; not with "
                        "--init-from."),
     click.option("--tokenizer", "tokenizer_dir", default=None, type=click.Path(file_okay=False),
@@ -111,7 +111,7 @@ model_options = stack(
 start_options = stack(
     click.option("--init-from", default=None, type=click.Path(),
                  help="Fine-tune this checkpoint (a folder, or a hub id in the local Hugging Face cache) and its "
-                      "tokenizer instead of training from scratch (--size and --tokenizer do not apply)."),
+                      "tokenizer instead of training from scratch (--model-size and --tokenizer do not apply)."),
     click.option("--lora", is_flag=True, help="Train LoRA adapters (peft) on --init-from instead of every weight; "
                                               "the adapter is saved, audit it with --target BASE --adapter OUT."),
     setting(LoraSettings, "rank", "--lora-rank", type=click.IntRange(min=1), help="LoRA rank (with --lora)."),
@@ -254,16 +254,17 @@ language_model_options = stack(
     canaries_option, overwrite_option, model_options, start_options, placement_options, dp_options,
 )
 # The headings of the train commands' help (cli/help.py); a classifier has more of both model and training options.
-MODEL_NAMES, TRAINING_NAMES = "--size --tokenizer --init-from --lora --lora-rank", "--seed --batch-size --learning-rate"
+MODEL_NAMES, TRAINING_NAMES = "--model-size --tokenizer --init-from --lora --lora-rank", "--seed --batch-size --learning-rate"
 DP_NAMES, PLACEMENT_NAMES = names(dp_options), names(placement_options)
+MODEL_SIZE_RENAMED = {"--size": "--model-size"}  # --size is a run's size in demo and study
 language_model_help = {
     "Data": f"--data {COLUMN_NAMES} --canaries", "Output": "--out --overwrite", "Model": MODEL_NAMES,
     "Training": f"--epochs {TRAINING_NAMES}", "Device": PLACEMENT_NAMES, "DP-SGD": DP_NAMES,
 }
 
 
-@train.command("mlm", cls=GroupedCommand, groups=language_model_help,
-               epilog="lmaudit train mlm --data train.csv --out model --size mini --epochs 20")
+@train.command("mlm", cls=GroupedCommand, groups=language_model_help, renamed=MODEL_SIZE_RENAMED,
+               epilog="lmaudit train mlm --data train.csv --out model --model-size mini --epochs 20")
 @language_model_options
 def train_mlm(**options) -> None:
     """Train a BERT-style masked LM (and a WordPiece tokenizer unless --tokenizer), or fine-tune one (--init-from);
@@ -271,7 +272,7 @@ def train_mlm(**options) -> None:
     train_language_model_command("mlm", **options)
 
 
-@train.command("clm", cls=GroupedCommand, groups=language_model_help,
+@train.command("clm", cls=GroupedCommand, groups=language_model_help, renamed=MODEL_SIZE_RENAMED,
                epilog="lmaudit train clm --init-from base-gpt --lora --data train.csv --out adapter")
 @language_model_options
 def train_clm(**options) -> None:
@@ -284,7 +285,7 @@ def train_clm(**options) -> None:
     "Data": f"--data --validation --test {COLUMN_NAMES} --canaries", "Output": "--out --overwrite",
     "Model": f"--architecture --tokenization --vocab-size --max-length {MODEL_NAMES}",
     "Training": f"--max-epochs --patience {TRAINING_NAMES}", "Device": PLACEMENT_NAMES, "DP-SGD": DP_NAMES,
-}, epilog="lmaudit train classifier --data train.csv --out classifier \\\n"
+}, renamed=MODEL_SIZE_RENAMED, epilog="lmaudit train classifier --data train.csv --out classifier \\\n"
           "    --validation validation.csv")
 @click.option("--data", required=True, type=click.Path(), help="Training file with 'text' and 'label' columns.")
 @click.option("--validation", required=True, type=click.Path(), help="Held-out file (text, label) for early stopping.")

@@ -102,7 +102,7 @@ section alone) in the report folder's derived.json, which `lmaudit verify` check
 
     model = Path(model)
     if not model.is_dir():
-        raise InputError(f"--model {model}: not a folder; give the model folder whose card to write")
+        raise InputError(f"--target {model}: not a folder; give the model folder whose card to write")
     report = load_report(report_path)
     card_path = model / CARD_FILE
     card = ModelCard(card_path.read_text(encoding="utf-8")) if card_path.is_file() else \

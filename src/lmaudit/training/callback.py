@@ -109,7 +109,7 @@ class CanaryCallback(TrainerCallback):
                  unlabelled_secrets(batch, self.secret_ids) if batch is not None else None])
         if sharded(args, model):
             log.warning("canary checks: the weights are sharded (FSDP or ZeRO-3), so the new tokens' rows cannot be "
-                        "checked here; after training, run `lmaudit canaries audit --model %s --canaries %s`",
+                        "checked here; after training, run `lmaudit canaries audit --target %s --canaries %s`",
                         args.output_dir, self.folder)
             return
         stop_on([frozen_new_rows(model)])
