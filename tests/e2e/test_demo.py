@@ -14,7 +14,7 @@ from lmaudit.cli import main
 from lmaudit.signals.store import default_cache_dir
 from lmaudit.studies.setup import DEMO_SIZES
 from tests.helpers import assert_document_round_trips, demo_member_only_terms, terms_written, text_terms
-from tests.report.test_page import CHROMIUM, CHROMIUM_FLAGS, measured_widths
+from tests.report.test_page import chromium_command, measured_widths, needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -311,12 +311,11 @@ def test_the_dataset_inference_command_reads_the_stored_signals_and_refuses_a_su
     assert len(refused.output.strip().splitlines()) == 1 and not (tmp_path / "no" / "dataset_inference.json").exists()
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+@needs_chromium
 def test_every_table_of_the_demo_page_scrolls_within_1280_px(demo_run, tmp_path):
     """Opened, the demo's page (every <details> open, "All thresholds" included) is no wider than a 1280 px window:
     a wide table scrolls inside its own box instead of being clipped or widening the page."""
-    common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
-    page_width, table_right, tables = measured_widths(demo_run[0] / "report.html", tmp_path, common)
+    page_width, table_right, tables = measured_widths(demo_run[0] / "report.html", tmp_path, chromium_command(tmp_path))
     assert tables >= 10 and page_width <= 1280 and table_right <= 1280
 
 
