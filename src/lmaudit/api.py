@@ -26,6 +26,7 @@ from lmaudit.data.scores import scores_from_table
 from lmaudit.metrics.results import AttackResult
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.report.document import ReportDocument, Summary, typed_document
+from lmaudit.report.tables import largest_bound
 
 # How results.table() names the TPR columns: the FPR levels the evaluation reports by default.
 TABLE_ALPHAS = ("0.01", "0.001")
@@ -63,7 +64,8 @@ class AuditResults:
                 point = r.tpr_at_fpr.get(alpha)
                 row |= {f"tpr@{alpha}": point.tpr if point else float("nan"), f"tp@{alpha}": point.tp if point else None,
                         f"fp@{alpha}": point.fp if point else None}
-            row["epsilon_lower_bound"] = max((t.epsilon_lower_bound for t in r.thresholds), default=float("nan"))
+            bound = largest_bound(r)
+            row["epsilon_lower_bound"] = float("nan") if bound is None else bound
             rows.append(row)
         return pd.DataFrame(rows)
 

@@ -180,11 +180,13 @@ def test_a_command_line_setting_refused_by_the_configuration_names_its_option():
 def captured_audit(monkeypatch):
     """audit with the pipeline replaced: the configuration it would run."""
     import lmaudit.audit.run
+    import lmaudit.report.document
     import lmaudit.report.tables
 
     seen = {}
     monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress, overwrite, plan=None: seen.update(config=config) or {"warnings": []})
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
+    monkeypatch.setattr(lmaudit.report.document, "typed_report", lambda report: report)
     return seen
 
 
@@ -235,11 +237,13 @@ def test_audit_options_override_the_config_files_values_and_leave_the_rest(captu
 def test_attack_builds_the_evaluation_settings_from_its_options(monkeypatch, tmp_path):
     """attack passes --bootstrap, --seed, --length-slices, --length-bounds and --slice-by to run_attack."""
     import lmaudit.audit.run
+    import lmaudit.report.document
     import lmaudit.report.tables
 
     seen = []
     monkeypatch.setattr(lmaudit.audit.run, "run_attack", lambda scores, out, settings, overwrite: seen.append(settings) or {"warnings": []})
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
+    monkeypatch.setattr(lmaudit.report.document, "typed_report", lambda report: report)
     _, stderr, code = run("attack", "--scores", "s.csv", "--out", tmp_path, "--bootstrap", 20, "--seed", 5,
                           "--length-slices", 2, "--length-bounds", "10, 30", "--slice-by", "source")
     assert code == 0, stderr

@@ -217,3 +217,22 @@ def test_plan_refuses_bad_input_in_one_line(bundle, tmp_path):
     assert not (tmp_path / "p.json").exists()
     code, output = run_cli("gate", bundle["out"], "--plan", tmp_path / "none.json")
     assert_one_line_error(code, output, str(tmp_path / "none.json"), "cannot be read")
+
+
+def test_the_plan_and_the_privacy_evaluation_match_their_models_and_a_resealed_misshapen_plan_is_refused(bundle,
+                                                                                                       tmp_path):
+    """plan.json and privacy_evaluation.json as written validate against their models (docs/schema/); a plan whose seal
+    was recomputed over a misshapen threshold (a metric no gate reads) is refused in one line naming where."""
+    from lmaudit.report.integrity import sealed, written_form
+    from lmaudit.report.model_card import PrivacyEvaluation
+    from lmaudit.report.plan import PLAN_KEY, PlanDocument
+
+    plan = json.loads(bundle["plan"].read_text())
+    PlanDocument.model_validate(plan)
+    PrivacyEvaluation.model_validate_json((bundle["model"] / "privacy_evaluation.json").read_text())
+    content = {key: value for key, value in plan.items() if key != "integrity"}
+    content["thresholds"] = [{**content["thresholds"][0], "metric": "recall"}]
+    misshapen = tmp_path / "misshapen.json"
+    misshapen.write_text(written_form(sealed(content, PLAN_KEY)))
+    code, output = run_cli("gate", bundle["out"], "--plan", misshapen)
+    assert_one_line_error(code, output, str(misshapen), "not a plan of this lmaudit's schema (at thresholds.0.metric)")

@@ -12,6 +12,7 @@ from lmaudit.attacks.base import ACCESS_LEVELS
 from lmaudit.audit import run
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.report.coverage import CONTEXTS, LIMITS, NO_WHITE_BOX, access_context, coverage_section, release_context
+from lmaudit.report.document import typed_report
 from lmaudit.report.tables import summary_table
 from tests.audit.test_run import calls, language_model_config  # noqa: F401 (calls: the fake models' fixture)
 from tests.helpers import assert_document_round_trips, assert_one_line_error, run_cli
@@ -160,7 +161,7 @@ def test_report_json_page_and_terminal_carry_the_coverage(scores_report):
     assert "What was tested: the attack families of the EDPB's Opinion 28/2024" in page
     assert page.count('<tr><td class="l">') >= 6 and "<td class=\"l\">model inversion</td><td class=\"l\">not tested" in page
     assert "Release context: not declared" in page and "not a determination that the model is anonymous" in page
-    lines = summary_table(report).splitlines()
+    lines = summary_table(typed_report(report)).splitlines()
     start = lines.index("Attack families of the EDPB's Opinion 28/2024:")
     assert lines[start + 1].startswith("  Release context: not declared")
     assert [line.split(":")[0].strip() for line in lines[start + 2:start + 8]] == FAMILIES
@@ -191,11 +192,13 @@ def test_a_declared_release_changes_the_words_not_the_numbers(tmp_path):
 def captured_audit(monkeypatch):
     """audit with the pipeline replaced: the configuration it would run."""
     import lmaudit.audit.run
+    import lmaudit.report.document
     import lmaudit.report.tables
 
     seen = {}
     monkeypatch.setattr(lmaudit.audit.run, "run_audit", lambda config, progress, overwrite, **rest: seen.update(config=config) or {"warnings": []})
     monkeypatch.setattr(lmaudit.report.tables, "summary_table", lambda report: "")
+    monkeypatch.setattr(lmaudit.report.document, "typed_report", lambda report: report)
     return seen
 
 

@@ -1,6 +1,7 @@
 """Every document lmaudit writes has a typed model: a document that does not match it is never written, a written one
 reads back into it and writes out to the same JSON, and docs/schema/ holds each model's JSON Schema."""
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -50,13 +51,20 @@ def test_a_file_that_is_not_a_document_is_refused_in_one_line_naming_it(tmp_path
         load_document(tmp_path / "notes.json")
 
 
-def test_docs_schema_holds_every_documents_current_json_schema():
-    """Tools that validate a report read docs/schema/<document>.schema.json; scripts/schema_docs.py writes them."""
-    for name, schema in schemas().items():
+def test_docs_schema_holds_every_written_files_current_json_schema():
+    """Tools that validate a report, a plan or a cell read docs/schema/<file>.schema.json; scripts/schema_docs.py
+    writes them, for every document and every file beside them."""
+    spec = importlib.util.spec_from_file_location("schema_docs", SCHEMA_FOLDER.parents[1] / "scripts" / "schema_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    every = module.all_schemas()
+    assert set(DOCUMENT_MODELS) | {"plan.json", "cell.json", "privacy_evaluation.json",
+                                   "lmaudit_checkpoint_audits.json"} == set(every)
+    for name, schema in every.items():
         path = SCHEMA_FOLDER / name.replace(".json", ".schema.json")
         assert path.is_file(), f"{path} missing: run scripts/schema_docs.py"
         assert json.loads(path.read_text()) == schema, f"{path} is stale: run scripts/schema_docs.py"
-    assert set(DOCUMENT_MODELS) == {p.name.replace(".schema.json", ".json") for p in SCHEMA_FOLDER.glob("*.schema.json")}
+    assert set(every) == {p.name.replace(".schema.json", ".json") for p in SCHEMA_FOLDER.glob("*.schema.json")}
 
 
 def test_the_schema_admits_null_where_a_number_is_not_one():

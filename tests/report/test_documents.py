@@ -29,17 +29,17 @@ def test_the_page_and_table_come_with_the_document_all_or_none(tmp_path):
     """A table that cannot be written leaves no document, no page and no earlier file replaced; a good one writes all
     three."""
     table = pd.DataFrame({"sample_id": ["a", "b"], "rank": [1, 2]})
-    write_document(tmp_path, "study.json", {"cells": [], "shown": []}, page=("page.html", "<p>1</p>"),
+    write_document(tmp_path, "sweep.json", {"rows": []}, page=("page.html", "<p>1</p>"),
                    table=("t.parquet", table))
     before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
-    assert set(before) == {"study.json", "page.html", "t.parquet"}
+    assert set(before) == {"sweep.json", "page.html", "t.parquet"}
 
     class Unwritable(pd.DataFrame):
         def to_parquet(self, *args, **kwargs):
             raise OSError("disk full")
 
     with pytest.raises(OSError):
-        write_document(tmp_path, "study.json", {"cells": [{"n": 2}], "shown": []}, page=("page.html", "<p>2</p>"),
+        write_document(tmp_path, "sweep.json", {"rows": [{"n": 2}]}, page=("page.html", "<p>2</p>"),
                        table=("t.parquet", Unwritable(table)))
     assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
 

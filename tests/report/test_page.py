@@ -88,10 +88,13 @@ def study_page(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("study")
     shown = [("likelihood_ratio", "sample"), ("min_k_plus_plus", "subgroup"), ("logistic_calibration", "group")]
-    cells = [{"cell": f"c{i}", "settings": {"model_size": "small", "learning_rate": 0.0001 * (i + 1)}, "seconds": 1234.5,
-              "verdict": "inconclusive",
+    unmeasured = dict.fromkeys(["tpr_at_0.1pct_fpr", "population_advantage", "mean_member_loss_advantage",
+                                "epsilon_lower_bound"])
+    cells = [{"cell": f"c{i}", "settings": {"model_size": "small", "learning_rate": 0.0001 * (i + 1)}, "measured": {},
+              "seconds": 1234.5, "verdict": "inconclusive",
               "results": [{"attack": a, "signal": "mlm_energy", "level": lv, "auc": 0.5 + 0.01 * i, "auc_ci": [0.123, 0.987],
-                           "tpr_at_1pct_fpr": 0.123, "population_precision": 1.0, "population_recall": None}
+                           "tpr_at_1pct_fpr": 0.123, "population_precision": 1.0, "population_recall": None,
+                           "n_members": 100, "n_nonmembers": 100, **unmeasured}
                           for a, lv in shown]} for i in range(6)]
     write_study(out, {"study": "widths", "description": "x", "paper": "y", "setup": {}, "x": "learning_rate",
                       "series": "model_size", "shown": [list(pair) for pair in shown], "cells": cells, "analysis": None})

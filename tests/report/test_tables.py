@@ -1,19 +1,35 @@
-"""The report's summary tables pick the right cells: feature x attack (classifier) and attack x level (LMs)."""
+"""The report's summary tables pick the right cells: feature x attack (classifier) and attack x level (LMs), from the
+typed records a report reads back as."""
 
-from lmaudit.report.tables import feature_attack_table, level_table
+import math
+from types import SimpleNamespace
+
+from lmaudit.metrics.results import AttackResult, ThresholdResult, TprRecord
+from lmaudit.report.document import RankedAttack
+from lmaudit.report.tables import feature_attack_table, largest_bound, level_table
+
+NAN = math.nan
+
+
+def threshold(rule, advantage=NAN, accuracy=NAN, epsilon=NAN):
+    return ThresholdResult(rule=rule, alpha=None, value=0.0, tp=0, fp=0, tn=0, fn=0, precision=NAN, recall=NAN, fpr=NAN,
+                           accuracy=accuracy, advantage=advantage, recall_ci=(NAN, NAN), fpr_ci=(NAN, NAN),
+                           epsilon_lower_bound=epsilon)
 
 
 def result(attack, signal, level, auc, thresholds=(), slice_name="all"):
-    return {"attack": attack, "signal": signal, "level": level, "slice": slice_name, "auc": auc, "thresholds": list(thresholds)}
+    return AttackResult(attack=attack, signal=signal, level=level, slice=slice_name, auc=auc, auc_ci=(NAN, NAN),
+                        tpr_at_fpr={}, thresholds=list(thresholds), balanced=None, n_members=10, n_nonmembers=10,
+                        n_population=0)
 
 
 def test_level_table_puts_levels_side_by_side_with_the_mu_advantage():
-    mu = {"rule": "mean_member_loss", "advantage": 0.3}
-    population = {"rule": "population", "advantage": 0.9}
+    mu = threshold("mean_member_loss", advantage=0.3)
+    population = threshold("population", advantage=0.9)
     results = [
         result("loss", "clm_loss", "sample", 0.7, [population, mu]),
         result("loss", "clm_loss", "sample", 0.6, [mu], slice_name="length:short"),
-        result("loss", "clm_loss", "group", 0.9, [{**mu, "advantage": 0.5}]),
+        result("loss", "clm_loss", "group", 0.9, [threshold("mean_member_loss", advantage=0.5)]),
         result("likelihood_ratio", "clm_loss", "sample", 0.8, [population]),
     ]
     rows = level_table(results)
@@ -26,10 +42,9 @@ def test_level_table_puts_levels_side_by_side_with_the_mu_advantage():
 
 
 def test_feature_attack_table_reads_auc_and_shadow_accuracy():
-    shadow = {"rule": "shadow", "accuracy": 0.61}
     results = [
-        result("sample_threshold", "loss", "sample", 0.66, [shadow]),
-        result("user_logistic", "loss", "group", 0.91, [{**shadow, "accuracy": 0.87}]),
+        result("sample_threshold", "loss", "sample", 0.66, [threshold("shadow", accuracy=0.61)]),
+        result("user_logistic", "loss", "group", 0.91, [threshold("shadow", accuracy=0.87)]),
         result("loss", "mlm_energy", "sample", 0.55),
     ]
     assert feature_attack_table(results) == [{"feature": "loss", "attacks": {
@@ -39,10 +54,18 @@ def test_feature_attack_table_reads_auc_and_shadow_accuracy():
 def test_ranking_lines_keep_columns_apart_for_long_names():
     from lmaudit.report.tables import ranking_lines
 
-    point = {"tpr": 0.1, "tp": 3, "fp": 1}
-    rows = [{"attack": attack, "signal": signal, "auc": 0.6, "auc_ci": [0.5, 0.7],
-             "tpr_at_fpr": {"0.01": point, "0.001": point}}
+    point = TprRecord(tpr=0.1, fpr=0.0, tp=3, fp=1, tpr_ci=(0.0, 0.3), resolution_limited=False)
+    rows = [RankedAttack(attack=attack, signal=signal, auc=0.6, auc_ci=(0.5, 0.7), tpr_at_fpr={"0.01": point, "0.001": point},
+                         n_members=10, n_nonmembers=10, description="", paper="", access="black-box")
             for attack, signal in (("logistic_calibration", "attention_concentration"), ("loss", "x"))]
-    lines = ranking_lines({"ranking": {"sample": rows}, "results": []})
+    lines = ranking_lines(SimpleNamespace(ranking={"sample": rows}, results=[]))
     column = lines[0].index("AUC [95% CI]")
     assert all(line[column:].startswith("0.600 [0.500, 0.700]") and line[column - 1] == " " for line in lines[2:])
+
+
+def test_the_largest_bound_skips_thresholds_no_population_calibrated():
+    """An uncalibrated threshold's bound is NaN (null in report.json): the largest is over the others, None if none."""
+    bounds = [threshold("population", epsilon=0.4), threshold("mean_member_loss"), threshold("population", epsilon=1.2)]
+    assert largest_bound(result("loss", "x", "sample", 0.6, bounds)) == 1.2
+    assert largest_bound(result("loss", "x", "sample", 0.6, [threshold("mean_member_loss")])) is None
+    assert largest_bound(result("loss", "x", "sample", 0.6)) is None

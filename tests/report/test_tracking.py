@@ -30,9 +30,10 @@ def test_the_runs_metrics_tags_and_artifacts_are_the_reports(tracking):
     expected = {}
     for name, level in written["summary"]["levels"].items():
         expected[f"{name}.auc"] = level["strongest"]["auc"]
-        expected[f"{name}.auc_upper"] = level["strongest"]["auc_ci"][1]
+        expected[f"{name}.auc_low"], expected[f"{name}.auc_high"] = level["strongest"]["auc_ci"]
         if level.get("tpr_at_1pct_fpr"):
             expected[f"{name}.tpr_at_1pct_fpr"] = level["tpr_at_1pct_fpr"]["tpr"]
+            expected[f"{name}.tpr_low"], expected[f"{name}.tpr_high"] = level["tpr_at_1pct_fpr"]["tpr_ci"]
         if level.get("epsilon_lower_bound"):
             expected[f"{name}.epsilon_lower_bound"] = level["epsilon_lower_bound"]["epsilon_lower_bound"]
     assert run.data.metrics == pytest.approx({k: v for k, v in expected.items() if v is not None})

@@ -10,6 +10,7 @@ import pytest
 from lmaudit.audit import run
 from lmaudit.data.scores import scores_from_table
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.report.cell_record import CellRecord
 from lmaudit.report.study import study_lines
 from lmaudit.studies.runner import Cell, StudyPlan, run_study
 from tests.helpers import assert_document_round_trips
@@ -84,6 +85,19 @@ def test_a_cell_whose_settings_changed_is_redone(tmp_path, audits):
     (tmp_path / "cells" / "shift-1.0" / "cell.json").write_text(json.dumps(record))
     run_study(plan_of([1.0], prepared), tmp_path)
     assert prepared == [1.0, 1.0]
+
+
+def test_a_cell_record_that_is_not_a_cell_record_is_redone(tmp_path, audits):
+    """cell.json is read back only where it matches its model (report/cell_record.py); one with a misspelt field, as
+    another lmaudit might have written, is redone rather than tabulated."""
+    prepared = []
+    run_study(plan_of([1.0], prepared), tmp_path)
+    path = tmp_path / "cells" / "shift-1.0" / "cell.json"
+    record = json.loads(path.read_text())
+    CellRecord.model_validate(record)
+    path.write_text(json.dumps({**record, "verdikt": record.pop("verdict")}))
+    run_study(plan_of([1.0], prepared), tmp_path)
+    assert prepared == [1.0, 1.0] and "verdict" in json.loads(path.read_text())
 
 
 def test_the_terminal_table_has_a_line_per_cell(tmp_path, audits):

@@ -18,7 +18,7 @@ from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries
 from lmaudit.data.corpus import read_table
 from lmaudit.errors import InputError
 from lmaudit.metrics.one_run import one_run_bound
-from lmaudit.training.checkpoint_audit import AUDITS_FILE, CheckpointAudit, loss_scores, read_audits
+from lmaudit.training.checkpoint_audit import AUDITS_FILE, CheckpointAudit, loss_scores, read_audits, write_audits
 from lmaudit.training.planting import add_canary_tokens, canary_texts, secret_only
 from tests.families import tiny_family_model
 
@@ -197,3 +197,21 @@ def test_a_peft_model_is_scored_through_its_adapters(tiny_tokenizer, notes):
         assert not np.allclose(-scores, slow_losses(model, tiny_tokenizer, texts), rtol=1e-3)
     entry = callback.audit(model.train(), tiny_tokenizer)
     assert model.training and entry["auc"] == pytest.approx(roc_auc_score([1, 1, 1, 0, 0, 0], scores))
+
+
+def test_the_audits_file_is_strict_json_checked_against_its_model(tmp_path):
+    """An AUC that is not a number is written as null (never NaN, which strict readers refuse, nor an error that stops
+    the training run), an entry with a misspelt key is refused before the file is replaced, and a file that is not
+    one CheckpointAudit writes is one InputError naming it."""
+    entry = {"step": 1, "epoch": 0.5, "members": 3, "population": 3, "auc": float("nan"), "auc_low": 0.1,
+             "auc_high": 0.9, "tpr_at_1pct_fpr": 0.0, "canary_epsilon_lower_bound": None}
+    write_audits(tmp_path, [entry])
+    text = (tmp_path / AUDITS_FILE).read_text()
+    assert '"auc": null' in text and "NaN" not in text
+    assert read_audits(tmp_path) == [{**entry, "auc": None}]
+    with pytest.raises(ValueError, match="aucc"):
+        write_audits(tmp_path, [{**entry, "aucc": 0.5}])
+    assert (tmp_path / AUDITS_FILE).read_text() == text
+    (tmp_path / AUDITS_FILE).write_bytes(b"\xff\xfe[]")
+    with pytest.raises(InputError, match=f"{AUDITS_FILE}: unreadable"):
+        read_audits(tmp_path)

@@ -4,7 +4,6 @@ each level's counts can show, into the sealed plan of report/plan.py."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 from lmaudit.attacks.base import CLASSIFIER_LEVEL_NAMES, LANGUAGE_MODEL_LEVEL_NAMES
@@ -40,5 +39,5 @@ def split_power(folder: str | Path) -> list[str]:
     corpus = load_audit_corpus([RoleFile(role, str(folder / name)) for role, name in PLAN_FILES.items()])
     counts = corpus_counts(corpus, EvaluationSettings().permutations)
     names = LANGUAGE_MODEL_LEVEL_NAMES
-    return [power_words(names[level], asdict(level_power(count)), names["group"])
+    return [power_words(names[level], level_power(count), names["group"])
             for level, count in counts.items()]

@@ -112,6 +112,7 @@ def audit(config_path: str | None, plan_path: str | None, nonmembers: tuple[str,
           overwrite: bool, **options) -> None:
     """Audit a model: signals of target (and references or shadow), every attack the data allows, the report."""
     from lmaudit.audit.run import run_audit
+    from lmaudit.report.document import typed_report
     from lmaudit.report.tables import summary_table
 
     options["nonmembers"] = nonmember_files(nonmembers)
@@ -125,7 +126,7 @@ def audit(config_path: str | None, plan_path: str | None, nonmembers: tuple[str,
     else:
         config = audit_config(config_path, options, extraction_asked, "out")
     report = run_audit(config, progress=progress(), overwrite=overwrite, plan=planned)
-    click.echo(summary_table(report))
+    click.echo(summary_table(typed_report(report)))
     log_warnings(report["warnings"])
     click.echo(f"report: {Path(config.out) / 'report.html'}")
 
@@ -143,10 +144,11 @@ def audit(config_path: str | None, plan_path: str | None, nonmembers: tuple[str,
 def attack(scores: str, out: str, overwrite: bool, **options) -> None:
     """Audit from precomputed losses (lower = more likely under the model): same attacks and report."""
     from lmaudit.audit.run import run_attack
+    from lmaudit.report.document import typed_report
     from lmaudit.report.tables import summary_table
 
     report = run_attack(scores, out, EvaluationSettings(**given(options)), overwrite=overwrite)
-    click.echo(summary_table(report))
+    click.echo(summary_table(typed_report(report)))
     log_warnings(report["warnings"])
     click.echo(f"report: {Path(out) / 'report.html'}")
 

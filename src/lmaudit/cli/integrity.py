@@ -52,10 +52,8 @@ def plan(out: str, thresholds: tuple[str, ...], accept_undecidable: bool, overwr
          nonmembers: tuple[str, ...], extraction_asked: bool, **options) -> None:
     """Write an audit plan before the audit: model, data SHA-256, every setting the audit measures with, what the data
     can show per level, and the thresholds that fail the gate."""
-    from lmaudit.atomic import write_text
     from lmaudit.audit.plan import plan_audit
-    from lmaudit.report.integrity import written_form
-    from lmaudit.report.plan import RUN_SETTINGS, parse_threshold, plan_lines, plan_sha256
+    from lmaudit.report.plan import RUN_SETTINGS, parse_threshold, plan_lines, plan_sha256, write_plan
 
     run = next((name for name in RUN_SETTINGS if options.get(name) not in (None, False)), None)
     if run is not None:
@@ -67,7 +65,7 @@ def plan(out: str, thresholds: tuple[str, ...], accept_undecidable: bool, overwr
     options["nonmembers"] = nonmember_files(nonmembers)
     config = audit_config(config_path, {**options, "out": out}, extraction_asked)
     document = plan_audit(config, parsed, accept_undecidable)
-    write_text(out, written_form(document))
+    write_plan(out, document)
     for line in plan_lines(document):
         click.echo(line)
     click.echo(f"plan {plan_sha256(document)}: {out}")

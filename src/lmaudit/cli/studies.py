@@ -50,6 +50,7 @@ overwrite_option = click.option(
 @overwrite_option
 def demo(out: str | None, size: str, seed: int, suite: str, architecture: str, overwrite: bool) -> None:
     """Run the whole audit on generated data (clinical notes, or user posts) with tiny models trained on the spot."""
+    from lmaudit.report.document import typed_report
     from lmaudit.report.tables import summary_table
     from lmaudit.studies.demo import default_out, run_demo
     from lmaudit.studies.folders import refuse_foreign_folder
@@ -63,7 +64,7 @@ def demo(out: str | None, size: str, seed: int, suite: str, architecture: str, o
         report = run_finetune_demo(out, size, seed, progress=progress())
     else:
         report = run_demo(out, size, seed, progress=progress(), suite=suite, architecture=architecture)
-    click.echo(summary_table(report))
+    click.echo(summary_table(typed_report(report)))
     log_warnings(report["warnings"])
     click.echo(f"report: {Path(out) / 'report.html'}")
     if suite != "finetune" and find_spec("typst") is not None:  # the optional PDF engine, which `make demo` installs

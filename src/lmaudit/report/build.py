@@ -18,6 +18,7 @@ from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings, extreme_score_warnings, population_mismatch_warnings
 from lmaudit.report.coverage import coverage_section
 from lmaudit.report.derived import stale_files
+from lmaudit.report.document import typed_report
 from lmaudit.report.documents import headed, write_document
 from lmaudit.report.html import render_html
 from lmaudit.report.tables import ranking
@@ -144,8 +145,8 @@ def write_report(out_dir: str | Path, report: dict, scores: pd.DataFrame, attack
     """Write scores.parquet, report.html and report.json into `out_dir`, all or nothing (report.json last, so an
     interrupted audit never leaves a half-written report); `highlighted`: the member texts with their top spans, shown
     on the page (--include-text only: training text)."""
-    write_document(out_dir, REPORT_FILE, report, page=("report.html", render_html(report, attacks, highlighted)),
-                   table=("scores.parquet", scores))
+    page = render_html(typed_report(report), attacks, highlighted)
+    write_document(out_dir, REPORT_FILE, report, page=("report.html", page), table=("scores.parquet", scores))
     for stale in stale_files(Path(out_dir)):  # made from the report this one replaces
         stale.unlink()
         log.info("removed %s: it was made from the report this audit replaced", stale)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from lmaudit.attacks.base import ACCESS_LEVELS, WEIGHTS_ONLY
 from lmaudit.attacks.registry import ATTACKS
 from lmaudit.config import RELEASES
+from lmaudit.report.document import ReportDocument
 from lmaudit.report.verdict import threat_models
 from lmaudit.signals.registry import signal_names, signal_spec
 
@@ -183,13 +184,13 @@ def coverage_section(report: dict) -> dict:
             "limits": LIMITS}
 
 
-def coverage_lines(report: dict) -> list[str]:
+def coverage_lines(report: ReportDocument) -> list[str]:
     """The coverage as text for the terminal: the context line, one line per family, the limits."""
-    section = report.get("coverage")
-    if not section:
+    coverage = report.coverage
+    if coverage is None:
         return []
-    lines = ["", "Attack families of the EDPB's Opinion 28/2024:", f"  {section['context']}"]
-    for item in section["families"]:
-        said = item["how_to_test"] if item["status"] == "not tested" else item["what_ran"]
-        lines.append(f"  {item['family']}: {item['status'].upper()}: {said}")
-    return [*lines, f"  {section['limits']}"]
+    lines = ["", "Attack families of the EDPB's Opinion 28/2024:", f"  {coverage.context}"]
+    for item in coverage.families:
+        said = item.how_to_test if item.status == "not tested" else item.what_ran
+        lines.append(f"  {item.family}: {item.status.upper()}: {said}")
+    return [*lines, f"  {coverage.limits}"]

@@ -22,6 +22,7 @@ from lmaudit.errors import InputError
 from lmaudit.metrics.permutation_tests import LeakageTests
 from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
+from lmaudit.report.cell_record import CellRecord
 
 Section = dict[str, Any]  # a section whose shape its own module documents (validity, extraction, per_class, ...)
 
@@ -293,7 +294,7 @@ class StudyDocument(Header):
     """study.json: a study's cells (settings, measurements, each attack's summary) and its analysis."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    cells: list[Section]
+    cells: list[CellRecord]
     shown: list[list[str]]
 
 
@@ -327,6 +328,12 @@ def typed_document(name: str, document: dict) -> Header:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ValueError(f"{name} does not match its schema at {where}: {first['msg']}") from None
+
+
+def typed_report(report: dict) -> ReportDocument:
+    """report.json's document (as `build_report` returns it, or as read from the file) as its model; ValueError naming
+    the first field that does not match the schema."""
+    return typed_document("report.json", report)
 
 
 def load_document(path: str | Path) -> Header:

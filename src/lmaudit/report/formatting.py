@@ -10,8 +10,8 @@ MISSING = "n/a"  # a value that could not be measured, where a blank would look 
 
 
 def number(value: float | None) -> str:
-    """Three decimals; blank when unknown."""
-    return "" if value is None else f"{value:.3f}"
+    """Three decimals; blank when unknown (None, or NaN: a typed report's null)."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
 
 def percent(value: float | None) -> str:

@@ -4,6 +4,7 @@ bound). report/verdict.py decides; this module only words what it decided."""
 
 from __future__ import annotations
 
+from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.risk_rule import HIGH_LEVEL, HIGH_RATIO, MODERATE_LEVEL, MOST_EXPOSED
 from lmaudit.report.formatting import with_interval
 
@@ -23,23 +24,23 @@ def shown_p(p_value: float) -> str:
     return repr(p_value)
 
 
-def p_floor(power: dict | None) -> float | None:
+def p_floor(power: LevelPower | None) -> float | None:
     """The smallest family-wise p-value a level's relabellings can give (its families over permutations + 1)."""
-    return power["counts"]["families"] / (power["counts"]["permutations"] + 1) if power else None
+    return power.counts.families / (power.counts.permutations + 1) if power else None
 
 
-def p_words(p_value: float | None, power: dict | None) -> str:
+def p_words(p_value: float | None, power: LevelPower | None) -> str:
     """'family-wise p = 0.31', or at the smallest value the relabellings can give, '< 0.002 (the smallest 1,000
     relabellings can show)'."""
     if p_value is None:
         return "no permutation test could run"
     floor = p_floor(power)
     if floor is not None and p_value <= floor * (1 + 1e-9):
-        return f"family-wise p < {shown_p(floor)} (the smallest {power['counts']['permutations']:,} relabellings can show)"
+        return f"family-wise p < {shown_p(floor)} (the smallest {power.counts.permutations:,} relabellings can show)"
     return f"family-wise p = {shown_p(p_value)}"
 
 
-def p_cell(p_value: float | None, power: dict | None) -> str:
+def p_cell(p_value: float | None, power: LevelPower | None) -> str:
     """A level's family-wise p-value for a table: '< 0.002' at the smallest value its relabellings can give, else the
     value ('n/a' where no test ran)."""
     if p_value is None:
@@ -48,23 +49,23 @@ def p_cell(p_value: float | None, power: dict | None) -> str:
     return f"< {shown_p(floor)}" if floor is not None and p_value <= floor * (1 + 1e-9) else shown_p(p_value)
 
 
-def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power: dict, group_name: str = "group"
-            ) -> str:
+def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power: LevelPower,
+            group_name: str = "group") -> str:
     """The level's first sentence: its risk and, in plain words, why (`power`: what its counts could show; the groups
     its units come from are `group_name`s)."""
-    counts = power["counts"]
-    given = f"{counts['nonmembers']:,} non-member {units}"
+    counts = power.counts
+    given = f"{counts.nonmembers:,} non-member {units}"
     if risk == "high":
         return f"High risk at {heading}: an attacker can tell member {units} from non-members at a low false-positive rate."
     if risk == "low":
         return (f"Low risk at {heading}: no attack told member {units} from non-members better than chance, and "
                 f"{given} were enough to show it at a 1% false-positive rate.")
     if risk == "inconclusive":
-        if not power["can_read_low"]:
-            had = (f"{counts['nonmembers']:,} given" if counts["nonmember_groups"] >= counts["nonmembers"] else
-                   f"these {counts['nonmembers']:,} come from {counts['nonmember_groups']:,} {group_name}s")
+        if not power.can_read_low:
+            had = (f"{counts.nonmembers:,} given" if counts.nonmember_groups >= counts.nonmembers else
+                   f"these {counts.nonmembers:,} come from {counts.nonmember_groups:,} {group_name}s")
             return (f"Inconclusive at {heading}: too few non-member {units} to rule out leakage (about "
-                    f"{power['nonmembers_for_low']:,} independent ones needed, {had}); no attack beat chance.")
+                    f"{power.nonmembers_for_low:,} independent ones needed, {had}); no attack beat chance.")
         fpr_high = ((at_low_fpr or {}).get("fpr_ci") or [None, None])[1]
         could_be = f" (at the 1% threshold it could be as high as {fpr_high:.1%})" if fpr_high is not None else ""
         return (f"Inconclusive at {heading}: no attack beat chance, but {given} did not resolve a 1% false-positive "
@@ -72,7 +73,7 @@ def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power:
     first = f"Moderate risk at {heading}: the attacks tell member {units} from non-members better than chance"
     most = at_low_fpr is not None and at_low_fpr["tpr"] > MOST_EXPOSED
     exposed = f", and {named(at_low_fpr)} exposes most of them ({at_low_fpr['tpr']:.1%})" if most else ""
-    if not power["can_read_high"]:
+    if not power.can_read_high:
         return f"{first}{exposed}; whether at a low false-positive rate, {given} are too few to show."
     if most:
         return f"{first}{exposed}, though not surely at a low false-positive rate."
@@ -133,17 +134,17 @@ def statement(first: str, level_name: str, test: str, strongest: dict, at_low_fp
     return " ".join(parts)
 
 
-def power_words(name: str, power: dict, group_name: str = "group") -> str:
-    """What one level's counts can show (`power`: metrics/power.py's LevelPower, as a dict) in a line: its
+def power_words(name: str, power: LevelPower, group_name: str = "group") -> str:
+    """What one level's counts can show (`power`: metrics/power.py's LevelPower) in a line: its
     units and the `group_name`s they come from, the best 1% false-positive resolution, the risks it can read, and what
     'low' needs where it cannot."""
-    units, counts = f"{name}s", power["counts"]
-    groups = f" (from {counts['member_groups']:,} and {counts['nonmember_groups']:,} {group_name}s)" if (
-        counts["member_groups"] < counts["members"] or counts["nonmember_groups"] < counts["nonmembers"]) else ""
-    readable = [risk for risk in ("high", "moderate", "low") if power[f"can_read_{risk}"]]
-    line = (f"{name} level: {counts['members']:,} member and {counts['nonmembers']:,} non-member {units}{groups}; the 1% "
-            f"threshold's false-positive rate is known at best to {power['fpr_bound']:.1%}; can read "
+    units, counts = f"{name}s", power.counts
+    groups = f" (from {counts.member_groups:,} and {counts.nonmember_groups:,} {group_name}s)" if (
+        counts.member_groups < counts.members or counts.nonmember_groups < counts.nonmembers) else ""
+    readable = [risk for risk in ("high", "moderate", "low") if getattr(power, f"can_read_{risk}")]
+    line = (f"{name} level: {counts.members:,} member and {counts.nonmembers:,} non-member {units}{groups}; the 1% "
+            f"threshold's false-positive rate is known at best to {power.fpr_bound:.1%}; can read "
             f"{', '.join(readable) + ' or inconclusive' if readable else 'only inconclusive'}")
-    if not power["can_read_low"]:
-        line += f"; 'low' needs about {power['nonmembers_for_low']:,} independent non-member {units}"
+    if not power.can_read_low:
+        line += f"; 'low' needs about {power.nonmembers_for_low:,} independent non-member {units}"
     return line

@@ -5,9 +5,11 @@ tools (README.md's text and its `model-index` metadata) and as privacy_evaluatio
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
@@ -15,6 +17,7 @@ from lmaudit.report.coverage import LIMITS
 from lmaudit.report.derived import DERIVED_FILE, derived_json, entry, section_text, text_sha256
 from lmaudit.report.document import LevelVerdict, ReportDocument, load_report
 from lmaudit.report.formatting import MISSING, number, with_interval
+from lmaudit.strict_json import json_text
 
 HEADING = "## Privacy evaluation"
 CARD_FILE, EVALUATION_FILE = "README.md", "privacy_evaluation.json"
@@ -50,6 +53,34 @@ def privacy_section(report: ReportDocument) -> str:
         "| level | risk | strongest attack | AUC [95% CI] | TPR at 1% FPR [95% CI] (attack) | epsilon lower bound |",
         "|---|---|---|---|---|---|", *rows, "",
         summary.threat_models.statement, *([""] + caveats if caveats else []), "", LIMITS, ""])
+
+
+class EvaluatedLevel(BaseModel):
+    """One level of privacy_evaluation.json: its risk, the strongest attack's AUC and 95% interval, the TPR at 1% FPR
+    of the attack that exposes most and its interval, and the epsilon lower bound (None where not measured)."""
+
+    model_config = ConfigDict(extra="forbid")
+    risk: Literal["high", "moderate", "low", "inconclusive"]
+    attack: str
+    auc: float | None
+    auc_ci: tuple[float | None, float | None]
+    tpr_at_1pct_fpr: float | None
+    tpr_at_1pct_fpr_ci: tuple[float | None, float | None]
+    tpr_attack: str | None
+    epsilon_lower_bound: float | None
+
+
+class PrivacyEvaluation(BaseModel):
+    """privacy_evaluation.json: the report's headline numbers by level for programs, with the report's SHA-256."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool: Literal["lmaudit"]
+    lmaudit_version: str
+    created: str
+    report_sha256: str | None
+    risk: Literal["high", "moderate", "low", "inconclusive"]
+    levels: dict[str, EvaluatedLevel]
+    limits: str
 
 
 def evaluation(report: ReportDocument) -> dict:
@@ -116,7 +147,8 @@ section alone) in the report folder's derived.json, which `lmaudit verify` check
     card.data.model_name = card.data.model_name or model.name
     kept = [result for result in card.data.eval_results or [] if result.task_type != TASK]
     card.data.eval_results = kept + eval_results(report)
-    card_text, evaluation_text = str(card), json.dumps(evaluation(report), indent=2)
+    card_text, evaluation_text = str(card), json_text(evaluation(report))
+    PrivacyEvaluation.model_validate_json(evaluation_text)  # a writer's bug is refused before anything is on disk
     folder = report_folder(report_path)
     records = [entry(folder, card_path, text_sha256(section_text(card_text, HEADING)), HEADING),
                entry(folder, model / EVALUATION_FILE, text_sha256(evaluation_text))]

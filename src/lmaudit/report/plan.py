@@ -9,15 +9,19 @@ import re
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lmaudit import __version__
+from lmaudit.atomic import write_text
 from lmaudit.attacks.base import CLASSIFIER_LEVEL_NAMES, GENERIC_LEVEL_NAMES, LANGUAGE_MODEL_LEVEL_NAMES, LEVELS
 from lmaudit.config import AuditConfig, validated
 from lmaudit.errors import InputError
-from lmaudit.metrics.power import LevelCounts, best_value, level_power
+from lmaudit.metrics.power import LevelCounts, LevelPower, best_value, level_power, power_of_record
 from lmaudit.models.fingerprints import adapter_file_names, files_digest_now, model_file_names
 from lmaudit.models.folders import check_adapter_folder, resolve_model_folder
-from lmaudit.report.integrity import data_hashes, read_sealed, seal_mismatches, sealed
+from lmaudit.report.integrity import data_hashes, read_sealed, seal_mismatches, sealed, written_form
 from lmaudit.report.level_words import power_words
 
 PLAN_KEY = "plan_sha256"
@@ -40,6 +44,57 @@ LEVEL_ALIASES = {name: level for names in (LANGUAGE_MODEL_LEVEL_NAMES, CLASSIFIE
 # The settings of how an audit runs and is written, not of what it measures: a plan leaves them to `audit --plan`.
 RUN_SETTINGS = ("out", "cache_dir", "device", "device_map", "backend", "ray_address", "ray_workers", "figures",
                 "include_text", "release", "vllm_python", "api_key_env", "concurrency", "request_timeout", "retries")
+
+
+class PlanRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlannedThreshold(PlanRecord):
+    """A threshold as the plan records it (parse_threshold): a number `at_most` on one side of its interval, or a risk."""
+
+    level: str
+    metric: Literal["auc", "tpr_at_1pct_fpr", "risk"]
+    side: Literal["upper", "point", "lower"] | None = None
+    at_most: float | Literal["low", "moderate"]
+
+
+class PlannedLevel(PlanRecord):
+    """A level of the planned data: its name in the report and what its counts can show (metrics/power.py)."""
+
+    name: str
+    power: LevelPower
+
+
+class AcceptedUndecidable(PlanRecord):
+    """A threshold the planned data cannot decide, written with --accept-undecidable, and why."""
+
+    threshold: str
+    reason: str
+
+
+class PlanDocument(PlanRecord):
+    """plan.json: the audit decided before it runs: the target's fingerprint, the data files' SHA-256, every setting
+    that changes what the audit measures, each level's power, the thresholds that fail the gate, and the seal."""
+
+    schema_version: Literal[PLAN_SCHEMA]
+    kind: Literal[PLAN_KIND]
+    lmaudit_version: str
+    created: str
+    target: dict[str, Any]  # folder, fingerprint, adapter (and its fingerprint)
+    data: dict[str, str]
+    settings: dict[str, Any]
+    levels: dict[str, PlannedLevel]
+    thresholds: list[PlannedThreshold]
+    undecidable: list[AcceptedUndecidable]
+    metrics: dict[str, str]
+    integrity: dict[str, str]
+
+
+def write_plan(path: str | Path, document: dict) -> None:
+    """Write the sealed plan `document` to `path`, whole or not at all, once it matches PlanDocument."""
+    PlanDocument.model_validate(document)  # a writer's bug is refused before anything is on disk
+    write_text(path, written_form(document))
 
 
 def parse_threshold(text: str) -> dict:
@@ -162,6 +217,13 @@ def load_plan(path: str | Path) -> tuple[dict, list[str]]:
     if not lines and plan.get("schema_version") != PLAN_SCHEMA:
         raise InputError(f"{path}: written by an earlier lmaudit, whose plans did not fix every setting the audit "
                          "measures with; plan again with `lmaudit plan`")
+    if not lines:
+        try:
+            PlanDocument.model_validate(plan)
+        except ValidationError as error:
+            where = ".".join(str(part) for part in error.errors()[0]["loc"])
+            raise InputError(f"{path}: not a plan of this lmaudit's schema (at {where}); plan again with "
+                             "`lmaudit plan`") from None
     return plan, lines
 
 
@@ -206,7 +268,7 @@ def planned_config(plan_path: str, options: dict, config_path: str | None) -> tu
 def plan_lines(plan: dict) -> list[str]:
     """The plan in words for the terminal: each level's power, then each threshold and whether its data decides it."""
     group_name = plan["levels"].get("group", {}).get("name", "group")
-    lines = [power_words(entry["name"], entry["power"], group_name)
+    lines = [power_words(entry["name"], power_of_record(entry["power"]), group_name)
              for entry in plan["levels"].values()]
     accepted = {entry["threshold"]: entry["reason"] for entry in plan.get("undecidable", [])}
     for threshold in plan["thresholds"]:

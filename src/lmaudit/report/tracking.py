@@ -1,6 +1,6 @@
 """An audit's headline numbers and its sealed report, logged to the team's MLflow tracking server beside its training
-runs (the optional `mlflow` extra): per level the strongest attack's AUC and the upper end of its interval, the TPR at
-1% FPR and the epsilon lower bound as metrics; the risk, lmaudit's version and the report's SHA-256 as tags; report.json,
+runs (the optional `mlflow` extra): per level its headline (report/document.py:LevelVerdict.headline, under the same
+names: the strongest attack's AUC and interval, the TPR at 1% FPR and its interval, the epsilon lower bound) as metrics; the risk, lmaudit's version and the report's SHA-256 as tags; report.json,
 report.html and report.pdf as artifacts. Never scores.parquet: it is the membership list, by sample id."""
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ ARTIFACTS = ("report.json", "report.html", "report.pdf")  # what an audit shows 
 
 
 def headline_metrics(report: ReportDocument) -> dict[str, float]:
-    """'<level>.<metric>': each level's headline numbers that were measured (NaN and missing left out)."""
-    names = {"auc": "auc", "auc_high": "auc_upper", "tpr_at_1pct_fpr": "tpr_at_1pct_fpr",
-             "epsilon_lower_bound": "epsilon_lower_bound"}  # the headline's numbers, by their metric names
-    return {f"{name}.{names[key]}": value for name, level in report.summary.levels.items()
-            for key, value in level.headline().items() if key in names and value is not None}
+    """'<level>.<number>': each level's headline numbers that were measured (NaN and missing left out), named as the
+    headline names them."""
+    return {f"{name}.{key}": value for name, level in report.summary.levels.items()
+            for key, value in level.headline().items() if value is not None}
 
 
 def headline_tags(report: ReportDocument) -> dict[str, str]:

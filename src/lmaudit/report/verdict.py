@@ -19,6 +19,7 @@ from lmaudit.metrics.risk_rule import (
     exposure_ratio,
     resolves_one_percent,
 )
+from lmaudit.report.document import ReportDocument
 from lmaudit.report.formatting import counted
 from lmaudit.report.level_words import opening, p_words, shift_opening, statement
 
@@ -158,7 +159,7 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strong
     p_value = level_p_value(tests, level)
     risk = _risk(p_value, tpr_rows, epsilon, at_low_fpr)
     counts = level_counts(level, strongest, at_level, tests)
-    power = asdict(level_power(counts, delta))
+    power = level_power(counts, delta)
     name = names.get(level, level)
     heading = f"{name} level{against}"
     first = opening(risk, heading, f"{name}s", at_low_fpr, power, names.get("group", "group"))
@@ -173,7 +174,7 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strong
     return {
         **entry,
         "strongest": {key: strongest[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members", "n_nonmembers")},
-        "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon, "power": power,
+        "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon, "power": asdict(power),
         "statement": statement(first, name, test, strongest, at_low_fpr, epsilon, delta, shifted,
                                _fewer_groups(counts, names.get("group", "group"))),
     }
@@ -251,11 +252,11 @@ def dataset_inference_statement(section: dict | None, shifted: bool = False) -> 
     return f"{opening}: {reading}{caveat}{more}."
 
 
-def dataset_inference_line(report: dict) -> str | None:
+def dataset_inference_line(report: ReportDocument) -> str | None:
     """The report's dataset-inference sentence, with the shift caveat where the texts alone separate the verdict's
     sets at some level."""
-    shifted = any(entry.get("blind", {}).get("texts_separate") for entry in report["summary"]["levels"].values())
-    return dataset_inference_statement(report.get("dataset_inference"), shifted)
+    shifted = any(entry.blind is not None and entry.blind.texts_separate for entry in report.summary.levels.values())
+    return dataset_inference_statement(report.dataset_inference, shifted)
 
 
 EXTRACTION_RULE = (
@@ -294,18 +295,15 @@ def extraction_statement(section: dict | None) -> str | None:
     return f"{opening}: no more than for non-members (intervals overlap), no evidence that it gives training text back."
 
 
-def verdict_lines(report: dict) -> list[str]:
+def verdict_lines(report: ReportDocument) -> list[str]:
     """The verdict as text for the terminal: any shift the blind baseline found, the overall risk, then one statement
     per level and the caveats."""
-    summary = report.get("summary")
-    if not summary:
-        return []
+    summary = report.summary
     # A shift between members and non-members comes first: it changes how every number below reads.
-    lines = [f"SHIFT: {shift}" for shift in summary.get("shift", [])]
-    lines.append(f"VERDICT: {summary['risk'].upper()} membership-inference risk (rule: see report.html or the README)")
-    lines += [f"  {entry['statement']}" for entry in summary["levels"].values()]
-    threats = summary.get("threat_models", {}).get("statement")
-    lines += [f"  {line}" for line in (dataset_inference_line(report), extraction_statement(report.get("extraction")),
-                                       threats) if line]
-    lines += [f"  Another non-member set: {shift}" for shift in summary.get("shift_elsewhere", [])]
-    return lines + [f"  Caveat: {caveat}" for caveat in summary.get("caveats", [])]
+    lines = [f"SHIFT: {shift}" for shift in summary.shift or []]
+    lines.append(f"VERDICT: {summary.risk.upper()} membership-inference risk (rule: see report.html or the README)")
+    lines += [f"  {entry.statement}" for entry in summary.levels.values()]
+    lines += [f"  {line}" for line in (dataset_inference_line(report), extraction_statement(report.extraction),
+                                       summary.threat_models.statement) if line]
+    lines += [f"  Another non-member set: {shift}" for shift in summary.shift_elsewhere or []]
+    return lines + [f"  Caveat: {caveat}" for caveat in summary.caveats or []]

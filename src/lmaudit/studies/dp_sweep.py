@@ -22,9 +22,11 @@ from lmaudit.audit.run import run_audit
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.locks import output_lock
+from lmaudit.report.document import ReportDocument, typed_report
 from lmaudit.report.sweep import write_sweep
-from lmaudit.report.tables import population_threshold_at, result_of
+from lmaudit.report.tables import largest_bound, population_threshold_at, result_of
 from lmaudit.signals.store import default_cache_dir
+from lmaudit.strict_json import json_ready
 from lmaudit.studies.canary_epsilon import (
     canary_measurement,
     record_canaries,
@@ -54,7 +56,7 @@ def swept_attacks() -> list[tuple[str, str]]:
             if level in spec.levels and set(spec.reads) <= {TARGET_LOSS, REFERENCE_LOSSES}]
 
 
-def sweep_row(noise: float, training: dict, report: dict, utility: float, canaries: dict) -> dict:
+def sweep_row(noise: float, training: dict, report: ReportDocument, utility: float, canaries: dict) -> dict:
     """One noise level: the accountant's epsilon, utility, the canary audit's epsilon lower bounds and guesses, the
     white-box audit's bound and verdict, and per attack the AUC, the advantage and the largest empirical epsilon lower
     bound over its calibrated thresholds."""
@@ -64,16 +66,15 @@ def sweep_row(noise: float, training: dict, report: dict, utility: float, canari
            "white_box_epsilon": None, "white_box_f_dp_epsilon": None, "white_box_verdict": None,
            **white_box_measurement(training), "attacks": {}}
     for attack, level in swept_attacks():
-        result = result_of(report, attack, level)
+        result = result_of(report.results, attack, level)
         if result is None:
             continue
         population = population_threshold_at(result)
-        row["attacks"][f"{attack} {level}"] = {
-            "auc": result["auc"], "auc_ci": result["auc_ci"],
-            "advantage": population["advantage"] if population else None,
+        row["attacks"][f"{attack} {level}"] = json_ready({
+            "auc": result.auc, "auc_ci": list(result.auc_ci), "advantage": population.advantage if population else None,
             # None where the level's population calibrates no threshold (its report says why)
-            "epsilon_lower_bound": max((t["epsilon_lower_bound"] for t in result["thresholds"]), default=None),
-        }
+            "epsilon_lower_bound": largest_bound(result),
+        })
     return row
 
 
@@ -133,7 +134,7 @@ def run_dp_sweep(out: str | Path, noises: tuple[float, ...] = DEFAULT_NOISES, si
                                     demo.k, seed, cache)
             log.info("dp sweep: noise %g: auditing the planted canaries", noise)
             planted = canary_measurement(target, None, canaries, out / name / "canaries", cache, delta, seed)
-            rows.append(sweep_row(noise, read_training_summary(target), report, utility, planted))
+            rows.append(sweep_row(noise, read_training_summary(target), typed_report(report), utility, planted))
         sweep = {"size": size, "seed": seed, "dp": {"max_grad_norm": max_grad_norm, "delta": delta,
                                                      "max_samples_per_group": max_samples_per_group},
                  "epochs": epochs, "rows": rows,

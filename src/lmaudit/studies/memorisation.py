@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.roles import MEMBER
-from lmaudit.report.tables import population_threshold_at
+from lmaudit.report.tables import population_threshold_at, result_of
 from lmaudit.studies.notes import TARGET_ROLES, notes_study
 from lmaudit.studies.runner import StudyPlan
 
@@ -81,9 +81,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
         from lmaudit.models.tokenizer import load_tokenizer
 
         report, scores = study.cell_outputs(records[0])
-        result = next(r for r in report["results"] if r["attack"] == EXPOSING_ATTACK and r["level"] == "sample"
-                      and r["slice"] == "all")
-        threshold = population_threshold_at(result)
+        threshold = population_threshold_at(result_of(report.results, EXPOSING_ATTACK, "sample"))
         if threshold is None:
             return {"not run": "the population calibrates no 10% FPR threshold for the likelihood ratio"}
         members = scores[scores["role"] == MEMBER].merge(study.notes[["sample_id", "text"]], on="sample_id")
@@ -91,7 +89,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
         encode = lambda texts: tokenizer(list(texts), add_special_tokens=False)["input_ids"]  # noqa: E731
         features = sample_features(members["text"].tolist(), encode(members["text"]),
                                    token_frequencies(encode(study.texts(*TARGET_ROLES))))
-        exposed = (members["score_" + EXPOSING_ATTACK] >= threshold["value"]).to_numpy()
+        exposed = (members["score_" + EXPOSING_ATTACK] >= threshold.value).to_numpy()
         patients = sorted(members["group_id"].unique())
         rng = np.random.default_rng(seed)
         train_patients = set(rng.permutation(patients)[: len(patients) // 2])

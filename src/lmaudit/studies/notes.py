@@ -4,7 +4,6 @@ for every cell, and the audit of a cell."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pandas as pd
 from lmaudit.config import AuditConfig
 from lmaudit.data.roles import CALIBRATION_MEMBER, MEMBER, NONMEMBER, POPULATION
 from lmaudit.models.source import ModelSource
+from lmaudit.report.document import ReportDocument, load_report
 from lmaudit.signals.store import default_cache_dir
 from lmaudit.studies.runner import Cell
 from lmaudit.studies.setup import (
@@ -82,11 +82,10 @@ class NotesStudy:
 
         return Cell("target", {"target": "demo"}, prepare)
 
-    def cell_outputs(self, record: dict) -> tuple[dict, pd.DataFrame]:
-        """A finished cell's report.json document and scores.parquet table."""
+    def cell_outputs(self, record: dict) -> tuple[ReportDocument, pd.DataFrame]:
+        """A finished cell's report (report.json, typed) and scores.parquet table."""
         folder = self.out / "cells" / record["cell"]
-        return (json.loads((folder / "report.json").read_text(encoding="utf-8")),
-                pd.read_parquet(folder / "scores.parquet"))
+        return load_report(folder), pd.read_parquet(folder / "scores.parquet")
 
     def audit(self, folder: Path, target: Path, references: list[Path], signal: str = "mlm_energy",
               files: dict[str, Path] | None = None) -> AuditConfig:

@@ -18,7 +18,8 @@ import pandas as pd
 
 from lmaudit.attacks.base import aggregate_by_group
 from lmaudit.data.roles import MEMBER, NONMEMBER
-from lmaudit.report.tables import population_threshold_at
+from lmaudit.report.document import ReportDocument
+from lmaudit.report.tables import population_threshold_at, result_of
 from lmaudit.studies.notes import notes_study
 from lmaudit.studies.runner import StudyPlan
 
@@ -69,19 +70,18 @@ def bucketed_leakage(log_probability: pd.Series, member: pd.Series, called: pd.S
 PAPER_SECTION = "loss: buckets (the paper's: admissions, mean-training-loss threshold, 100 buckets)"
 
 
-def paper_buckets(report: dict, audited: pd.DataFrame, log_probability: pd.Series) -> dict | str:
+def paper_buckets(report: ReportDocument, audited: pd.DataFrame, log_probability: pd.Series) -> dict | str:
     """The paper's definition: the loss attack's admissions (mean score of each admission's notes) called at its
     admission-level mean-training-loss threshold, in MAX_BUCKETS buckets of their patient's profile log-probability;
     buckets of fewer than MIN_PATIENTS admissions dropped."""
-    result = next((r for r in report["results"] if r["attack"] == "loss" and r["level"] == "subgroup"
-                   and r["slice"] == "all"), None)
-    mu = next((t for t in result["thresholds"] if t["rule"] == "mean_member_loss"), None) if result else None
+    result = result_of(report.results, "loss", "subgroup")
+    mu = next((t for t in result.thresholds if t.rule == "mean_member_loss"), None) if result else None
     if mu is None:
         return "not run: no admission-level loss attack with a mean-training-loss threshold (calibration members needed)"
     admissions = aggregate_by_group(audited["score_loss"].to_numpy(), audited["subgroup_id"].to_numpy())
     first = audited.groupby("subgroup_id")[["group_id", "role"]].first().loc[admissions.index]
     rows = bucketed_leakage(pd.Series(log_probability.loc[first["group_id"]].to_numpy(), index=admissions.index),
-                            first["role"] == MEMBER, admissions >= mu["value"], buckets=MAX_BUCKETS)
+                            first["role"] == MEMBER, admissions >= mu.value, buckets=MAX_BUCKETS)
     return ({f"bucket {i + 1}": row for i, row in enumerate(rows)} if rows else
             f"no bucket of {MAX_BUCKETS} holds {MIN_PATIENTS} audited admissions: more patients needed")
 
@@ -106,15 +106,14 @@ def plan(out: Path, size: str, seed: int, progress: bool = False) -> StudyPlan:
         roles = audited.groupby("group_id")["role"].first()
         analysis = {}
         for attack in BUCKETED_ATTACKS:
-            result = next((r for r in report["results"] if r["attack"] == attack and r["level"] == "group"
-                           and r["slice"] == "all"), None)
+            result = result_of(report.results, attack, "group")
             threshold = population_threshold_at(result) if result else None
             if threshold is None:
                 analysis[f"{attack}: buckets"] = "not run: no patient-level population threshold (too few patients)"
                 continue
             patient_scores = aggregate_by_group(audited["score_" + attack].to_numpy(), audited["group_id"].to_numpy())
             rows = bucketed_leakage(log_probability.loc[patient_scores.index], roles.loc[patient_scores.index] == MEMBER,
-                                    patient_scores >= threshold["value"])
+                                    patient_scores >= threshold.value)
             analysis[f"{attack}: buckets"] = ({f"bucket {i + 1}": row for i, row in enumerate(rows)} if rows else
                                               f"no bucket holds {MIN_PATIENTS} audited patients: more patients needed")
         analysis[PAPER_SECTION] = paper_buckets(report, audited, log_probability)

@@ -18,8 +18,11 @@ from pathlib import Path
 from lmaudit.atomic import write_text
 from lmaudit.config import AuditConfig
 from lmaudit.locks import output_lock
-from lmaudit.report.tables import population_threshold_at
-from lmaudit.strict_json import json_text
+from lmaudit.metrics.results import AttackResult
+from lmaudit.report.cell_record import CellRecord
+from lmaudit.report.document import ReportDocument, typed_report
+from lmaudit.report.tables import largest_bound, population_threshold_at
+from lmaudit.strict_json import json_ready, json_text
 
 log = logging.getLogger(__name__)
 
@@ -60,37 +63,42 @@ class StudyPlan:
     grid_figure: bool = True  # False where the cells are no one line per series (the analysis figure stands instead)
 
 
-def result_summary(result: dict) -> dict:
+def result_summary(result: AttackResult) -> dict:
     """What a study keeps of one result: AUC with its interval, TPR at 1% and 0.1% FPR, precision, recall and advantage
-    at the population threshold (alpha 0.1) and at the mean-member-loss threshold, the largest epsilon lower bound."""
+    at the population threshold (alpha 0.1) and at the mean-member-loss threshold, the largest epsilon lower bound
+    (None where not measured: a record read back from cell.json is the same)."""
     population = population_threshold_at(result)
-    mean_loss = next((t for t in result["thresholds"] if t["rule"] == "mean_member_loss"), None)
-    return {
-        "attack": result["attack"], "signal": result["signal"], "level": result["level"],
-        "auc": result["auc"], "auc_ci": result["auc_ci"],
-        "tpr_at_1pct_fpr": result["tpr_at_fpr"].get("0.01", {}).get("tpr"),
-        "tpr_at_0.1pct_fpr": result["tpr_at_fpr"].get("0.001", {}).get("tpr"),
-        **{f"population_{key}": population[key] if population else None for key in ("precision", "recall", "advantage")},
-        "mean_member_loss_advantage": mean_loss["advantage"] if mean_loss else None,
-        "epsilon_lower_bound": max((t["epsilon_lower_bound"] for t in result["thresholds"]), default=None),
-        "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
-    }
+    mean_loss = next((t for t in result.thresholds if t.rule == "mean_member_loss"), None)
+    at_one, at_tenth = result.tpr_at_fpr.get("0.01"), result.tpr_at_fpr.get("0.001")
+    return json_ready({
+        "attack": result.attack, "signal": result.signal, "level": result.level, "auc": result.auc,
+        "auc_ci": list(result.auc_ci), "tpr_at_1pct_fpr": at_one.tpr if at_one else None,
+        "tpr_at_0.1pct_fpr": at_tenth.tpr if at_tenth else None,
+        **{f"population_{key}": getattr(population, key) if population else None
+           for key in ("precision", "recall", "advantage")},
+        "mean_member_loss_advantage": mean_loss.advantage if mean_loss else None,
+        "epsilon_lower_bound": largest_bound(result), "n_members": result.n_members, "n_nonmembers": result.n_nonmembers,
+    })
 
 
-def cell_record(cell: Cell, report: dict, seconds: float) -> dict:
+def cell_record(cell: Cell, report: ReportDocument, seconds: float) -> dict:
     """A cell's line of study.json: its settings, what it measured, the seconds it took, and every attack's summary on
     all samples."""
     return {"cell": cell.name, "settings": cell.settings, "measured": cell.measure() if cell.measure else {},
-            "seconds": round(seconds, 1), "verdict": report["summary"]["risk"],
-            "results": [result_summary(r) for r in report["results"] if r["slice"] == "all"]}
+            "seconds": round(seconds, 1), "verdict": report.summary.risk,
+            "results": [result_summary(r) for r in report.results if r.slice == "all"]}
 
 
 def _finished(folder: Path, cell: Cell) -> dict | None:
+    """The cell's record from an earlier run with the same settings; None where there is none, or one that does not
+    match CellRecord (written by another lmaudit: the cell is redone)."""
     try:
-        record = json.loads((folder / CELL_FILE).read_text(encoding="utf-8"))
+        text = (folder / CELL_FILE).read_text(encoding="utf-8")
+        CellRecord.model_validate_json(text)
     except (OSError, ValueError):
         return None
-    return record if record.get("settings") == json.loads(json.dumps(cell.settings)) else None
+    record = json.loads(text)
+    return record if record["settings"] == json.loads(json.dumps(cell.settings)) else None
 
 
 def run_study(plan: StudyPlan, out: str | Path, progress: bool = False, cell_figures: bool = False) -> dict:
@@ -115,8 +123,10 @@ def run_study(plan: StudyPlan, out: str | Path, progress: bool = False, cell_fig
                 started = time.monotonic()
                 config = cell.prepare(folder).model_copy(update={"figures": cell_figures})
                 report = run_audit(config, progress=progress, overwrite=True)  # a cell redone replaces its report
-                record = cell_record(cell, report, time.monotonic() - started)
-                write_text(folder / CELL_FILE, json_text(record))
+                record = cell_record(cell, typed_report(report), time.monotonic() - started)
+                text = json_text(record)
+                CellRecord.model_validate_json(text)  # a writer's bug is refused before the record is kept
+                write_text(folder / CELL_FILE, text)
             records.append(record)
         study = {"format": STUDY_FORMAT, "study": plan.study, "description": plan.description, "paper": plan.paper,
                  "setup": plan.setup, "x": plan.x, "series": plan.series,

@@ -6,7 +6,6 @@ own run (Jagannatha et al. read AUC per epoch). The file holds numbers only, nev
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from transformers import TrainerCallback
 
 from lmaudit.atomic import write_text
@@ -30,6 +30,7 @@ from lmaudit.models.config_json import family_of
 from lmaudit.signals.base import unpack_token_values
 from lmaudit.signals.causal import causal_lm_loss, causal_token_values
 from lmaudit.signals.settings import SignalSettings
+from lmaudit.strict_json import json_text
 from lmaudit.training.planting import new_token_folder
 
 log = logging.getLogger(__name__)
@@ -128,15 +129,48 @@ def membership_entry(member_scores: np.ndarray, population_scores: np.ndarray, c
             "auc_high": high, "tpr_at_1pct_fpr": tpr_at_fpr(labels, scores, FPR).tpr}
 
 
+class CheckpointEntry(BaseModel):
+    """One save's entry of lmaudit_checkpoint_audits.json: the step and epoch, the members and population texts scored,
+    the loss attack's AUC with its 95% interval and TPR at 1% FPR, and with canaries their one-run epsilon lower bound
+    and rank check (None where not measured)."""
+
+    model_config = ConfigDict(extra="forbid")
+    step: int
+    epoch: float | None
+    members: int
+    population: int
+    auc: float | None
+    auc_low: float | None
+    auc_high: float | None
+    tpr_at_1pct_fpr: float | None
+    canary_epsilon_lower_bound: float | None
+    canaries_valid: bool | None = None
+    canary_rank_auc: float | None = None
+    canary_p_below: float | None = None
+
+
+CHECKPOINT_AUDITS = TypeAdapter(list[CheckpointEntry])  # the file: one entry per save, by step
+
+
 def read_audits(output_dir: str | Path) -> list[dict]:
-    """The entries a run's CheckpointAudit wrote into `output_dir`, by step; none before the first save."""
+    """The entries a run's CheckpointAudit wrote into `output_dir`, by step (None where not measured); none before the
+    first save; InputError naming the file when it is not one CheckpointAudit writes."""
     path = Path(output_dir) / AUDITS_FILE
     if not path.is_file():
         return []
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: unreadable ({error}); move it away to start the curve again") from None
+        entries = CHECKPOINT_AUDITS.validate_json(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValidationError) as error:
+        raise InputError(f"{path}: unreadable ({error.__class__.__name__}); move it away to start the curve again") from None
+    return [entry.model_dump(exclude_unset=True) for entry in entries]
+
+
+def write_audits(output_dir: str | Path, entries: list[dict]) -> None:
+    """Write the entries as lmaudit_checkpoint_audits.json, whole or not at all, once they match CheckpointEntry
+    (strict JSON: a number that is not one, NaN, is null)."""
+    text = json_text(entries)
+    CHECKPOINT_AUDITS.validate_json(text)  # a writer's bug is refused before the file is replaced
+    write_text(Path(output_dir) / AUDITS_FILE, text)
 
 
 def with_entry(entries: list[dict], entry: dict) -> list[dict]:
@@ -224,8 +258,7 @@ class CheckpointAudit(TrainerCallback):
                  **self.audit(model, self.scoring_tokenizer(processing_class))}
         if not state.is_world_process_zero:
             return
-        write_text(Path(args.output_dir) / AUDITS_FILE,
-                   json.dumps(with_entry(read_audits(args.output_dir), entry), indent=1, allow_nan=False))
+        write_audits(args.output_dir, with_entry(read_audits(args.output_dir), entry))
         bound = entry["canary_epsilon_lower_bound"]
         log.info("checkpoint audit, step %d: AUC %.3f (95%% CI %.3f-%.3f), TPR %.3f at 1%% FPR%s", entry["step"],
                  entry["auc"], entry["auc_low"], entry["auc_high"], entry["tpr_at_1pct_fpr"],
