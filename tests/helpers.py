@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from click.testing import CliRunner
 
 from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS, AttackInput
 from lmaudit.cli import main
+from lmaudit.metrics.results import AttackResult, ThresholdResult
 
 
 def run_cli(*args) -> tuple[int, str]:
@@ -152,3 +155,19 @@ def merge_keeping_the_tie(monkeypatch) -> None:
         return merged
 
     monkeypatch.setattr(BaseTuner, "_unload_and_optionally_merge", merged_as_before)
+
+
+def typed_threshold(rule: str, value: float = 0.0, advantage: float = math.nan, accuracy: float = math.nan,
+                    epsilon: float = math.nan) -> ThresholdResult:
+    """A threshold record as a report reads back: the given numbers, NaN (null in report.json) for the rest."""
+    nan = math.nan
+    return ThresholdResult(rule=rule, alpha=None, value=value, tp=0, fp=0, tn=0, fn=0, precision=nan, recall=nan, fpr=nan,
+                           accuracy=accuracy, advantage=advantage, recall_ci=(nan, nan), fpr_ci=(nan, nan),
+                           epsilon_lower_bound=epsilon)
+
+
+def typed_result(attack: str, signal: str, level: str, auc: float, thresholds=(), slice_name: str = "all") -> AttackResult:
+    """An attack's result as a report reads back: its AUC and thresholds, 10 members and 10 non-members."""
+    return AttackResult(attack=attack, signal=signal, level=level, slice=slice_name, auc=auc, auc_ci=(math.nan, math.nan),
+                        tpr_at_fpr={}, thresholds=list(thresholds), balanced=None, n_members=10, n_nonmembers=10,
+                        n_population=0)

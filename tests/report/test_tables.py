@@ -1,26 +1,13 @@
 """The report's summary tables pick the right cells: feature x attack (classifier) and attack x level (LMs), from the
 typed records a report reads back as."""
 
-import math
 from types import SimpleNamespace
 
-from lmaudit.metrics.results import AttackResult, ThresholdResult, TprRecord
+from lmaudit.metrics.results import TprRecord
 from lmaudit.report.document import RankedAttack
 from lmaudit.report.tables import feature_attack_table, largest_bound, level_table
-
-NAN = math.nan
-
-
-def threshold(rule, advantage=NAN, accuracy=NAN, epsilon=NAN):
-    return ThresholdResult(rule=rule, alpha=None, value=0.0, tp=0, fp=0, tn=0, fn=0, precision=NAN, recall=NAN, fpr=NAN,
-                           accuracy=accuracy, advantage=advantage, recall_ci=(NAN, NAN), fpr_ci=(NAN, NAN),
-                           epsilon_lower_bound=epsilon)
-
-
-def result(attack, signal, level, auc, thresholds=(), slice_name="all"):
-    return AttackResult(attack=attack, signal=signal, level=level, slice=slice_name, auc=auc, auc_ci=(NAN, NAN),
-                        tpr_at_fpr={}, thresholds=list(thresholds), balanced=None, n_members=10, n_nonmembers=10,
-                        n_population=0)
+from tests.helpers import typed_result as result
+from tests.helpers import typed_threshold as threshold
 
 
 def test_level_table_puts_levels_side_by_side_with_the_mu_advantage():

@@ -1,12 +1,14 @@
 """The rare-disease analysis: the profile probability of Eqs. 4-5 and the buckets' leakage, by hand."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from lmaudit.studies.rare_disease import bucketed_leakage, patient_profiles, profile_log_probabilities
+from tests.helpers import typed_result, typed_threshold
 
 
 def test_profiles_are_the_codes_over_all_of_a_patients_notes():
@@ -66,13 +68,12 @@ def test_the_papers_definition_buckets_admissions_at_the_mean_training_loss_thre
                                  "score_loss": score + (0.5 if note else -0.5)})
     audited = pd.DataFrame(rows)
     log_p = pd.Series({group: (-10.0 if group.startswith("rare") else -1.0) for group in audited["group_id"]})
-    report = {"results": [{"attack": "loss", "level": "subgroup", "slice": "all",
-                           "thresholds": [{"rule": "mean_member_loss", "value": 0.0}]}]}
+    report = SimpleNamespace(results=[typed_result("loss", "loss", "subgroup", 0.7, [typed_threshold("mean_member_loss")])])
     buckets = paper_buckets(report, audited, log_p)
     assert list(buckets) == ["bucket 1", "bucket 2"]
     first, last = buckets.values()
     assert (first["patients"], first["members"], first["nonmembers"]) == (12, 6, 6)
     assert first["leakage"] == pytest.approx(4 / 6 - 1 / 6) and last["leakage"] == 0.0
     assert first["log p from"] == -10.0 and last["log p to"] == -1.0
-    no_mu = {"results": [{"attack": "loss", "level": "subgroup", "slice": "all", "thresholds": []}]}
+    no_mu = SimpleNamespace(results=[typed_result("loss", "loss", "subgroup", 0.7)])
     assert paper_buckets(no_mu, audited, log_p).startswith("not run")

@@ -37,7 +37,9 @@ class RenamingCommand(click.Command):
             current.append(arg if options_end else self._new_name(arg))
         return super().parse_args(ctx, current)
 
-    def _new_name(self, arg: str) -> str:
+    def _new_name(self, arg):
+        if not isinstance(arg, str):  # a value passed as a Path or a number (CliRunner's callers): never an option
+            return arg
         old, equals, value = arg.partition("=")
         new = self.renamed.get(old)
         if new is None:
