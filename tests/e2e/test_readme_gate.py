@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from lmaudit.cli import main
+from lmaudit.report.document import load_report
 from lmaudit.report.gate import FAIL, most_exposed
 from lmaudit.studies.setup import DEMO_SIZES
 from tests.helpers import assert_one_line_error, run_cli
@@ -54,12 +55,11 @@ def test_the_readme_gate_block_runs_as_written_and_never_passes_most_members_exp
     for command, (code, output) in readme_block.items():
         assert code in ((0, 1, 4) if command == "gate" else (0,)), (command, output)
     gate = readme_block["gate"][1]
-    report = json.loads((demo_folder / "runs/gated/report.json").read_text())
     plan = json.loads((demo_folder / "plan.json").read_text())
     for threshold in (t for t in plan["thresholds"] if t["metric"] == "risk"):
-        level = report["summary"]["levels"][threshold["level"]]
+        level = load_report(demo_folder / "runs/gated").summary.levels[threshold["level"]]
         line = next(line for line in gate.splitlines() if f"{threshold['level']}:risk=" in line)
-        if most_exposed(level) or level["risk"] == "high":
+        if most_exposed(level) or level.risk == "high":
             assert line.startswith(FAIL), line
     assert "ran 11 attacks" in gate, gate  # the demo's attacks: the plan fixed its strength
 

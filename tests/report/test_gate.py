@@ -5,6 +5,7 @@ have read high or low says it cannot decide, and a threshold is written one way 
 import pytest
 
 from lmaudit.errors import InputError
+from lmaudit.report.document import LevelVerdict
 from lmaudit.report.gate import FAIL, PASS, UNDECIDED, decide
 from lmaudit.report.plan import parse_threshold, threshold_text
 from lmaudit.report.tables import ranking
@@ -14,13 +15,13 @@ from tests.report.test_verdict import leakage_section, result
 DEMO_PATIENTS = {"members": 24, "nonmembers": 12, "fpr_ci": (0.0, 0.265), "fp": 0, "limited": True}
 
 
-def level_of(p_value: float, **kwargs) -> dict:
+def level_of(p_value: float, **kwargs) -> LevelVerdict:
     """The patient level's verdict of one attack with these results (24 member and 12 non-member patients unless
     given) and this family-wise p-value."""
     results = [result("loss", level="group", **{**DEMO_PATIENTS, **kwargs})]
     tests = {**leakage_section({("loss", "group"): p_value}), "member_groups": kwargs.get("members", 24),
              "nonmember_groups": kwargs.get("nonmembers", 12), "permutations": 1000}
-    return verdict(results, ranking(results), {"group": "patient"}, 1e-5, None, tests)["levels"]["group"]
+    return verdict(results, ranking(results), {"group": "patient"}, 1e-5, None, tests).levels["group"]
 
 
 MODERATE, LOW = parse_threshold("patient:risk=moderate"), parse_threshold("patient:risk=low")
@@ -30,7 +31,7 @@ def test_a_leak_that_exposes_most_members_fails_moderate_though_it_reads_moderat
     """The README's demo: 19 of 24 member patients exposed, 0 of 12 non-members accused, p = 0.002; 12 non-members
     keep it from reading high, and the gate fails it all the same."""
     level = level_of(0.002, tpr=0.792, tpr_ci=(0.578, 0.929), tp=19, epsilons=(0.7,))
-    assert level["risk"] == "moderate"
+    assert level.risk == "moderate"
     decision = decide(level, MODERATE)
     assert decision.decision == FAIL and "79.2% of member patients (19 of 24)" in decision.line, decision.line
 
@@ -49,7 +50,7 @@ def test_a_model_that_beat_no_chance_passes_moderate_and_cannot_be_decided_low()
     """A clean model on the demo's counts: inconclusive; it passes 'at most moderate' (high was within reach), but
     'low' cannot be decided: 12 non-member patients, about 581 needed."""
     level = level_of(0.65, tpr=0.17, tpr_ci=(0.05, 0.37), tp=4, epsilons=(0.1,))
-    assert level["risk"] == "inconclusive"
+    assert level.risk == "inconclusive"
     assert decide(level, MODERATE).decision == PASS
     low = decide(level, LOW)
     assert low.decision == UNDECIDED and "about 581 independent ones needed, 12 given" in low.line, low.line
@@ -57,11 +58,11 @@ def test_a_model_that_beat_no_chance_passes_moderate_and_cannot_be_decided_low()
 
 def test_high_fails_both_and_low_passes_both():
     high = level_of(0.002, tpr=0.9, tpr_ci=(0.7, 0.98), tp=22, epsilons=(1.4,))
-    assert high["risk"] == "high"
+    assert high.risk == "high"
     assert decide(high, MODERATE).decision == decide(high, LOW).decision == FAIL
     low = level_of(0.4, members=2000, nonmembers=2000, fpr_ci=(0.005, 0.015), tpr=0.01, tpr_ci=(0.006, 0.015),
                    tp=20, fp=20, limited=False)
-    assert low["risk"] == "low"
+    assert low.risk == "low"
     assert decide(low, MODERATE).decision == decide(low, LOW).decision == PASS
 
 
@@ -70,8 +71,8 @@ def test_a_level_the_texts_alone_decide_cannot_be_decided():
     summary = verdict(results, ranking(results), {"group": "patient"}, 1e-5,
                       {"group": {"auc": 0.62, "auc_ci": [0.55, 0.69], "texts_separate": True}},
                       leakage_section({("loss", "group"): 0.001}))
-    level = summary["levels"]["group"]
-    assert level["shift"] and level["risk_from_attacks"] == "high"
+    level = summary.levels["group"]
+    assert level.shift and level.risk_from_attacks == "high"
     for threshold in (MODERATE, LOW):
         decision = decide(level, threshold)
         assert decision.decision == UNDECIDED and "texts alone" in decision.line
@@ -102,7 +103,7 @@ def test_a_number_these_counts_could_never_meet_cannot_be_decided_unless_the_int
 
 def test_a_level_or_a_number_the_report_lacks_cannot_be_decided():
     assert decide(None, MODERATE).decision == UNDECIDED
-    level = {**level_of(0.3, epsilons=(0.1,)), "tpr_at_1pct_fpr": None}
+    level = level_of(0.3, epsilons=(0.1,)).model_copy(update={"tpr_at_1pct_fpr": None})
     assert decide(level, parse_threshold("patient:tpr_at_1pct_fpr=0.5")).decision == UNDECIDED
 
 
@@ -127,6 +128,6 @@ def test_a_threshold_that_means_nothing_is_refused(given, says):
 
 def test_a_report_without_power_is_still_decided_by_its_risk():
     """A report written before levels recorded their power: its risk alone decides (no 'could never' reading)."""
-    level = {key: value for key, value in level_of(0.3, epsilons=()).items() if key != "power"}
+    level = level_of(0.3, epsilons=()).model_copy(update={"power": None})
     assert decide(level, MODERATE).decision == PASS
     assert decide(level, LOW).decision == UNDECIDED

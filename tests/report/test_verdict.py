@@ -11,6 +11,7 @@ from lmaudit.report.checks import audit_warnings
 from lmaudit.report.level_words import shown_p
 from lmaudit.report.tables import ranking
 from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, verdict
+from lmaudit.strict_json import json_ready
 
 
 def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
@@ -24,6 +25,11 @@ def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_c
             **({"unavailable": unavailable} if unavailable else {})}
 
 
+def written_verdict(*args) -> dict:
+    """The verdict as report.json writes it (its JSON form)."""
+    return json_ready(verdict(*args))
+
+
 def leakage_section(p_values: dict) -> dict:
     """report.json's `leakage_tests` with one AUC test per (attack, level) at the given family-wise p-values."""
     return {"tests": [{"attack": attack, "signal": "loss", "level": level, "statistic": "auc", "observed": 0.6,
@@ -33,7 +39,7 @@ def leakage_section(p_values: dict) -> dict:
 def summary_of(*results, names=None, p_values=None, blind=None, nonmember_set=None):
     results = list(results)
     p_values = p_values if p_values is not None else {(r["attack"], r["level"]): 0.5 for r in results}
-    return verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"}, 1e-5, blind,
+    return written_verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"}, 1e-5, blind,
                    leakage_section(p_values), nonmember_set)
 
 
@@ -108,7 +114,7 @@ def test_the_headline_tpr_is_the_one_that_exposes_most_named_with_its_own_attack
     section = leakage_section({("loss", "sample"): 0.01, ("zlib", "sample"): 0.3})
     tpr_tests = [{**section["tests"][0], "statistic": "tpr_at_1pct_fpr", "family_p_value": p, "attack": attack}
                  for attack, p in (("loss", 0.004), ("zlib", 0.6))]
-    summary = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
+    summary = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
                       {"tests": section["tests"] + tpr_tests})
     level = summary["levels"]["sample"]
     assert level["tpr_at_1pct_fpr"]["attack"] == "zlib" and level["tpr_at_1pct_fpr"]["p_value"] == 0.6
@@ -116,7 +122,7 @@ def test_the_headline_tpr_is_the_one_that_exposes_most_named_with_its_own_attack
     assert ("zlib on loss exposes 120 of 2,000 member notes (6.0%), no more than chance would (its own family-wise "
             "p = 0.6)" in level["statement"])
     tpr_tests[1]["family_p_value"] = 0.01
-    level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
+    level = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
                     {"tests": section["tests"] + tpr_tests})["levels"]["sample"]
     assert "zlib on loss exposes 120 of 2,000 member notes (6.0%), beyond chance (its own family-wise p = 0.01)" in \
         level["statement"]
@@ -133,11 +139,11 @@ def test_the_smallest_p_value_the_relabellings_can_show_is_said_as_such():
              "tests": [{"attack": "loss", "signal": "loss", "level": "sample", "statistic": statistic,
                         "family_p_value": floor} for statistic in ("auc", "tpr_at_1pct_fpr")]}
     results = [result("loss")]
-    level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
+    level = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
     assert "family-wise p < 0.002 (the smallest 1,000 relabellings can show)" in level["statement"]
     assert level["power"]["counts"]["families"] == 2 and level["power"]["smallest_p"] == pytest.approx(floor, rel=1e-6)
     tests["tests"][0]["family_p_value"] = tests["tests"][1]["family_p_value"] = 0.004
-    level = verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
+    level = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
     assert "family-wise p = 0.004." in level["statement"] and "smallest" not in level["statement"]
 
 

@@ -80,10 +80,10 @@ def finish_audit(out: str | Path, facts: AuditFacts, findings: Findings, evaluat
     sections = {"dataset_inference": dataset_inference_section(findings.samples, findings.attacks,
                                                                facts.level_names.get("group", "group"), evaluation.seed),
                 **({"extraction": findings.extraction[0]} if findings.extraction is not None else {}),
-                **({"localisation": findings.localisation[0]} if findings.localisation is not None else {})}
-    per_class = classifier_per_class(findings.samples, findings.attacks)
+                **({"localisation": findings.localisation[0]} if findings.localisation is not None else {}),
+                "per_class": classifier_per_class(findings.samples, findings.attacks)}
     data = data_summary(findings.samples)
-    report = build_report(facts, data, results, skipped, extreme, evaluation.delta, per_class, validity, tests, sections)
+    report = build_report(facts, data, results, skipped, extreme, evaluation.delta, validity, tests, sections)
     write_report(out, report, scores, findings.attacks, findings.localisation[1] if findings.localisation else None)
     return AuditOutcome(report, results, skipped, scores)
 

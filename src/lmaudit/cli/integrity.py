@@ -91,14 +91,16 @@ def verify(out: str) -> None:
 def gate(report: str, plan_path: str) -> None:
     """Decide a report against its plan's thresholds, each PASS, FAIL or CANNOT DECIDE: exit 0 pass, 1 fail, 4 cannot
     decide, 3 tampered, 2 bad input."""
+    from lmaudit.report.document import load_report
     from lmaudit.report.gate import FAIL, PASS, decisions, plan_mismatches, strength_lines
     from lmaudit.report.plan import load_plan
     from lmaudit.report.verify import verify_report
 
     planned, lines = load_plan(plan_path)
-    document, report_lines = verify_report(report)
-    lines += report_lines
-    _exit_if_tampered(lines or plan_mismatches(document, planned))
+    _, report_lines = verify_report(report)
+    _exit_if_tampered(lines + report_lines)
+    document = load_report(report)  # intact: the report lmaudit wrote, read as its model
+    _exit_if_tampered(plan_mismatches(document, planned))
     for line in strength_lines(document, planned):
         click.echo(line)
     outcomes = decisions(document, planned["thresholds"])

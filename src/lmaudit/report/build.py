@@ -76,19 +76,21 @@ class AuditFacts:
 
 
 def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], skipped: list[Skipped],
-                 extreme: list[ExtremeScores], delta: float, per_class: dict | None = None, validity: dict | None = None,
+                 extreme: list[ExtremeScores], delta: float, validity: dict | None = None,
                  tests: LeakageTests | None = None, sections: dict | None = None) -> dict:
     """The report.json document (docs/design.md schema, version 1): the verdict (`summary`) first, the attacks ranked at
-    each level, and the checks' warnings after the given ones (the facts' caveats lead them); `per_class`: a classifier
-    audit's per-class analyses (metrics/per_class.py:per_class_report); `delta`: that of the epsilon lower bounds;
-    `validity`: the blind baseline and the population test (metrics/validity.py), and `tests`: the permutation tests
-    (metrics/permutation_tests.py), both of which the verdict reads; `sections`: the audit's other findings, by key
-    (`dataset_inference`, `extraction`), so that the report is built once, after every finding; `extreme`: the attacks
-    with scores near the largest floats (metrics/evaluate.py:extreme_scores), which the warnings name."""
+    each level, and the checks' warnings after the given ones (the facts' caveats lead them); `delta`: that of the
+    epsilon lower bounds; `validity`: the blind baseline and the population test (metrics/validity.py), and `tests`:
+    the permutation tests (metrics/permutation_tests.py), both of which the verdict reads; `sections`: the audit's other
+    findings, by key (`per_class`: a classifier audit's per-class analyses, metrics/per_class.py:per_class_report;
+    `dataset_inference`, `extraction`, `localisation`), so that the report is built once, after every finding;
+    `extreme`: the attacks with scores near the largest floats (metrics/evaluate.py:extreme_scores), which the
+    warnings name."""
     population = (validity or {}).get("population")
     warnings = ((population_mismatch_warnings(population, facts.level_names) if population else [])
                 + extreme_score_warnings(extreme))
     sections = dict(sections or {})
+    per_class = sections.pop("per_class", None)
     if "dataset_inference" in sections and "unavailable" not in sections["dataset_inference"]:
         sections["dataset_inference"] = {"suspect": "the audited members", "validation": "the verdict's non-members",
                                          **sections["dataset_inference"], "rule": DATASET_INFERENCE_RULE}
@@ -114,18 +116,13 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     sets = list(data.get("nonmember_sets", {}))
     summary = verdict(document["results"], document["ranking"], document["level_names"], delta, blind,
                       document.get("leakage_tests"), sets[0] if sets else None)
-    caveats = [*facts.caveats, *population_caveats(data.get("counts", {}))]
-    if caveats:
-        summary["caveats"] = caveats
+    said = {"caveats": [*facts.caveats, *population_caveats(data.get("counts", {}))]}
     if validity is not None:
         document["validity"] = with_lift(validity, document["ranking"])
-        shift, elsewhere = shift_caveats(validity, document["level_names"])
-        if shift:
-            summary["shift"] = shift
-        if elsewhere:
-            summary["shift_elsewhere"] = elsewhere
+        said["shift"], said["shift_elsewhere"] = shift_caveats(validity, document["level_names"])
+    summary = summary.model_copy(update={key: lines for key, lines in said.items() if lines})  # said only where any
     document["coverage"] = coverage_section(document)  # words only, after every number it names
-    return headed(REPORT_FILE, {"summary": summary, **document})
+    return headed(REPORT_FILE, {"summary": json_ready(summary), **document})
 
 
 NO_POPULATION = ("no population data (texts never trained on, besides the audited non-members): no threshold was "

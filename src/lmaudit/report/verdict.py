@@ -19,7 +19,7 @@ from lmaudit.metrics.risk_rule import (
     exposure_ratio,
     resolves_one_percent,
 )
-from lmaudit.report.document import ReportDocument
+from lmaudit.report.document import ReportDocument, Summary
 from lmaudit.report.formatting import counted
 from lmaudit.report.level_words import opening, p_words, shift_opening, statement
 
@@ -181,8 +181,8 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strong
 
 
 def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str], delta: float,
-            blind: dict[str, dict] | None = None, tests: dict | None = None, nonmember_set: str | None = None) -> dict:
-    """report.json's `summary`: per level (in LEVELS order) the risk by RISK_RULE with its family-wise p-value, the
+            blind: dict[str, dict] | None = None, tests: dict | None = None, nonmember_set: str | None = None) -> Summary:
+    """report.json's `summary`, as its model (report/document.py:Summary), from the report's records: per level (in LEVELS order) the risk by RISK_RULE with its family-wise p-value, the
     strongest attack by AUC, the TPR row at 1% FPR that exposes most, the largest epsilon lower bound, what the level's
     counts could show at best (metrics/power.py), and the statement; the overall risk; the rule; the delta of the
     epsilon bounds. `blind`: the blind baseline's result per level on the verdict's non-member set
@@ -197,8 +197,9 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
             levels[level] = _level_entry(level, level_names, at_level, ranking[level][0], tests, delta,
                                          (blind or {}).get(level), against)
     overall = min((entry["risk"] for entry in levels.values()), key=RISKS.index, default="inconclusive")
-    return {"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta, "blind_baseline_ran": blind is not None,
-            "nonmember_set": nonmember_set, "threat_models": threat_models(ranking)}
+    return Summary.model_validate({"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta,
+                                   "blind_baseline_ran": blind is not None, "nonmember_set": nonmember_set,
+                                   "threat_models": threat_models(ranking)})
 
 
 def threat_models(ranking: dict[str, list[dict]]) -> dict:

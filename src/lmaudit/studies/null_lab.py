@@ -29,6 +29,7 @@ from lmaudit.metrics.uncertainty import clopper_pearson, rate_interval
 from lmaudit.metrics.validity import blind_validity
 from lmaudit.models.dp_checks import ALARM, poisson_check
 from lmaudit.report.build import AuditFacts, build_report
+from lmaudit.report.document import Summary
 from lmaudit.studies.null_scenarios import Scenario, losses_file, samples, simulated_attacks, texts
 
 LEVEL_NAMES = {"sample": "note", "group": "patient"}
@@ -62,7 +63,7 @@ def counted(rule: str, scenario: Scenario, runs: int, fired: Callable[[int], boo
                 nominal)
 
 
-def lab_summary(scenario: Scenario, seed: int, settings: EvaluationSettings) -> dict:
+def lab_summary(scenario: Scenario, seed: int, settings: EvaluationSettings) -> Summary:
     """report.json's `summary` of one simulated audit, built as an audit builds it (evaluation, permutation tests,
     ranking, verdict), without files."""
     table, attacks = simulated_attacks(scenario, seed)
@@ -70,13 +71,14 @@ def lab_summary(scenario: Scenario, seed: int, settings: EvaluationSettings) -> 
     results, _ = evaluate_attacks(attacks, settings)
     tests = leakage_tests(attacks, None, settings.permutations, seed)
     facts = AuditFacts({}, {}, LEVEL_NAMES)
-    return build_report(facts, data_summary(table), results, [], [], settings.delta, tests=tests)["summary"]
+    return Summary.model_validate(build_report(facts, data_summary(table), results, [], [], settings.delta,
+                                               tests=tests)["summary"])
 
 
 def verdict_rates(scenario: Scenario, runs: int, settings: EvaluationSettings) -> list[Rate]:
     """How often the verdict reads moderate or high at any level (stated: at most 5% when nothing leaked), and high
     (at most 1%)."""
-    risks = [lab_summary(scenario, seed, settings)["risk"] for seed in range(runs)]
+    risks = [lab_summary(scenario, seed, settings).risk for seed in range(runs)]
     return [counted("verdict: moderate or high", scenario, runs, lambda s: risks[s] in ("moderate", "high"), 0.05),
             counted("verdict: high", scenario, runs, lambda s: risks[s] == "high", 0.01)]
 
@@ -90,7 +92,7 @@ def gate_rates(scenario: Scenario, runs: int, settings: EvaluationSettings) -> l
 
     decided = []
     for seed in range(runs):
-        levels = lab_summary(scenario, seed, settings)["levels"]
+        levels = lab_summary(scenario, seed, settings).levels
         decided.append({limit: {decide(level, parse_threshold(f"{key}:risk={limit}")).decision
                                 for key, level in levels.items()} for limit in ("moderate", "low")})
     rates = []
