@@ -16,6 +16,7 @@ from lmaudit.attacks.settings import AttackSettings
 from lmaudit.data.roles import EVALUATED_ROLES, SHADOW_ROLES, TARGET_ROLES
 
 LEVELS = ("sample", "subgroup", "group")
+UNIT_LEVELS = LEVELS[1:]  # the units a sample-level score is averaged over: admissions (subgroups), patients (groups)
 # The id column that defines each level above the sample.
 LEVEL_COLUMNS = {"subgroup": "subgroup_id", "group": "group_id"}
 # What each level's unit is called in the report: a language-model audit of clinical notes has admissions and
@@ -185,7 +186,8 @@ class AttackSpec:
 
     reads: the values it needs (VALUES); the first says which inputs it applies to, a missing other one
     skips it. level: the level `build` scores; aggregated_to: the levels scored by the mean of each unit's
-    sample scores. fitted_on: the roles its scores or own thresholds are fitted on (population thresholds
+    sample scores (by default every unit above a sample-level attack's samples, none above a group-level one's).
+    fitted_on: the roles its scores or own thresholds are fitted on (population thresholds
     are added to every attack); it applies only to audits that score those roles. build: the attack
     itself, reading only the input. paper: where the attack comes from, for the report.
     """
@@ -195,10 +197,14 @@ class AttackSpec:
     reads: tuple[str, ...]
     build: Callable[[AttackInput], Scored | NotRun]
     level: str = "sample"
-    aggregated_to: tuple[str, ...] = ()
+    aggregated_to: tuple[str, ...] | None = None
     fitted_on: tuple[str, ...] = ()
     score_label: str = "membership score"
     paper: str = ""
+
+    def __post_init__(self) -> None:
+        if self.aggregated_to is None:  # the default: a sample's score, averaged over each admission and patient
+            object.__setattr__(self, "aggregated_to", UNIT_LEVELS if self.level == "sample" else ())
 
     @property
     def levels(self) -> tuple[str, ...]:

@@ -168,7 +168,6 @@ SPEC = AttackSpec(
                 "population p-value, oriented on calibration members",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS, TOKEN_IDS, REPEATED_LOG_PROBS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     fitted_on=(CALIBRATION_MEMBER, POPULATION),
     score_label="membership score = -mean over features of the population p-value (members lower)",
     paper="Chang et al. 2025, Context-aware membership inference attacks against pre-trained large language models "

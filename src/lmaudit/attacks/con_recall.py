@@ -58,7 +58,6 @@ SPEC = AttackSpec(
                 "prefix of calibration members, over the log-likelihood without a prefix",
     reads=(TARGET_LOSS, PREFIXED_LOG_PROBS, MEMBER_PREFIXED_LOG_PROBS, TOKEN_LOG_PROBS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = (LL(x | non-member prefix) - gamma LL(x | member prefix)) / LL(x)",
     paper="Wang et al. 2024, Con-ReCall: detecting pre-training data in LLMs via contrastive decoding (COLING 2025)",
 )

@@ -50,7 +50,6 @@ SPEC = AttackSpec(
                 "averaged over each token's first occurrence",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS, TOKEN_IDS, TOKEN_FREQUENCIES),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean min(p log(1/f), a)",
     paper="Zhang et al. 2024, Pretraining data detection for large language models: a divergence-based calibration "
           "method (EMNLP)",

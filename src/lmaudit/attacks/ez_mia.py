@@ -76,7 +76,6 @@ SPEC = AttackSpec(
                 "part of the target's log-probability gain on the reference",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS, TOKEN_IS_TOP1, REFERENCE_TOKEN_LOG_PROBS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = sum of positive / sum of negative (lp_target - lp_reference) in the error zone",
     paper="Ilić, Stanojević and Cvejoski 2026, Powerful training-free membership inference against autoregressive "
           "language models (arXiv 2601.12104)",

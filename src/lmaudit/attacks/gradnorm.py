@@ -24,7 +24,6 @@ SPEC = AttackSpec(
     description="the mean over parameter tensors of the norm of the gradient of the sample's loss, negated",
     reads=(GRADIENT_NORMS,),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = -mean gradient norm",
     paper="Duan et al. 2024, Do membership inference attacks work on large language models? (COLM; the MIMIR toolkit)",
 )

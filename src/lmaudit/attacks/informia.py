@@ -87,7 +87,6 @@ SPEC = AttackSpec(
                 "the population's reference-weighted mean gain",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS, REFERENCE_TOKEN_LOG_PROBS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     fitted_on=(POPULATION,),
     score_label="membership score = mean_t (lp_target - lp_reference) - the population's weighted mean (nats per token)",
     paper="Tao and Shokri 2026, Information-theoretic membership inference for granular quantification of memorization "
@@ -113,7 +112,6 @@ TOKEN_SPEC = AttackSpec(
                 "reference plus KL(reference || target) of their next-token distributions, averaged over the text",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS, REFERENCE_TOKEN_LOG_PROBS, REFERENCE_KL),
     build=build_tokens,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean_t (lp_target - lp_reference + KL(p_reference || p_target)) (nats per token)",
     paper=SPEC.paper,
 )

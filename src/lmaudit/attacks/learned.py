@@ -143,16 +143,16 @@ def shadow_attack(data: AttackInput) -> Scored | NotRun:
                   {"trained_on": "the shadow model's members and non-members", "seed": data.seed, "n_train": int(train.sum())})
 
 
-_LEVELS = {"aggregated_to": ("subgroup", "group"), "score_label": "membership score = log-odds of the regression",
+_REGRESSION = {"score_label": "membership score = log-odds of the regression",
            "paper": "Jagannatha et al. 2021, Membership inference attack susceptibility of clinical language models"}
 SPECS = (
     AttackSpec("logistic_split", "logistic regression on white-box features, trained on 20% of the audited patients "
                "(or samples, as the paper: attacks.whitebox_split) and audited on the rest (Jagannatha et al.)", (FEATURE_VECTORS,), split_attack,
-               fitted_on=AUDITED_ROLES, **_LEVELS),
+               fitted_on=AUDITED_ROLES, **_REGRESSION),
     AttackSpec("logistic_calibration", "logistic regression on white-box features, trained on calibration members "
                "against half of the population: no audited label is read", (FEATURE_VECTORS,), calibration_attack,
-               fitted_on=(CALIBRATION_MEMBER, POPULATION), **_LEVELS),
+               fitted_on=(CALIBRATION_MEMBER, POPULATION), **_REGRESSION),
     AttackSpec("logistic_shadow", "logistic regression on white-box features, trained on a shadow model's members and "
                "non-members and applied to the target's", (FEATURE_VECTORS,), shadow_attack,
-               fitted_on=(SHADOW_MEMBER, SHADOW_NONMEMBER), **_LEVELS),
+               fitted_on=(SHADOW_MEMBER, SHADOW_NONMEMBER), **_REGRESSION),
 )

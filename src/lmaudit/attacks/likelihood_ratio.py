@@ -37,7 +37,6 @@ SPEC = AttackSpec(
     description="reference loss - target loss on the same sample: a reference model explains away sample difficulty",
     reads=(TARGET_LOSS, REFERENCE_LOSSES),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = E_reference - E_target (nats)",
     paper="Mireshghallah et al. 2022, Quantifying privacy risks of masked language models using membership inference "
           "attacks (EMNLP)",

@@ -55,7 +55,6 @@ SPEC = AttackSpec(
                 "(its one-sided tail, as a z-score); needs 2 or more references",
     reads=(TARGET_LOSS, REFERENCE_LOSSES),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = z of the target loss under the references' Gaussian",
     paper="Carlini et al. 2022, Membership inference attacks from first principles (S&P)",
 )

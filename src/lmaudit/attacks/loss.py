@@ -37,7 +37,6 @@ SPEC = AttackSpec(
                 "threshold is the calibration members' mean loss",
     reads=(TARGET_LOSS,),
     build=build,
-    aggregated_to=("subgroup", "group"),
     fitted_on=(CALIBRATION_MEMBER,),
     score_label="membership score = -E_target (nats)",
     paper="Yeom et al. 2018, Privacy risk in machine learning (CSF); Jagannatha et al. 2021, Membership inference "

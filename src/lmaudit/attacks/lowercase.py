@@ -25,7 +25,6 @@ SPEC = AttackSpec(
     description="the target's mean NLL of the lowercased text over its mean NLL of the text as written",
     reads=(TARGET_LOSS, LOWERCASE_LOSS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = NLL(lowercased) / NLL",
     paper="Carlini et al. 2021, Extracting training data from large language models (USENIX Security)",
 )

@@ -34,7 +34,6 @@ SPEC = AttackSpec(
     description="mean log-probability of the text's k% least likely tokens (k = 0.2 unless set)",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean of the k% lowest log p (nats)",
     paper="Shi et al. 2024, Detecting pretraining data from large language models (ICLR)",
 )

@@ -43,7 +43,6 @@ SPEC = AttackSpec(
                 "distribution at each position",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS, TOKEN_MEANS, TOKEN_STDS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean of the k% lowest (log p - mu) / sigma",
     paper="Zhang et al. 2025, Min-K%++: improved baseline for detecting pre-training data from large language models "
           "(ICLR)",

@@ -27,7 +27,6 @@ SPEC = AttackSpec(
                 "the text",
     reads=(TARGET_LOSS, NEIGHBOUR_LOSSES),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean NLL(neighbours) - NLL (nats)",
     paper="Mattern et al. 2023, Membership inference attacks against language models via neighbourhood comparison "
           "(ACL Findings)",

@@ -70,7 +70,6 @@ SPEC = AttackSpec(
                 "a line fitted per text on the reference (generated text and a reference model only)",
     reads=(TOKEN_TOP1_IDS, REFERENCE_TOKEN_LOG_PROBS, TOP1_SIMILARITY, REFERENCE_TOP1_SIMILARITY),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean estimated log-probability of the text's tokens under the target (nats)",
     paper="He et al. 2025, Towards label-only membership inference attack against pre-trained large language models "
           "(USENIX Security)",

@@ -42,7 +42,6 @@ SPEC = AttackSpec(
                 "log-likelihood without it",
     reads=(TARGET_LOSS, PREFIXED_LOG_PROBS, TOKEN_LOG_PROBS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = LL(x | prefix) / LL(x)",
     paper="Xie et al. 2024, ReCaLL: membership inference via relative conditional log-likelihoods (EMNLP)",
 )

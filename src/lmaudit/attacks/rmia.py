@@ -72,7 +72,6 @@ SPEC = AttackSpec(
                 "share of them it beats); offline, works with one reference and better with several",
     reads=(TARGET_LOSS, REFERENCE_LOSSES),
     build=build,
-    aggregated_to=("subgroup", "group"),
     fitted_on=(POPULATION,),
     score_label="membership score = share of population samples beaten",
     paper="Zarifzadeh, Liu, Shokri 2024, Low-cost high-power membership inference attacks (ICML)",

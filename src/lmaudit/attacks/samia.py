@@ -28,7 +28,6 @@ SPEC = AttackSpec(
                 "half (generated text only)",
     reads=(SAMPLED_OVERLAPS,),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean ROUGE-1 recall of the continuations",
     paper="Kaneko et al. 2024, Sampling-based pseudo-likelihood for membership inference attacks (arXiv 2404.11262)",
 )

@@ -210,7 +210,7 @@ _SHADOW = {"fitted_on": SHADOW_ROLES, "reads": (CLASSIFIER_FEATURE, CLASSIFIER_R
 SPECS = (
     AttackSpec("sample_threshold", "Algorithm 1 (Shejwalkar et al.): the feature against a per-class threshold fitted on "
                "the shadow model's members and non-members", build=sample_threshold,
-               score_label="membership score = oriented feature - class threshold", **_SHADOW),
+               score_label="membership score = oriented feature - class threshold", aggregated_to=(), **_SHADOW),
     *(AttackSpec(f"user_threshold_{statistic}", f"Algorithm 2 (Shejwalkar et al.), the paper's {PAPER_STATISTIC[statistic]} "
                  f"column: the {PAPER_STATISTIC[statistic].lower()} of the user's raw feature values against a threshold fitted "
                  "on shadow users" + (", oriented by the shadow users" if statistic == "var" else

@@ -55,7 +55,6 @@ SPEC = AttackSpec(
                 "the target's generations) loses when a few of the text's words are replaced",
     reads=(TARGET_LOSS, SELF_PROMPT_LOSS, NEIGHBOUR_LOSSES, SELF_PROMPT_NEIGHBOUR_LOSSES),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = -(PV_target - PV_reference), PV = mean exp(-NLL) of the neighbours less the text's",
     paper="Fu et al. 2024, Membership inference attacks against fine-tuned large language models via self-prompt "
           "calibration (NeurIPS; arXiv 2311.06062)",

@@ -85,7 +85,6 @@ SPEC = AttackSpec(
                 "reference's, averaged over the window sizes",
     reads=(TARGET_LOSS, TOKEN_LOG_PROBS, REFERENCE_TOKEN_LOG_PROBS),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = mean over window sizes of the share of windows with sum(lp_target - lp_reference) > 0",
     paper="Chen et al. 2026, Window-based membership inference attacks against fine-tuned large language models "
           "(USENIX Security; arXiv 2601.02751) and the authors' code",

@@ -26,7 +26,6 @@ SPEC = AttackSpec(
                 "that is easy for any model",
     reads=(TARGET_LOSS, COMPRESSED_BYTES),
     build=build,
-    aggregated_to=("subgroup", "group"),
     score_label="membership score = -NLL / zlib bytes",
     paper="Carlini et al. 2021, Extracting training data from large language models (USENIX Security)",
 )
