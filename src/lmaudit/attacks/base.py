@@ -115,6 +115,19 @@ class AttackInput:
     settings: AttackSettings = AttackSettings()
     missing: Mapping[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """ValueError for an input no attack can read rightly: a missing column, a repeated sample id, or a value not
+        aligned with the samples (a bug upstream, never the user's input, which is checked where it is read)."""
+        absent = [column for column in ("sample_id", "role", "group_id") if column not in self.samples.columns]
+        if absent:
+            raise ValueError(f"AttackInput of {self.signal}: the samples have no {', '.join(absent)} column")
+        if self.samples["sample_id"].duplicated().any():
+            raise ValueError(f"AttackInput of {self.signal}: a sample id repeats")
+        misaligned = [name for name, value in self.values.items() if len(value) != len(self.samples)]
+        if misaligned:
+            raise ValueError(f"AttackInput of {self.signal}: {', '.join(misaligned)} not aligned with the "
+                             f"{len(self.samples)} samples")
+
 
 @dataclass(frozen=True)
 class Threshold:
