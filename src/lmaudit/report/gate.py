@@ -10,13 +10,13 @@ nothing could not have met it on these counts, and the interval reaches below it
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 from lmaudit.metrics.power import best_value
 from lmaudit.metrics.risk_rule import MODERATE_LEVEL, MOST_EXPOSED
 from lmaudit.report.document import LevelVerdict, ReportDocument
 from lmaudit.report.plan import PLAN_KEY, RUN_SETTINGS, plan_sha256, threshold_text
+from lmaudit.report.tables import finite_or_none
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "CANNOT DECIDE"
 
@@ -108,17 +108,17 @@ def measured(level: LevelVerdict, metric: str) -> tuple[float | None, tuple, str
     """A metric's point value at a level's verdict (None when not measured), its interval and what it is."""
     if metric == "auc":
         record = level.strongest
-        return _number(record.auc), record.auc_ci, f"{record.attack} on {record.signal}, the strongest"
+        return finite_or_none(record.auc), record.auc_ci, f"{record.attack} on {record.signal}, the strongest"
     record = level.tpr_at_1pct_fpr
     if record is None:
         return None, (None, None), ""
-    return (_number(record.tpr), record.tpr_ci,
+    return (finite_or_none(record.tpr), record.tpr_ci,
             f"{record.attack} on {record.signal}, exposing most ({record.tp} of {record.n_members})")
 
 
 def _number_decision(level: LevelVerdict, threshold: dict, where: str) -> Decision:
     point, interval, detail = measured(level, threshold["metric"])
-    low, high = (_number(bound) for bound in interval)
+    low, high = (finite_or_none(bound) for bound in interval)
     value = {"upper": high, "point": point, "lower": low}[threshold["side"]]
     limit = threshold["at_most"]
     if value is None:
@@ -165,9 +165,5 @@ def strength_lines(report: ReportDocument, plan: dict) -> list[str]:
     return lines
 
 
-def _number(value) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
 def _shown(value) -> str:
-    return "n/a" if _number(value) is None else f"{value:.4f}"
+    return "n/a" if finite_or_none(value) is None else f"{value:.4f}"

@@ -48,8 +48,8 @@ def largest_bound(result: AttackResult) -> float | None:
 
 
 def finite_or_none(value: float | None) -> float | None:
-    """`value`, or None where it is not a number (report.json's null reads back as NaN)."""
-    return None if value is None or math.isnan(value) else value
+    """`value` as a float, or None where it is no finite number (report.json's null reads back as NaN)."""
+    return None if value is None or not math.isfinite(value) else float(value)
 
 
 RANKED_ALPHAS = ("0.01", "0.001")  # the FPRs a ranking shows TPR at
