@@ -10,6 +10,7 @@ folder never holds a document without the files it describes.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -80,6 +81,15 @@ def write_document(folder: str | Path, name: str, document: dict, page: tuple[st
     return json.loads(text)
 
 
+def another_result(out: Path, documents: Iterable[str]) -> str | None:
+    """What in the folder `out` is another run's result, as an error names it: a model, or the first of `documents`
+    (file names of DOCUMENTS) it holds ('a canary audit's report (canary_report.json)'); None where there is neither."""
+    if (out / SUMMARY_FILE).is_file() or (out / "config.json").is_file():
+        return "a model"
+    other = next((name for name in documents if (out / name).is_file()), None)
+    return None if other is None else f"{DOCUMENTS[other][1]} ({other})"
+
+
 def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False, result_file: str = "report.json") -> None:
     """Refuse to write `result_file` into a folder that holds another run's results: a model, another command's
     document, or this command's run configured otherwise (InputError naming the first setting that differs), unless
@@ -88,12 +98,11 @@ def refuse_another_run(out: str | Path, config: dict, overwrite: bool = False, r
     if overwrite or not out.is_dir():
         return
     said = DOCUMENTS[result_file][1]
-    if (out / SUMMARY_FILE).is_file() or (out / "config.json").is_file():
+    other = another_result(out, (name for name in EXCLUSIVE if name != result_file))
+    if other == "a model":
         raise InputError(f"{out}: holds a model, not {said}; choose another --out")
-    other = next((name for name in EXCLUSIVE if name != result_file and (out / name).is_file()), None)
     if other is not None:
-        raise InputError(f"{out}: holds {DOCUMENTS[other][1]} ({other}); choose another --out, or give --overwrite to "
-                         "write beside it")
+        raise InputError(f"{out}: holds {other}; choose another --out, or give --overwrite to write beside it")
     result = out / result_file
     if not result.is_file():
         return

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from lmaudit.errors import InputError
 from lmaudit.locks import LOCK_NAME
-from lmaudit.models.source import SUMMARY_FILE
-from lmaudit.report.documents import DOCUMENTS
+from lmaudit.report.documents import DOCUMENTS, another_result
 
 # What every such command writes first: its data, its models (and a study its cells). A folder holding one of them is taken for an earlier,
 # perhaps interrupted, run of such a command.
@@ -28,11 +27,9 @@ def refuse_foreign_folder(out: str | Path, command: str, documents: tuple[str, .
         return
     names = {path.name for path in out.iterdir()} - {LOCK_NAME}
     again = f"choose another --out, or give --overwrite to write `lmaudit {command}`'s files into it"
-    if SUMMARY_FILE in names or "config.json" in names:
-        raise InputError(f"{out}: holds a model; {again}")
-    other = sorted(name for name in names & set(DOCUMENTS) if name not in documents)
-    if other:
-        raise InputError(f"{out}: holds {DOCUMENTS[other[0]][1]} ({other[0]}); {again}")
+    other = another_result(out, sorted(set(DOCUMENTS) - set(documents)))
+    if other is not None:
+        raise InputError(f"{out}: holds {other}; {again}")
     if names and not names & {*WORKING_PARTS, *documents}:
         shown = ", ".join(sorted(names)[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         raise InputError(f"{out}: holds files that `lmaudit {command}` did not write ({shown}); {again}")
