@@ -342,3 +342,43 @@ def test_the_reader_text_check_finds_a_planted_sentence(tmp_path):
         '    return {"unavailable": "no texts: the audit started from precomputed scores",\n'
         '            "verdict": f"consistent: the bound {n} is below the accountant\'s epsilon"}\n')
     assert reader_texts(planted) == ["planted.py:10 \"consistent: the bound {} is below the accountant's epsilon\""]
+
+
+# Each file lmaudit writes beside the documents under a fixed name, and the one module that writes it through its model.
+SIDE_FILE_WRITERS = {"lmaudit_training.json": "training_file.py", "lmaudit_checkpoint_audits.json": "checkpoint_audit.py",
+                     "cell.json": "runner.py", "privacy_evaluation.json": "model_card.py"}
+WRITING_CALLS = ("dump", "dumps", "staged", "write_text", "write_bytes", "open")
+
+
+def side_file_writes(paths: list[Path]) -> dict[str, set[str]]:
+    """For each file of SIDE_FILE_WRITERS, the modules among `paths` with a writing call that names it: its file name,
+    or a module-level name bound to it anywhere in `paths` (so an imported constant counts too)."""
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in paths}
+    constants = {target.id: value.value for tree in trees.values() for node in tree.body if isinstance(node, ast.Assign)
+                 for target, value in _pairs(node) if isinstance(target, ast.Name)
+                 and isinstance(value, ast.Constant) and value.value in SIDE_FILE_WRITERS}
+    found: dict[str, set[str]] = {name: set() for name in SIDE_FILE_WRITERS}
+    for path, tree in trees.items():
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and getattr(call.func, "attr", getattr(call.func, "id", None)) in WRITING_CALLS):
+                continue
+            for node in ast.walk(call):
+                if isinstance(node, ast.Constant) and node.value in SIDE_FILE_WRITERS:
+                    found[node.value].add(path.name)
+                elif isinstance(node, ast.Name) and node.id in constants:
+                    found[constants[node.id]].add(path.name)
+    return found
+
+
+def test_each_side_file_is_written_by_its_one_module():
+    """lmaudit_training.json, the checkpoint audits, a study cell's record and the model card's evaluation are each
+    written in one module, which validates them against their model (docs/schema/) first: no other module writes one."""
+    found = side_file_writes(sorted(PACKAGE.rglob("*.py")))
+    assert found == {name: {module} for name, module in SIDE_FILE_WRITERS.items()}
+
+
+def test_the_side_file_check_finds_a_planted_writer_of_an_imported_name(tmp_path):
+    (tmp_path / "source.py").write_text('SUMMARY_FILE = "lmaudit_training.json"\n')
+    (tmp_path / "planted.py").write_text("import json\nfrom source import SUMMARY_FILE\n"
+                                         "def write(p):\n    (p / SUMMARY_FILE).write_text(json.dumps({}))\n")
+    assert side_file_writes([tmp_path / "source.py", tmp_path / "planted.py"])["lmaudit_training.json"] == {"planted.py"}

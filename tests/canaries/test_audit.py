@@ -30,7 +30,7 @@ from lmaudit.data.users import generate_user_posts
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import DPSettings, TrainingRecipe
 from lmaudit.models.train import train_language_model
-from lmaudit.models.training_file import read_training_summary
+from lmaudit.models.training_file import TrainingRecord, read_training_summary
 from tests.helpers import assert_one_line_error, run_cli
 
 CANARIES = 200
@@ -71,7 +71,7 @@ def audit(root, target, folder, out, **options):
 
 def test_every_planted_canary_was_trained_on(trained):
     root, n_texts = trained
-    assert read_training_summary(root / "target")["n_samples"] == n_texts
+    assert read_training_summary(root / "target").n_samples == n_texts
 
 
 def test_without_dp_sample_canaries_give_a_clearly_positive_bound(trained):
@@ -88,10 +88,10 @@ def test_under_strong_noise_the_bound_is_near_zero_and_below_the_accountants_eps
     root, _ = trained
     for folder in ("samples", "secrets"):
         result = audit(root, "dp-target", folder, f"dp-{folder}")
-        accountant = read_training_summary(root / "dp-target")["dp"]
-        assert result.bound.delta == accountant["delta"] == 1e-5  # the bound's delta is the training's
+        accountant = read_training_summary(root / "dp-target").dp
+        assert result.bound.delta == accountant.delta == 1e-5  # the bound's delta is the training's
         assert result.bound.epsilon_lower_bound <= 0.1
-        assert result.bound.epsilon_lower_bound <= accountant["epsilon_rdp"]
+        assert result.bound.epsilon_lower_bound <= accountant.epsilon_rdp
         assert result.report["verdict"].startswith("consistent")
 
 
@@ -232,7 +232,7 @@ def test_an_unchanged_key_audits_however_its_parquet_bytes_are_written(trained):
 
 def test_a_model_that_records_its_canaries_but_not_their_key_is_refused_in_one_line(tmp_path):
     make_canaries(tmp_path / "c", "secret", 10, seed=0)
-    summary = {"canaries": [{"design": "secret", "planted": 5, "folder_fingerprint": folder_fingerprint(tmp_path / "c")}]}
+    summary = TrainingRecord(canaries=[{"design": "secret", "planted": 5, "folder_fingerprint": folder_fingerprint(tmp_path / "c")}])
     with pytest.raises(InputError, match="key.parquet: model records these canaries but not their key's") as refused:
         check_trained_with(summary, "model", tmp_path / "c")
     assert "train it again with --canaries" in str(refused.value) and "\n" not in str(refused.value)

@@ -181,10 +181,10 @@ def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries_or
     code, output = run_cli("train", "clm", "--data", tmp_path / "notes.csv", "--out", tmp_path / "model", "--epochs", "1",
                            "--canaries", tmp_path / "mine")
     assert code == 0, output
-    [recorded] = read_training_summary(tmp_path / "model")["canaries"]
-    assert recorded["design"] == "new_token" and recorded["planted"] == len(planted_canaries(tmp_path / "mine"))
-    assert len(recorded["folder_fingerprint"]) == 16
-    assert recorded["key_fingerprint"] == key_fingerprint(tmp_path / "mine")
+    [recorded] = read_training_summary(tmp_path / "model").canaries
+    assert recorded.design == "new_token" and recorded.planted == len(planted_canaries(tmp_path / "mine"))
+    assert len(recorded.folder_fingerprint) == 16
+    assert recorded.key_fingerprint == key_fingerprint(tmp_path / "mine")
     code, output = run_cli("canaries", "audit", "--target", tmp_path / "model", "--canaries", tmp_path / "other",
                            "--out", tmp_path / "audit")
     assert code == 2 and "was trained with other canaries" in output and len(output.strip().splitlines()) == 1

@@ -30,8 +30,8 @@ def test_sweep_rows_carry_the_accountants_epsilon_and_every_attack(sweep):
     out, result = sweep
     assert [row["noise_multiplier"] for row in result["rows"]] == [1.0, 0.0]
     noisy, clipped = result["rows"]
-    dp = read_training_summary(out / "models" / "target-sigma-1")["dp"]
-    assert noisy["epsilon_prv"] == pytest.approx(privacy_spent(dp["sample_rate"], 1.0, dp["steps"], 1e-5)["epsilon_prv"])
+    dp = read_training_summary(out / "models" / "target-sigma-1").dp
+    assert noisy["epsilon_prv"] == pytest.approx(privacy_spent(dp.sample_rate, 1.0, dp.steps, 1e-5)["epsilon_prv"])
     assert clipped["epsilon_prv"] == float("inf")  # clipping without noise: no guarantee
     for row in result["rows"]:
         assert {f"{attack} {level}" for attack in ("loss", "likelihood_ratio", "rmia") for level in ("sample", "group")} \
@@ -65,7 +65,7 @@ def test_capped_notes_are_never_audited_as_members(sweep):
     members = pd.concat([pd.read_parquet(out / "data" / f"{role}.parquet") for role in ("member", "calibration_member")])
     assert members.groupby("group_id").size().max() == CAP
     planted = planted_canaries(out / "canaries")  # every canary planted too, none dropped by the cap
-    assert read_training_summary(out / "models" / "target-sigma-1")["n_samples"] == len(members) + len(planted)
+    assert read_training_summary(out / "models" / "target-sigma-1").n_samples == len(members) + len(planted)
 
 
 def test_every_noise_level_has_its_canary_epsilon_from_the_same_canaries(sweep):

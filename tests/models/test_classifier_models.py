@@ -77,8 +77,8 @@ def test_checkpoints_are_the_model_after_their_epoch_not_the_best_so_far(trained
     for epoch in (1, 2):
         checkpoint = checkpoint_folder(folder, epoch)
         recorded = read_training_summary(checkpoint)
-        assert (recorded["epochs_run"], recorded["checkpoint_of"]) == (epoch, 8)
-        assert recorded["validation_accuracy"] == summary.validation_accuracies[epoch - 1]
+        assert (recorded.epochs_run, recorded.checkpoint_of) == (epoch, 8)
+        assert recorded.validation_accuracy == summary.validation_accuracies[epoch - 1]
         assert validation_accuracy(checkpoint, posts) == pytest.approx(summary.validation_accuracies[epoch - 1])
 
 

@@ -161,14 +161,14 @@ def test_private_checkpoints_carry_the_epsilon_of_their_epoch_and_leave_the_run_
     steps = []
     for epoch in (1, 2):
         folder = checkpoint_folder(tmp_path / "with", epoch)
-        record = read_training_summary(folder)["dp"]
-        assert record["epsilon_prv"] == pytest.approx(
-            privacy_spent(record["sample_rate"], 1.0, record["steps"], 1e-5)["epsilon_prv"])
-        steps.append(record["steps"])
+        record = read_training_summary(folder).dp
+        assert record.epsilon_prv == pytest.approx(
+            privacy_spent(record.sample_rate, 1.0, record.steps, 1e-5)["epsilon_prv"])
+        steps.append(record.steps)
         head = load_masked_lm(folder).model.cls.predictions
         assert head.bias is head.decoder.bias and torch.count_nonzero(head.bias) > 0  # saved, not left out
     assert 0 < steps[0] < steps[1] < final.dp["steps"]
-    assert read_training_summary(checkpoint_folder(tmp_path / "with", 1))["dp"]["epsilon_prv"] < final.dp["epsilon_prv"]
+    assert read_training_summary(checkpoint_folder(tmp_path / "with", 1)).dp.epsilon_prv < final.dp["epsilon_prv"]
 
 
 def test_private_lstm_checkpoints_are_saved_as_the_plain_lstm(tmp_path):
@@ -186,7 +186,7 @@ def test_private_lstm_checkpoints_are_saved_as_the_plain_lstm(tmp_path):
     checkpoint = checkpoint_folder(tmp_path / "lstm", 1)
     assert type(load_classifier(checkpoint).model.lstm) is torch.nn.LSTM
     recorded = read_training_summary(checkpoint)
-    assert recorded["epochs_run"] == 1 and 0 < recorded["dp"]["steps"] < read_training_summary(tmp_path / "lstm")["dp"]["steps"]
+    assert recorded.epochs_run == 1 and 0 < recorded.dp.steps < read_training_summary(tmp_path / "lstm").dp.steps
 
 
 def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
@@ -206,9 +206,9 @@ def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
                                   "--out", tmp_path / "clf"])
     assert result.exit_code == 0, result.output
     assert "epsilon" in result.output and "Warning" not in result.output
-    record = read_training_summary(tmp_path / "clf")["dp"]
-    assert record["noise_multiplier"] == 0.8 and record["max_samples_per_group"] == 4
-    assert read_training_summary(tmp_path / "clf")["n_samples"] == 9 * 4
+    record = read_training_summary(tmp_path / "clf").dp
+    assert record.noise_multiplier == 0.8 and record.max_samples_per_group == 4
+    assert read_training_summary(tmp_path / "clf").n_samples == 9 * 4
     result = runner.invoke(main, ["train", "mlm", "--data", tmp_path / "train.csv", "--out", tmp_path / "m", "--dp"])
     assert result.exit_code == 2 and "--dp needs one of --noise-multiplier" in result.output
     result = runner.invoke(main, ["train", "mlm", "--data", tmp_path / "train.csv", "--out", tmp_path / "m", "--dp",
@@ -218,10 +218,10 @@ def test_cli_trains_private_models_and_reports_epsilon(tmp_path):
     result = runner.invoke(main, ["train", "mlm", "--data", tmp_path / "train.csv", "--out", tmp_path / "m", "--dp",
                                   "--target-epsilon", "4", "--epochs", "2", "--batch-size", "8"])
     assert result.exit_code == 0 and "for target epsilon 4" in result.output, result.output
-    record = read_training_summary(tmp_path / "m")["dp"]
-    assert record["target_epsilon"] == 4 and 3.95 <= record["epsilon_prv"] <= 4.0
-    assert record["epsilon_prv"] == pytest.approx(privacy_spent(record["sample_rate"], record["noise_multiplier"],
-                                                                 record["steps"], 1e-5)["epsilon_prv"])
+    record = read_training_summary(tmp_path / "m").dp
+    assert record.target_epsilon == 4 and 3.95 <= record.epsilon_prv <= 4.0
+    assert record.epsilon_prv == pytest.approx(privacy_spent(record.sample_rate, record.noise_multiplier,
+                                                                 record.steps, 1e-5)["epsilon_prv"])
     result = runner.invoke(main, ["train", "classifier", "--data", tmp_path / "train.csv", "--validation",
                                   tmp_path / "validation.csv", "--architecture", "lstm", "--max-epochs", "2", "--dp",
                                   "--noise-multiplier", "1", "--out", tmp_path / "lstm"])

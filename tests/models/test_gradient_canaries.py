@@ -100,7 +100,7 @@ def test_the_command_line_audits_dp_sgd_and_refuses_the_audit_without_dp(tmp_pat
                            "--dp", "--noise-multiplier", "1", "--audit-dp", "--gradient-canaries", "300",
                            "--canaries", tmp_path / "canaries")
     assert code == 0 and "white-box audit of DP-SGD (300 gradient canaries): epsilon >= " in output
-    audit = with_verdict(white_box_audit(read_training_summary(tmp_path / "model")["dp"]))
+    audit = with_verdict(white_box_audit(read_training_summary(tmp_path / "model").dp.model_dump()))
     assert audit["gradient_canaries"] == 300 and audit["verdict"].startswith("consistent")
     # the canary audit of that model shows the white-box audit beside its own bounds and the accountant's, with a figure
     code, output = run_cli("canaries", "audit", "--target", tmp_path / "model", "--canaries", tmp_path / "canaries",

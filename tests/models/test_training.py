@@ -31,7 +31,9 @@ def test_train_unless_done_compares_the_recorded_settings(tmp_path):
     recipe = TrainingRecipe(epochs=3, dp=DPSettings(noise_multiplier=1.0))
     folder = tmp_path / "model"
     folder.mkdir()
-    (folder / SUMMARY_FILE).write_text(json.dumps({**recipe.recorded("mlm", 10), "final_train_loss": 1.0}))
+    spent = {"sample_rate": 0.1, "steps": 30, "poisson_sampling": True, "epsilon_rdp": 3.0, "epsilon_prv": 2.0}
+    recorded = recipe.recorded("mlm", 10)
+    (folder / SUMMARY_FILE).write_text(json.dumps({**recorded, "dp": recorded["dp"] | spent, "final_train_loss": 1.0}))
     calls = []
     train_unless_done(folder, "mlm", recipe, 10, lambda: calls.append("same"))
     train_unless_done(folder, "mlm", replace(recipe, epochs=4), 10, lambda: calls.append("more epochs"))
@@ -91,8 +93,8 @@ def test_checkpoints_are_the_model_after_their_epoch_and_do_not_change_the_run(n
     first, second = load_file(tmp_path / "plain" / "model.safetensors"), load_file(tmp_path / "saving" / "model.safetensors")
     assert all((first[name] == second[name]).all() for name in first) and plain.epoch_losses == saving.epoch_losses
     checkpoint = read_training_summary(checkpoint_folder(tmp_path / "saving", 1))
-    assert (checkpoint["epochs"], checkpoint["checkpoint_of"]) == (1, 2)
-    assert checkpoint["epoch_losses"] == saving.epoch_losses[:1]
+    assert (checkpoint.epochs, checkpoint.checkpoint_of) == (1, 2)
+    assert checkpoint.epoch_losses == saving.epoch_losses[:1]
     assert not checkpoint_folder(tmp_path / "saving", 2).exists()
     after_one = load_file(checkpoint_folder(tmp_path / "saving", 1) / "model.safetensors")
     assert any((after_one[name] != second[name]).any() for name in second)

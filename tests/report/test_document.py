@@ -59,7 +59,7 @@ def test_docs_schema_holds_every_written_files_current_json_schema():
     spec.loader.exec_module(module)
     every = module.all_schemas()
     assert set(DOCUMENT_MODELS) | {"plan.json", "cell.json", "privacy_evaluation.json",
-                                   "lmaudit_checkpoint_audits.json"} == set(every)
+                                   "lmaudit_checkpoint_audits.json", "lmaudit_training.json"} == set(every)
     for name, schema in every.items():
         path = SCHEMA_FOLDER / name.replace(".json", ".schema.json")
         assert path.is_file(), f"{path} missing: run scripts/schema_docs.py"

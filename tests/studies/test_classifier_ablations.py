@@ -109,8 +109,8 @@ def test_classes_study_end_to_end(tmp_path, tiny_sizes, monkeypatch):
     for cell in study["cells"]:
         models = tmp_path / "models" / f"{cell['settings']['classes']}-run-{cell['settings']['run']}"
         target, shadow = read_training_summary(models / "target"), read_training_summary(models / "shadow")
-        assert len(target["labels"]) == len(shadow["labels"]) == cell["settings"]["classes"]
-        assert cell["measured"]["test accuracy"] == target["test_accuracy"]
+        assert len(target.labels) == len(shadow.labels) == cell["settings"]["classes"]
+        assert cell["measured"]["test accuracy"] == target.test_accuracy
         assert {"sample_threshold", "sample_to_user", "rank_histogram"} <= {s["attack"] for s in cell["results"]}
     # The values of one run share its users; the runs have different users.
     users = {(n, r): set(pd.read_parquet(tmp_path / "data" / f"{n}-run-{r}" / "member.parquet")["group_id"])
@@ -136,9 +136,9 @@ def test_one_cell_trains_what_its_study_varies(tmp_path, tiny_sizes, study, cell
     (record,) = json.loads((tmp_path / "study.json").read_text())["cells"]
     for model in ("target", "shadow"):
         summary = read_training_summary(tmp_path / "models" / cell / model)
-        assert {key: summary[key] for key in expected} == expected
+        assert {key: getattr(summary, key) for key in expected} == expected
     if study == "architecture":  # fine-tuned from the masked LM pretrained on other users' posts
-        assert read_training_summary(tmp_path / "models" / cell / "target")["init_from"].endswith("pretrained-mlm")
+        assert read_training_summary(tmp_path / "models" / cell / "target").init_from.endswith("pretrained-mlm")
         # Its tokenizer was fitted on other users' posts, not on the members': it tells them apart far less.
         assert record["measured"][TOKENIZER_ALONE] < 0.8
     else:

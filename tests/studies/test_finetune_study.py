@@ -26,8 +26,8 @@ def test_a_cell_fine_tunes_a_base_of_its_own_text_and_audits_it_against_that_bas
     report = json.loads((tmp_path / "cells" / "full-on-posts" / "report.json").read_text())
     base, model = tmp_path / "models" / "base-posts", tmp_path / "models" / "full-on-posts"
     assert report["config"]["reference"] == [str(base)] and report["config"]["target"] == str(model)
-    assert read_training_summary(model)["init_from"] == str(base)
-    assert read_training_summary(model.with_name("full-on-posts-self-prompt"))["init_from"] == str(base)
+    assert read_training_summary(model).init_from == str(base)
+    assert read_training_summary(model.with_name("full-on-posts-self-prompt")).init_from == str(base)
     assert not (tmp_path / "models" / "base-notes").exists()  # the other base is trained by its own cells only
     assert {"spv_mia", "ez_mia", "petal", "user_inference"} <= {r["attack"] for r in report["results"]}
     # fine-tuned on notes, the model knows the population's notes better than its base, which read posts

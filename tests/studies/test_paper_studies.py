@@ -34,7 +34,7 @@ def test_model_size_trains_one_target_per_width_and_length(tmp_path):
     assert [c["settings"] for c in study["cells"]] == [{"model_size": s, "epochs": e} for s in ("tiny", "mini") for e in (1, 3)]
     for cell in study["cells"]:
         summary = read_training_summary(tmp_path / "models" / f"target-{cell['cell']}")
-        assert (summary["size"], summary["epochs"]) == (cell["settings"]["model_size"], cell["settings"]["epochs"])
+        assert (summary.size, summary.epochs) == (cell["settings"]["model_size"], cell["settings"]["epochs"])
         assert {"loss", "likelihood_ratio"} <= {s["attack"] for s in cell["results"]}
     assert "report: " in output and len([line for line in output.splitlines() if line.startswith(("tiny", "mini"))]) == 4
     # The paper's short (at most 20 tokens) and long samples, each result as the cell's report has it.
@@ -67,7 +67,7 @@ def test_reference_choice_changes_only_what_reads_the_reference(tmp_path):
     assert auc(cells[0], "loss") != auc(cells[3], "loss")
     assert len({auc(c, "likelihood_ratio") for c in cells}) == 5
     models = tmp_path / "models"
-    sizes = {read_training_summary(models / name)["n_samples"]
+    sizes = {read_training_summary(models / name).n_samples
              for name in ("reference", "reference-other-notes", "reference-not-clinical",
                           "reference-independent-tokenizer", "reference-other-notes-independent-tokenizer")}
     assert len(sizes) == 1  # every reference trains on as many texts
@@ -208,11 +208,11 @@ def test_epochs_audits_every_checkpoint_of_every_kind_and_takes_the_maximum(tmp_
             assert report["config"]["shadow"].endswith(f"classifier/shadow-epoch-{epoch}")
             for model in ("target", "shadow"):
                 summary = read_training_summary(report["config"][model])
-                assert (summary["epochs_run"], summary["checkpoint_of"]) == (epoch, 2)
+                assert (summary.epochs_run, summary.checkpoint_of) == (epoch, 2)
             continue
         expected = f"target-{kind}" + ("" if epoch == 2 else f"-epoch-{epoch}")
         assert report["config"]["target"].endswith(expected)
-        assert read_training_summary(report["config"]["target"])["epochs"] == epoch
+        assert read_training_summary(report["config"]["target"]).epochs == epoch
         whitebox = {(r["attack"], r["signal"]) for r in report["results"] if r["attack"].startswith("logistic_")}
         assert {("logistic_split", "attention_concentration"), ("logistic_split", "gradient_norms")} <= whitebox
     best = study["analysis"]["maximum over epochs"]["clm loss sample"]
@@ -260,13 +260,13 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
         report = json.loads((tmp_path / "cells" / cell["cell"] / "report.json").read_text())
         target = read_training_summary(report["config"]["target"])
         family, start = cell["settings"]["model"].split(", ")
-        epochs = target["epochs_run"] if family == "classifier" else target["epochs"]
+        epochs = target.epochs_run if family == "classifier" else target.epochs
         assert epochs == cell["settings"]["epochs"]
-        assert (target["init_from"] is not None) == (start == "fine-tuned")
+        assert (target.init_from is not None) == (start == "fine-tuned")
         if family == "classifier":  # the shadow is trained alike: same start, same noise, same epoch
             shadow = read_training_summary(report["config"]["shadow"])
-            assert (shadow["epochs_run"], shadow["dp"] is None, shadow["init_from"] is None) == (
-                epochs, target["dp"] is None, target["init_from"] is None)
+            assert (shadow.epochs_run, shadow.dp is None, shadow.init_from is None) == (
+                epochs, target.dp is None, target.init_from is None)
         assert any(r["attack"] == "logistic_split" for r in cell["results"])  # white-box attacks ran
         measured = cell["measured"]
         assert ("held_out_loss" in measured) == (family != "classifier") and ("test_accuracy" in measured) == (family == "classifier")
@@ -278,27 +278,27 @@ def test_dp_trains_every_family_and_start_and_keeps_each_epochs_epsilon(tmp_path
             # new-token canaries on the secret alone; a fine-tune against its base, a model from scratch alone
             assert (canary_report["canaries"]["kind"], canary_report["attack"]) == ("new_token", "secret")
             assert canary_report["reference"] == ([report["config"]["reference"][0]] if start == "fine-tuned" else [])
-            assert target["n_samples"] > len(pd.read_parquet(tmp_path / "data" / "member.parquet"))  # canaries planted
-            assert target["canaries"][0]["design"] == "new_token"
+            assert target.n_samples > len(pd.read_parquet(tmp_path / "data" / "member.parquet"))  # canaries planted
+            assert target.canaries[0].design == "new_token"
         if family == "mlm":  # downstream utility: the checkpoint and its start fine-tuned on note inference
             tuned, began, floor = (read_training_summary(tmp_path / "models" / "note-inference" / name)
                                    for name in (cell["cell"], f"start-{start}", "start-scratch"))
             started_from = report["config"]["reference"][0] if start == "fine-tuned" else None
-            assert (tuned["init_from"], began["init_from"], floor["init_from"]) == (report["config"]["target"], started_from, None)
+            assert (tuned.init_from, began.init_from, floor.init_from) == (report["config"]["target"], started_from, None)
             assert (measured["nli_accuracy"], measured["start_nli_accuracy"], measured["random_init_nli_accuracy"]) == (
-                tuned["test_accuracy"], began["test_accuracy"], floor["test_accuracy"])
-            assert measured["nli_test_pairs"] == tuned["n_test"] > 0 and tuned["epochs_run"] == 3
+                tuned.test_accuracy, began.test_accuracy, floor.test_accuracy)
+            assert measured["nli_test_pairs"] == tuned.n_test > 0 and tuned.epochs_run == 3
             low, high = measured["nli_accuracy_interval"]
             assert low <= measured["nli_accuracy"] <= high
         if cell["settings"]["noise"] != "non-DP" and family != "classifier":  # DP-SGD audited white-box too
             assert measured["white_box_verdict"].startswith("consistent") and measured["white_box_epsilon"] >= 0
         if cell["settings"]["noise"] == "non-DP":
-            assert target["dp"] is None and measured["epsilon_rdp"] is None
+            assert target.dp is None and measured["epsilon_rdp"] is None
             continue
-        dp = target["dp"]
-        assert (dp["noise_multiplier"], dp["delta"], dp["max_grad_norm"], dp["max_samples_per_group"]) == (1.0, PAPER_DELTA, 1.0, 50)
+        dp = target.dp
+        assert (dp.noise_multiplier, dp.delta, dp.max_grad_norm, dp.max_samples_per_group) == (1.0, PAPER_DELTA, 1.0, 50)
         # The checkpoint's epsilon is the accountant's for its own steps; the group epsilon is k times it.
-        assert measured["epsilon_rdp"] == pytest.approx(privacy_spent(dp["sample_rate"], 1.0, dp["steps"], PAPER_DELTA)["epsilon_rdp"])
+        assert measured["epsilon_rdp"] == pytest.approx(privacy_spent(dp.sample_rate, 1.0, dp.steps, PAPER_DELTA)["epsilon_rdp"])
         assert measured["group_epsilon"] == pytest.approx(group_privacy(measured["epsilon_rdp"], PAPER_DELTA, measured["group_size"])[0])
     first, last = study["cells"][:2]
     assert 0 < first["measured"]["epsilon_rdp"] < last["measured"]["epsilon_rdp"]

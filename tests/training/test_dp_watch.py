@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
 
 from lmaudit.canaries.audit import white_box_of
 from lmaudit.errors import InputError
+from lmaudit.models.training_file import TrainingRecord, read_training_summary
 from lmaudit.training.callback import CanaryCheckFailed
 from lmaudit.training.dp_watch import watch_dp_sgd
 
@@ -182,8 +183,8 @@ def test_finish_merges_into_an_existing_summary_that_canaries_audit_reads(tmp_pa
     watch = watch_dp_sgd(engine, optimizer, model, loader, DELTA, batch_size=20, gradient_canaries=100)
     train(model, optimizer, loader, 10)
     audit = watch.finish(tmp_path)
-    summary = json.loads((tmp_path / "lmaudit_training.json").read_text())
-    assert {key: summary[key] for key in planted} == planted and summary["dp"]["steps"] == 10
+    summary = read_training_summary(tmp_path)
+    assert summary.model_dump(include=set(planted), exclude_unset=True) == planted and summary.dp.steps == 10
     assert white_box_of(summary)["verdict"] == audit["verdict"] == CONSISTENT
 
 
@@ -195,10 +196,10 @@ def test_a_record_written_by_the_watch_alone_leaves_the_canaries_planting_on_tru
 
     folder = tmp_path / "canaries"
     make_canaries(folder, "new_token", count=4, seed=0)
-    summary = {"trained_by": "a user's script, with lmaudit.training.watch_dp_sgd", "dp": {}}
+    summary = TrainingRecord(trained_by="a user's script, with lmaudit.training.watch_dp_sgd")
     assert check_trained_with(summary, "model", folder) is None
     with pytest.raises(InputError, match="trained by lmaudit without canaries"):
-        check_trained_with({"dp": {}}, "model", folder)
+        check_trained_with(TrainingRecord(kind="clm"), "model", folder)
 
 
 def test_one_sample_batches_raise_no_clipping_alarm_from_rounding(tmp_path):

@@ -102,4 +102,4 @@ def training_summary(model_dir: str) -> dict | None:
     from lmaudit.models.training_file import read_training_summary
 
     summary = read_training_summary(model_dir)
-    return {key: summary.get(key) for key in TRAINING_FIELDS} if summary and summary.get("kind") == "classifier" else None
+    return {key: getattr(summary, key) for key in TRAINING_FIELDS} if summary and summary.kind == "classifier" else None

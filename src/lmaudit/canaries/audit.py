@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the attacks (and scikit-learn) load when an audit runs, not
     from lmaudit.audit.records import ResolvedAudit
     from lmaudit.metrics.fdp_one_run import GaussianBound
     from lmaudit.metrics.one_run import OneRunBound
+    from lmaudit.models.training_file import TrainingRecord
 
 log = logging.getLogger(__name__)
 CONFIDENCE = 0.95
@@ -190,42 +191,41 @@ def exposure_summary(scores: pd.DataFrame, included: np.ndarray, space_bits: flo
             "planted": summary(scores[included]), "not_planted": summary(scores[~included])}
 
 
-def recorded_accounting(summary: dict | None) -> dict | None:
+def recorded_accounting(summary: TrainingRecord | None) -> dict | None:
     """The accountant's epsilons (RDP, PRV) and delta that lmaudit's DP-SGD training recorded (its training summary),
     if any (`metrics/privacy.py:accountant_epsilon` picks the one a bound is compared with)."""
-    dp = (summary or {}).get("dp")
-    return None if not dp else {"epsilon_rdp": dp["epsilon_rdp"], "epsilon_prv": dp["epsilon_prv"], "delta": dp["delta"]}
+    dp = summary and summary.dp
+    return None if not dp else {"epsilon_rdp": dp.epsilon_rdp, "epsilon_prv": dp.epsilon_prv, "delta": dp.delta}
 
 
-def white_box_of(summary: dict | None) -> dict | None:
+def white_box_of(summary: TrainingRecord | None) -> dict | None:
     """The white-box audit of DP-SGD that the model's training made (`train --dp --audit-dp`), if it made one: its
     bounds, the accountant's epsilon and the verdict, without the canaries' scores."""
     from lmaudit.metrics.dp_audit import white_box_audit
-    from lmaudit.models.dp_checks import OBSERVATIONS
     from lmaudit.report.privacy_words import with_verdict
 
-    dp = (summary or {}).get("dp") or {}
-    if not dp.get(OBSERVATIONS):
+    dp = summary and summary.dp
+    if not dp or not dp.gradient_canary_observations:
         return None
-    return {key: value for key, value in with_verdict(white_box_audit(dp)).items() if key != "checks"}
+    return {key: value for key, value in with_verdict(white_box_audit(dp.model_dump())).items() if key != "checks"}
 
 
-def check_trained_with(summary: dict | None, model: str, folder: Path) -> None:
+def check_trained_with(summary: TrainingRecord | None, model: str, folder: Path) -> None:
     """InputError unless a model lmaudit trained records `folder`'s canaries, with its key, among those it planted
     (`train --canaries`, `CanaryCallback`); in a model trained elsewhere (no lmaudit_training.json, or one that a user's
     script wrote without canaries: `trained_by`) the planting is taken on trust."""
-    planted = (summary or {}).get("canaries", [])
-    if summary is None or ("trained_by" in summary and not planted):  # a user's script that did not record its canaries
+    planted = summary.canaries if summary else []
+    if summary is None or (summary.trained_by is not None and not planted):  # a user's script that did not record its canaries
         return
     fingerprint = folder_fingerprint(folder)
     if not planted:
         raise InputError(f"{model}: trained by lmaudit without canaries (its lmaudit_training.json records none), so "
                          f"an audit of {folder} would prove nothing; train it with --canaries {folder}")
-    recorded = {entry["folder_fingerprint"]: entry for entry in planted}
+    recorded = {entry.folder_fingerprint: entry for entry in planted}
     if fingerprint not in recorded:
         raise InputError(f"{folder}: {model} was trained with other canaries (folder fingerprint "
                          f"{', '.join(recorded)}, these are {fingerprint}); give the canary folder it was trained with")
-    check_key(recorded[fingerprint].get("key_fingerprint"), model, folder)
+    check_key(recorded[fingerprint].key_fingerprint, model, folder)
 
 
 def check_key(recorded: str | None, model: str, folder: Path) -> None:

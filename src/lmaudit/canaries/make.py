@@ -48,7 +48,7 @@ from lmaudit.canaries.settings import (
 )
 from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
-from lmaudit.models.training_file import read_training_summary, update_training_summary
+from lmaudit.models.training_file import PlantedCanaries, read_training_summary, update_training_summary
 
 INCLUSION_PROBABILITY = 0.5  # Steinke et al.: each canary in or out by a fair coin, independently
 CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.jsonl", "key.parquet", "canaries.json"
@@ -293,11 +293,12 @@ def record_planted(model: str | Path, folder: str | Path, created: dict | None =
     and the key's fingerprints, which `canaries audit` checks (a list, one entry per canary folder). A model without
     the file starts from `created` (a model trained by a user's script)."""
     fingerprint = folder_fingerprint(folder)
-    earlier = (read_training_summary(model) or created or {}).get("canaries", [])
-    planted = {"design": read_canary_set(folder).kind, "planted": len(planted_canaries(folder)),
-               "folder_fingerprint": fingerprint, "key_fingerprint": key_fingerprint(folder)}
-    update_training_summary(model, {"canaries": [*(entry for entry in earlier if entry["folder_fingerprint"] != fingerprint),
-                                                 planted]}, created)
+    summary = read_training_summary(model)
+    earlier = summary.canaries if summary else []
+    planted = PlantedCanaries(design=read_canary_set(folder).kind, planted=len(planted_canaries(folder)),
+                              folder_fingerprint=fingerprint, key_fingerprint=key_fingerprint(folder))
+    kept = [entry for entry in earlier if entry.folder_fingerprint != fingerprint]
+    update_training_summary(model, {"canaries": [entry.model_dump() for entry in (*kept, planted)]}, created)
 
 
 def check_held_out(folder: str | Path, training: pd.DataFrame) -> None:

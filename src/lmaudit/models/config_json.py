@@ -57,9 +57,9 @@ def classifier_labels(model: str | Path | ModelSource) -> list[str]:
     by lmaudit on a base model without a classification head, from the adapter's training summary."""
     source = as_source(model)
     if source.adapter is not None:
-        labels = (read_training_summary(source.adapter) or {}).get("labels")
-        if labels:
-            return [str(label) for label in labels]
+        trained = read_training_summary(source.adapter)
+        if trained is not None and trained.labels:
+            return list(trained.labels)
     folder = resolve_model_folder(source.folder)
     check_model_folder(folder)
     try:

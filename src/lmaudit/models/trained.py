@@ -10,6 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.models.recipe import TrainingRecipe
@@ -31,7 +33,7 @@ def checkpoint_folder(out_dir: str | Path, epoch: int) -> Path:
 def missing_checkpoints(out_dir: str | Path, epochs: Sequence[int], run_length: int) -> list[int]:
     """The epochs among `epochs` whose checkpoint, from a run of `run_length` epochs, is not beside `out_dir`."""
     return [epoch for epoch in epochs
-            if (read_training_summary(checkpoint_folder(out_dir, epoch)) or {}).get("checkpoint_of") != run_length]
+            if getattr(read_training_summary(checkpoint_folder(out_dir, epoch)), "checkpoint_of", None) != run_length]
 
 
 def save_model_folder(model, tokenizer, summary, out: Path) -> None:
@@ -52,7 +54,10 @@ def save_checkpoint(model, private: PrivateTraining | None, tokenizer, summary, 
 
 
 def agrees(recorded, wanted) -> bool:
-    """Whether a recorded value holds `wanted`: equal, or, for a dict, every entry of `wanted` agreeing (nested)."""
+    """Whether a recorded value (a training record's, or a field's) holds `wanted`: equal, or, for a dict, every entry
+    of `wanted` agreeing (nested)."""
+    if isinstance(recorded, BaseModel):
+        recorded = recorded.model_dump()
     if isinstance(wanted, dict):
         return isinstance(recorded, dict) and all(agrees(recorded.get(key), value) for key, value in wanted.items())
     return recorded == wanted
@@ -70,7 +75,8 @@ def refuse_another_model(out: str | Path, kind: str, recipe: TrainingRecipe, n_t
     summary = read_training_summary(out)
     if summary is None:  # a folder of other files: save_model_folder refuses it
         return
-    differing = [key for key, value in recipe.recorded(kind, n_texts).items() if not agrees(summary.get(key), value)]
+    differing = [key for key, value in recipe.recorded(kind, n_texts).items()
+                 if not agrees(getattr(summary, key), value)]
     if differing:
         raise InputError(f"{out}: holds a model trained otherwise (its {differing[0]} differs); choose another --out, or "
                          "give --overwrite to replace it")

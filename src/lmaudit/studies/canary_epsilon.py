@@ -12,11 +12,15 @@ against its base, which started every canary's embedding where the target did.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from lmaudit.canaries.make import MANIFEST_FILE, make_canaries, plant, record_planted
 from lmaudit.config import AuditConfig
+
+if TYPE_CHECKING:
+    from lmaudit.models.training_file import TrainingRecord
 
 CANARY_COUNTS = {"smoke": 100, "full": 500}
 CANARY_SEED = 611953  # added to the study's seed: the canaries' own draws
@@ -56,7 +60,7 @@ def canary_measurement(model: Path, base: Path | None, folder: Path, out: Path, 
             "canary_correct": audit.bound.guesses.correct, "canary_guesses": audit.bound.guesses.guesses}
 
 
-def white_box_measurement(training: dict) -> dict:
+def white_box_measurement(training: TrainingRecord) -> dict:
     """A DP-SGD checkpoint's white-box audit (its gradient canaries' bound, f-DP bound and verdict); {} without one."""
     from lmaudit.canaries.audit import white_box_of
 

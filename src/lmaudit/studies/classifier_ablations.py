@@ -241,7 +241,7 @@ def plan(out: Path, size: str, seed: int, progress: bool = False, ablation: str 
             rows, _ = posts()
             training = read_training_summary(models / "target")
             tokenizer = load_tokenizer(models / "target")
-            return {"test accuracy": training["test_accuracy"], "gap": training["generalization_gap"],
+            return {"test accuracy": training.test_accuracy, "gap": training.generalization_gap,
                     "tokenizer alone: sample AUC": tokenizer_alone_auc(tokenizer, rows, "sample"),
                     TOKENIZER_ALONE: tokenizer_alone_auc(tokenizer, rows, "group")}
 

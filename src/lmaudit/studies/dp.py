@@ -30,6 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmaudit.data.roles import MEMBER, POPULATION
 from lmaudit.metrics.privacy import group_privacy
@@ -48,6 +49,9 @@ from lmaudit.studies.note_inference import INFERENCE_EPOCHS, inference_accuracy,
 from lmaudit.studies.notes import TARGET_ROLES, NotesStudy, held_out_loss, notes_study
 from lmaudit.studies.runner import Cell, StudyPlan
 from lmaudit.studies.setup import CLASSIFIER_DEMO_SIZES, REFERENCE_TRAIN
+
+if TYPE_CHECKING:
+    from lmaudit.models.training_file import TrainingRecord
 
 PAPER_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 1e-4, 1e-20)  # Section 5.2; 1e-20 ablates the noise
 PAPER_DELTA = 1e-6  # Appendix B
@@ -96,15 +100,15 @@ def noise_column(label: str) -> str:
     return label if label == NON_DP else f"sigma {label}"
 
 
-def dp_measurements(training: dict, group_size: int) -> dict:
+def dp_measurements(training: TrainingRecord, group_size: int) -> dict:
     """A checkpoint's privacy from its training summary: the accountant's epsilon (PRV, RDP; None without DP-SGD or
     where PRV was not computed) and the group epsilon and delta of `group_size` samples of one patient (RDP)."""
-    dp = training.get("dp")
+    dp = training.dp
     if dp is None:
         return {"epsilon_prv": None, "epsilon_rdp": None, "group_size": group_size, "group_epsilon": None,
                 "group_delta": None}
-    group_epsilon, group_delta = group_privacy(dp["epsilon_rdp"], dp["delta"], group_size)
-    return {"epsilon_prv": dp["epsilon_prv"], "epsilon_rdp": dp["epsilon_rdp"], "group_size": group_size,
+    group_epsilon, group_delta = group_privacy(dp.epsilon_rdp, dp.delta, group_size)
+    return {"epsilon_prv": dp.epsilon_prv, "epsilon_rdp": dp.epsilon_rdp, "group_size": group_size,
             "group_epsilon": group_epsilon, "group_delta": group_delta if group_delta < 1 else ">= 1 (vacuous)"}
 
 
@@ -254,7 +258,7 @@ def classifier_cells(out: Path, size: str, seed: int, grid: DPGrid, progress: bo
 
         def measure() -> dict:
             training = read_training_summary(target)
-            return dp_measurements(training, k) | {"test_accuracy": training["test_accuracy"]}
+            return dp_measurements(training, k) | {"test_accuracy": training.test_accuracy}
 
         return Cell(f"{name}-epoch-{epoch}", {"model": f"classifier, {start}", "noise": noise_label(noise),
                                               "epochs": epoch}, prepare, measure)

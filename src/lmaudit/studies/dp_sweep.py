@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmaudit.attacks.base import REFERENCE_LOSSES, TARGET_LOSS
 from lmaudit.attacks.registry import attacks_reading
@@ -44,6 +45,9 @@ from lmaudit.studies.setup import (
     train_language_model_unless_done,
 )
 
+if TYPE_CHECKING:
+    from lmaudit.models.training_file import TrainingRecord
+
 DEFAULT_NOISES = (2.0, 1.0, 0.1, 0.01, 0.001, 0.0)
 SWEPT_LEVELS = ("sample", "group")
 log = logging.getLogger(__name__)
@@ -56,13 +60,13 @@ def swept_attacks() -> list[tuple[str, str]]:
             if level in spec.levels and set(spec.reads) <= {TARGET_LOSS, REFERENCE_LOSSES}]
 
 
-def sweep_row(noise: float, training: dict, report: ReportDocument, utility: float, canaries: dict) -> dict:
+def sweep_row(noise: float, training: TrainingRecord, report: ReportDocument, utility: float, canaries: dict) -> dict:
     """One noise level: the accountant's epsilon, utility, the canary audit's epsilon lower bounds and guesses, the
     white-box audit's bound and verdict, and per attack the AUC, the advantage and the largest empirical epsilon lower
     bound over its calibrated thresholds."""
-    dp = training.get("dp") or {}
-    row = {"noise_multiplier": noise, "epsilon_prv": dp.get("epsilon_prv"), "epsilon_rdp": dp.get("epsilon_rdp"),
-           "steps": dp.get("steps"), "n_samples": training.get("n_samples"), "held_out_loss": utility, **canaries,
+    dp = training.dp
+    row = {"noise_multiplier": noise, "epsilon_prv": dp and dp.epsilon_prv, "epsilon_rdp": dp and dp.epsilon_rdp,
+           "steps": dp and dp.steps, "n_samples": training.n_samples, "held_out_loss": utility, **canaries,
            "white_box_epsilon": None, "white_box_f_dp_epsilon": None, "white_box_verdict": None,
            **white_box_measurement(training), "attacks": {}}
     for attack, level in swept_attacks():

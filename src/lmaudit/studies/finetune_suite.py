@@ -113,7 +113,7 @@ def train_self_prompt_reference(target: ModelSource, base: Path, public_texts: l
     made_from = {"target": model_fingerprint(target), "prompts": prompts, "seed": seed}
     done, record = read_training_summary(folder), folder / SELF_PROMPT_SOURCE
     if (done is not None and record.is_file() and json.loads(record.read_text(encoding="utf-8")) == made_from
-            and agrees(done, recipe.recorded("clm", done["n_samples"]))):
+            and agrees(done, recipe.recorded("clm", done.n_samples))):
         log.info("reusing %s: the self-prompt reference of this target, trained the same way", folder)
         return
     texts = self_prompt_texts(target, public_texts, SelfPromptSettings(seed=seed))

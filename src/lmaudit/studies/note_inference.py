@@ -64,6 +64,6 @@ def inference_accuracy(start: Path | None, task: InferenceTask, folder: Path, to
     train_unless_done(folder, "classifier", recipe, len(task.data.texts),
                       partial(train_classifier, task.data, folder, recipe, False, f"note inference ({folder.name})"))
     summary = read_training_summary(folder)
-    right = round(summary["test_accuracy"] * summary["n_test"])
-    low, high = clopper_pearson(right, summary["n_test"])
-    return {"accuracy": summary["test_accuracy"], "interval": [low, high], "test_pairs": summary["n_test"]}
+    right = round(summary.test_accuracy * summary.n_test)
+    low, high = clopper_pearson(right, summary.n_test)
+    return {"accuracy": summary.test_accuracy, "interval": [low, high], "test_pairs": summary.n_test}
