@@ -18,7 +18,8 @@ from lmaudit.canaries.make import CANARIES_FILE, KEY_FILE, make_canaries
 from lmaudit.data.corpus import read_table
 from lmaudit.errors import InputError
 from lmaudit.metrics.one_run import one_run_bound
-from lmaudit.training.checkpoint_audit import AUDITS_FILE, CheckpointAudit, loss_scores, read_audits, write_audits
+from lmaudit.signals.compute import in_memory_signal
+from lmaudit.training.checkpoint_audit import AUDITS_FILE, CheckpointAudit, read_audits, write_audits
 from lmaudit.training.planting import add_canary_tokens, canary_texts, secret_only
 from tests.families import tiny_family_model
 
@@ -99,6 +100,27 @@ def test_every_save_adds_one_entry_whose_auc_and_tpr_match_sklearn_on_the_models
     assert (last["members"], last["population"]) == (8, 16)
 
 
+def test_a_saves_entry_is_what_lmaudit_audit_reports_of_the_saved_checkpoint_on_the_same_texts(run, tmp_path):
+    """Protects the one scoring pipeline: the callback's numbers at the last save are the audit's loss attack at sample
+    level on the checkpoint saved there (same scorer, attack and evaluation), its interval resampling the same patients."""
+    from lmaudit.audit.run import run_audit
+    from lmaudit.config import AuditConfig
+    from lmaudit.report.document import typed_report
+
+    for name, frame in (("members", run.members), ("nonmembers", run.population)):
+        frame.assign(sample_id=[f"{name}-{i}" for i in range(len(frame))]).to_csv(tmp_path / f"{name}.csv", index=False)
+    config = AuditConfig(target=str(run.out / f"checkpoint-{MAX_STEPS}"), members=str(tmp_path / "members.csv"),
+                         nonmembers=str(tmp_path / "nonmembers.csv"), out=str(tmp_path / "audit"),
+                         signal={"signal": "clm_loss", "max_length": MAX_LENGTH})
+    report = typed_report(run_audit(config))
+    audited = next(r for r in report.results if (r.attack, r.level, r.slice) == ("loss", "sample", "all"))
+    last = read_audits(run.out)[-1]
+    assert (last["members"], last["population"]) == (audited.n_members, audited.n_nonmembers)
+    assert last["auc"] == pytest.approx(audited.auc, abs=1e-9)
+    assert (last["auc_low"], last["auc_high"]) == pytest.approx(tuple(audited.auc_ci), abs=1e-9)
+    assert last["tpr_at_1pct_fpr"] == pytest.approx(audited.tpr_at_fpr["0.01"].tpr, abs=1e-12)
+
+
 def test_the_canary_bound_is_steinkes_bound_of_the_slow_secret_scores(run):
     """Protects the canary reading: each canary's secret scored on its secret tokens alone, planted or not, and the
     bound computed against the key."""
@@ -165,10 +187,13 @@ def test_more_texts_than_max_texts_keep_whole_groups_chosen_once():
     given seed."""
     members = [f"note {i}" for i in range(12)]
     groups = [f"p{i // 3}" for i in range(12)]
-    first = CheckpointAudit(members, ["other note"], groups, max_texts=7, seed=4)
-    assert first.members == CheckpointAudit(members, ["other note"], groups, max_texts=7, seed=4).members
-    kept = {groups[members.index(text)] for text in first.members}
-    assert len(first.members) == 6 and all(sum(g == group for g in groups) == 3 for group in kept)
+    def chosen(audit: CheckpointAudit) -> list[str]:
+        return audit.samples.loc[audit.samples["role"] == "member", "text"].tolist()
+
+    first = chosen(CheckpointAudit(members, ["other note"], groups, max_texts=7, seed=4))
+    assert first == chosen(CheckpointAudit(members, ["other note"], groups, max_texts=7, seed=4))
+    kept = {groups[members.index(text)] for text in first}
+    assert len(first) == 6 and all(sum(g == group for g in groups) == 3 for group in kept)
 
 
 def test_a_masked_lm_is_refused_in_one_line(tiny_bert, tiny_tokenizer):
@@ -191,8 +216,10 @@ def test_a_peft_model_is_scored_through_its_adapters(tiny_tokenizer, notes):
             torch.nn.init.normal_(weight, std=0.5)
     texts = notes.text.tolist()[:6]
     callback = CheckpointAudit(texts[:3], texts[3:], max_length=MAX_LENGTH)
-    scores = loss_scores(model.get_base_model().eval(), tiny_tokenizer, texts, callback.settings)
-    np.testing.assert_allclose(-scores, slow_losses(model, tiny_tokenizer, texts), rtol=1e-5)
+    losses = in_memory_signal(model.get_base_model().eval(), tiny_tokenizer, [str(i) for i in range(6)], texts,
+                              callback.settings)["value"].to_numpy(dtype=float)
+    np.testing.assert_allclose(losses, slow_losses(model, tiny_tokenizer, texts), rtol=1e-5)
+    scores = -losses
     with model.disable_adapter():
         assert not np.allclose(-scores, slow_losses(model, tiny_tokenizer, texts), rtol=1e-3)
     entry = callback.audit(model.train(), tiny_tokenizer)

@@ -106,19 +106,18 @@ def secret_scores(audit: ResolvedAudit, rows: pd.DataFrame) -> tuple[pd.DataFram
     """Each canary's score read on its secret alone, higher = guessed planted (the target's mean log-probability of
     the secret's tokens, less the references' mean), the loss (the target's mean NLL of the secret, nats per token), and
     the candidates' loss; `rows` (canaries, then candidates) hold each one's `secret`."""
-    from lmaudit.canaries.span import secret_log_probability
+    from lmaudit.audit.language_model import served_checks
+    from lmaudit.canaries.span import secret_token_ids, secrets_log_probability
     from lmaudit.models.tokenizer import load_tokenizer
-    from lmaudit.signals.base import unpack_token_values
     from lmaudit.signals.compute import model_signal
 
-    tokenizer = load_tokenizer(audit.target, audit.scoring.placement.trust_remote_code)
-    # The secret follows a space in its sentence: tokenized so, a byte-level BPE gives the ids it has in context.
-    secret_ids = [tokenizer(" " + secret, add_special_tokens=False)["input_ids"] for secret in rows["secret"]]
+    served_checks(audit)  # a served model that scores otherwise than its weights is refused before a canary is sent
+    secret_ids = secret_token_ids(load_tokenizer(audit.target, audit.scoring.placement.trust_remote_code), rows["secret"])
     ids, texts = rows["sample_id"].tolist(), rows["text"].tolist()
 
     def secret_log_probabilities(model, label: str) -> np.ndarray:
-        table = unpack_token_values(model_signal(model, ids, texts, audit.signal, audit.scoring, label)["value"])
-        return secret_log_probability(table["log_prob"], table["token_id"], secret_ids)
+        return secrets_log_probability(model_signal(model, ids, texts, audit.signal, audit.scoring, label)["value"],
+                                       secret_ids)
 
     target = secret_log_probabilities(audit.target, "target")
     references = [secret_log_probabilities(model, name) for name, model in audit.references.items()]

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lmaudit.signals.base import unpack_token_values
+
 
 def secret_positions(token_ids: np.ndarray, secret_ids: Sequence[int]) -> np.ndarray | None:
     """Positions of the last occurrence of `secret_ids` in one row of scored token ids (floats, NaN-padded), or None."""
@@ -22,6 +24,19 @@ def secret_positions(token_ids: np.ndarray, secret_ids: Sequence[int]) -> np.nda
         if np.array_equal(row[start:start + width], np.asarray(secret_ids, dtype=float)):
             return np.arange(start, start + width)
     return None
+
+
+def secret_token_ids(tokenizer, secrets: Sequence[str]) -> list[list[int]]:
+    """Each secret's token ids as they are in its canary: the secret follows a space in its sentence, so tokenized
+    after one, a byte-level BPE gives the ids it has in context."""
+    return [tokenizer(" " + secret, add_special_tokens=False)["input_ids"] for secret in secrets]
+
+
+def secrets_log_probability(token_values: Sequence, secret_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    """(n,) each canary's mean log-probability (nats per token) of its secret's tokens, from a per-token signal's values
+    (one row per canary, as the signal store keeps them); NaN where truncation cut the secret off."""
+    table = unpack_token_values(token_values)
+    return secret_log_probability(table["log_prob"], table["token_id"], secret_ids)
 
 
 def secret_log_probability(log_probs: np.ndarray, token_ids: np.ndarray, secret_ids: Sequence[Sequence[int]]) -> np.ndarray:

@@ -29,6 +29,7 @@ from lmaudit.cli.options import (
     column_options,
     evaluation_options,
     placement_options,
+    serving_options,
     setting,
     signal_options,
 )
@@ -157,7 +158,7 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
 @click.command("dataset-inference", cls=GroupedCommand, groups={
     "Models": "--target --adapter --reference", "Data": f"--suspect --validation --population {COLUMN_NAMES}",
     "Output": "--out --cache-dir --overwrite --include-text", "Signal": f"{SIGNAL_NAMES} --token-signal",
-    "Placement": PLACEMENT_NAMES,
+    "Placement": PLACEMENT_NAMES, "Served model (docs/serving.md)": SERVING_NAMES,
 }, epilog="lmaudit dataset-inference --target model --out dataset-inference \\\n"
           "    --suspect suspect.csv --validation validation.csv")
 @click.option("--target", required=True, type=click.Path(), help="The model's folder.")
@@ -181,6 +182,7 @@ def attack(scores: str, out: str, overwrite: bool, **options) -> None:
                help="Also compute this per-token signal for the token-level attacks (e.g. mlm_tokens).")
 @audit_setting("include_text", is_flag=True, default_text="off",
                help="List the blind baseline's words that say 'member' in dataset_inference.json (training text!).")
+@serving_options(from_config=True)
 @overwrite_option
 def dataset_inference(overwrite: bool, **options) -> None:
     """Was this dataset used to train the model? Maini et al.'s test of a suspect set against a validation set."""

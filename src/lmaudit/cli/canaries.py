@@ -16,7 +16,14 @@ from lmaudit.canaries.settings import (
 )
 from lmaudit.cli.app import overwrite_option, progress
 from lmaudit.cli.help import GroupedCommand
-from lmaudit.cli.options import PLACEMENT_NAMES, SIGNAL_NAMES, placement_options, signal_options
+from lmaudit.cli.options import (
+    PLACEMENT_NAMES,
+    SERVING_NAMES,
+    SIGNAL_NAMES,
+    placement_options,
+    serving_options,
+    signal_options,
+)
 
 
 @click.group()
@@ -63,6 +70,7 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
 @canaries.command("audit", cls=GroupedCommand, groups={
     "Models": "--target --adapter --reference", "Data": "--canaries", "Output": "--out --overwrite --include-text",
     "Attack and bounds": "--attack --delta --candidates", "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES,
+    "Served model (docs/serving.md)": SERVING_NAMES,
 }, renamed={"--model": "--target"}, epilog="lmaudit canaries audit --target model --canaries canaries --out canary-audit")
 @click.option("--target", required=True, type=click.Path(), help="The trained model's folder.")
 @click.option("--adapter", default=None, type=click.Path(), help="A PEFT (LoRA) adapter applied to --target.")
@@ -83,6 +91,7 @@ def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int,
 @signal_options(from_config=True, signal_help="The signal of the model and the references: an LM's loss signal, or "
                                                "classifier (the classifier's loss on each canary's label).")
 @placement_options(from_config=True)
+@serving_options(from_config=True)
 @overwrite_option
 def canaries_audit(folder: str, attack: str | None, delta: float | None, candidates: int, overwrite: bool,
                    **options) -> None:

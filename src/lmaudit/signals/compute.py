@@ -67,9 +67,7 @@ class ScoringJob:
             return [_frame(v, encoded) for v in values]
         extra = {"labels": np.array([self.label_of[i] for i in ids])} if self.label_of is not None else {}
         extra |= {"prefix": self.prefix} if self.prefix is not None else {}
-        values, encoded = spec.scoring_function()(models[0].model, models[0].tokenizer, texts, ids, self.settings,
-                                                  self.progress, **extra)
-        return [_frame(values, encoded)]
+        return [in_memory_signal(models[0].model, models[0].tokenizer, ids, texts, self.settings, self.progress, **extra)]
 
     def _served(self, ids: list[str], texts: list[str]) -> pd.DataFrame:
         from lmaudit.models.tokenizer import load_tokenizer
@@ -77,6 +75,16 @@ class ScoringJob:
 
         tokenizer = load_tokenizer(self.sources[0], self.placement.trust_remote_code)
         return _frame(*served_values(self.sources[0], tokenizer, texts, ids, self.settings, self.progress, self.prefix))
+
+
+def in_memory_signal(model, tokenizer, sample_ids: list[str], texts: list[str], settings: SignalSettings,
+                     progress: bool = False, **extra) -> pd.DataFrame:
+    """Columns value, n_tokens, truncated: `settings.signal` (resolved) of a model already in memory, by the signal's
+    registry scorer, the one a stored signal is computed with; not stored (a model in training changes every step).
+    `extra`: the scorer's labels or prefix."""
+    values, encoded = signal_spec(settings.signal).scoring_function()(model, tokenizer, texts, sample_ids, settings,
+                                                                        progress, **extra)
+    return _frame(values, encoded)
 
 
 def store_fingerprint(source: ModelSource, placement: Placement) -> str:

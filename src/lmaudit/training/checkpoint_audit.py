@@ -1,6 +1,8 @@
 """`CheckpointAudit`: a transformers `TrainerCallback` (Trainer, TRL's SFTTrainer, with or without PEFT) that audits the
 in-memory causal LM at every checkpoint save: the loss attack on members against a population (AUC with its interval,
-TPR at 1% FPR) and, given new-token canaries, Steinke et al.'s one-run epsilon lower bound. One entry of numbers per
+TPR at 1% FPR) and, given new-token canaries, Steinke et al.'s one-run epsilon lower bound. The texts are scored,
+attacked and evaluated by the audit's own scorer (`signals/compute.py:in_memory_signal`), attack registry and
+evaluation, so a save's numbers are those `lmaudit audit` gives the saved checkpoint on the same texts. One entry of numbers per
 save goes to lmaudit_checkpoint_audits.json in the run's output folder: the leakage-over-training curve of the user's
 own run (Jagannatha et al. read AUC per epoch). The file holds numbers only, never a word of any text."""
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,18 +20,21 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from transformers import TrainerCallback
 
 from lmaudit.atomic import write_text
+from lmaudit.attacks.base import TARGET_LOSS, AttackInput
+from lmaudit.attacks.registry import attack_spec, run_attacks
 from lmaudit.canaries.make import CANARIES_FILE, reserved_tokens
-from lmaudit.canaries.span import secret_log_probability
+from lmaudit.canaries.span import secret_token_ids, secrets_log_probability
 from lmaudit.data.corpus import read_table
+from lmaudit.data.roles import AUDITED_ROLES, MEMBER
 from lmaudit.errors import InputError
-from lmaudit.metrics.auc_interval import auc_interval
 from lmaudit.metrics.canary_validity import rank_check
 from lmaudit.metrics.clusters import cluster_codes
+from lmaudit.metrics.evaluate import evaluate_slice
 from lmaudit.metrics.one_run import one_run_bound
-from lmaudit.metrics.roc import auc, tpr_at_fpr
+from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.config_json import family_of
-from lmaudit.signals.base import unpack_token_values
-from lmaudit.signals.causal import causal_lm_loss, causal_token_values
+from lmaudit.signals.compute import in_memory_signal
+from lmaudit.signals.registry import resolved
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.strict_json import json_text
 from lmaudit.training.planting import new_token_folder
@@ -78,13 +84,16 @@ def subset(count: int, groups: Sequence | None, max_texts: int, seed: int | Sequ
     return np.flatnonzero(np.isin(codes, order[: max(1, fitting)]))
 
 
-def role_clusters(chosen: Sequence[np.ndarray], member_groups: Sequence | None,
-                  population_groups: Sequence | None) -> np.ndarray:
-    """Cluster codes of the chosen members, then of the chosen population: by group id, each text alone without one."""
-    groups = [[None] * len(indices) if role_groups is None else [role_groups[i] for i in indices]
-              for role_groups, indices in zip((member_groups, population_groups), chosen, strict=True)]
-    units = [f"{role}-{i}" for role, indices in zip(("member", "population"), chosen, strict=True) for i in indices]
-    return cluster_codes(units, groups[0] + groups[1])
+def audited_samples(texts: Sequence[Sequence[str]], groups: Sequence[Sequence | None],
+                    chosen: Sequence[np.ndarray]) -> pd.DataFrame:
+    """The chosen members, then the chosen population, as the audit's samples: sample_id, role (member; non-member for
+    the population, which the AUC sets against them), group_id (None without one: each text alone), text."""
+    rows = []
+    for role, role_texts, role_groups, indices in zip(AUDITED_ROLES, texts, groups, chosen, strict=True):
+        name = "member" if role == MEMBER else "population"
+        rows += [{"sample_id": f"{name}-{i}", "role": role, "group_id": None if role_groups is None else role_groups[i],
+                  "text": role_texts[i]} for i in indices]
+    return pd.DataFrame(rows, columns=["sample_id", "role", "group_id", "text"])
 
 
 def causal_network(model: torch.nn.Module) -> torch.nn.Module:
@@ -98,35 +107,28 @@ def causal_network(model: torch.nn.Module) -> torch.nn.Module:
     return network
 
 
-def loss_scores(model: torch.nn.Module, tokenizer, texts: Sequence[str], settings: SignalSettings) -> np.ndarray:
-    """(n,) the loss attack's scores: minus each text's mean next-token NLL (nats per token), higher = member."""
-    losses, _ = causal_lm_loss(model, tokenizer, texts, [f"text-{i}" for i in range(len(texts))], settings)
-    return -losses
-
-
-def canary_scores(model: torch.nn.Module, tokenizer, canaries: pd.DataFrame, settings: SignalSettings) -> np.ndarray:
-    """(m,) each canary's mean log-probability (nats per token) of its secret's tokens alone, higher = planted."""
-    # The secret follows a space in its sentence: tokenized so, it gets the ids it has in context (as canaries/audit.py).
-    secret_ids = [tokenizer(" " + secret, add_special_tokens=False)["input_ids"] for secret in canaries["secret"]]
-    values, _ = causal_token_values(model, tokenizer, canaries["text"].tolist(), canaries["sample_id"].tolist(),
-                                    settings.model_copy(update={"signal": "clm_tokens"}))
-    table = unpack_token_values(values)
-    scores = secret_log_probability(table["log_prob"], table["token_id"], secret_ids)
+def planted_scores(model: torch.nn.Module, tokenizer, canaries: pd.DataFrame, settings: SignalSettings) -> np.ndarray:
+    """(m,) each canary's mean log-probability (nats per token) of its secret's tokens alone, higher = planted: the
+    canary audit's score, on the per-token signal of the same scorer."""
+    tokens = resolved(settings.model_copy(update={"signal": "clm_tokens"}), model.device.type)
+    values = in_memory_signal(model, tokenizer, canaries["sample_id"].tolist(), canaries["text"].tolist(), tokens)
+    scores = secrets_log_probability(values["value"], secret_token_ids(tokenizer, canaries["secret"]))
     if np.isnan(scores).any():
         raise InputError(f"CheckpointAudit canaries: canary '{canaries['sample_id'].iloc[int(np.isnan(scores).argmax())]}'"
                          " loses its secret to truncation; raise max_length")
     return scores
 
 
-def membership_entry(member_scores: np.ndarray, population_scores: np.ndarray, clusters: np.ndarray | None) -> dict:
-    """The loss attack's numbers: counts, AUC with its 95% interval (resampling `clusters`: the members' codes, then
-    the population's; each text alone without them), TPR at 1% FPR."""
-    labels = np.r_[np.ones(len(member_scores), bool), np.zeros(len(population_scores), bool)]
-    scores = np.r_[member_scores, population_scores]
-    area = auc(labels, scores)
-    low, high = auc_interval(labels, scores, area, clusters=clusters)
-    return {"members": len(member_scores), "population": len(population_scores), "auc": area, "auc_low": low,
-            "auc_high": high, "tpr_at_1pct_fpr": tpr_at_fpr(labels, scores, FPR).tpr}
+def membership_entry(samples: pd.DataFrame, target_loss: np.ndarray) -> dict:
+    """The loss attack's numbers on `samples` (`audited_samples`) with each one's target loss (nats per token), by the
+    audit's attack registry and evaluation: counts, AUC with its 95% interval (resampling whole groups; each text
+    alone without one), TPR at 1% FPR."""
+    values = {TARGET_LOSS: np.asarray(target_loss, dtype=float)}
+    data = AttackInput("clm_loss", samples[["sample_id", "role", "group_id"]], values)
+    [scores], _ = run_attacks([data], [replace(attack_spec("loss"), aggregated_to=())])
+    result = evaluate_slice(scores, "all", scores.frame, scores.frame.iloc[:0], EvaluationSettings(alphas=(FPR,)))
+    return {"members": result.n_members, "population": result.n_nonmembers, "auc": result.auc,
+            "auc_low": result.auc_ci[0], "auc_high": result.auc_ci[1], "tpr_at_1pct_fpr": result.tpr_at_fpr[str(FPR)].tpr}
 
 
 class CheckpointEntry(BaseModel):
@@ -201,9 +203,7 @@ class CheckpointAudit(TrainerCallback):
         # Chosen once, so that every checkpoint scores the same texts; each role by a generator of its own.
         chosen = [subset(len(texts), groups, max_texts, [seed, role]) for role, (texts, groups)
                   in enumerate(((members, member_groups), (population, population_groups)))]
-        self.members = [members[i] for i in chosen[0]]
-        self.population = [population[i] for i in chosen[1]]
-        self.clusters = role_clusters(chosen, member_groups, population_groups)
+        self.samples = audited_samples((members, population), (member_groups, population_groups), chosen)
         self.canary_folder = None if canaries is None else new_token_folder(canaries)
         self.canaries = None if canaries is None else read_table(self.canary_folder / CANARIES_FILE)
         self.tokenizer = tokenizer
@@ -232,13 +232,13 @@ class CheckpointAudit(TrainerCallback):
         model.eval()  # no dropout: every save scores the same function of the weights
         try:
             with torch.no_grad():
-                members = loss_scores(network, tokenizer, self.members, self.settings)
-                population = loss_scores(network, tokenizer, self.population, self.settings)
-                canaries = None if self.canaries is None else canary_scores(network, tokenizer, self.canaries,
-                                                                            self.settings)
+                losses = in_memory_signal(network, tokenizer, self.samples["sample_id"].tolist(),
+                                          self.samples["text"].tolist(), resolved(self.settings, network.device.type))
+                canaries = None if self.canaries is None else planted_scores(network, tokenizer, self.canaries,
+                                                                             self.settings)
         finally:
             model.train(training)
-        entry = membership_entry(members, population, self.clusters)
+        entry = membership_entry(self.samples, losses["value"].to_numpy(dtype=float))
         entry["canary_epsilon_lower_bound"] = None
         if canaries is not None:  # the key is read only now, every canary scored
             from lmaudit.canaries.audit import read_key  # with the report's modules: loaded when canaries are audited
