@@ -331,9 +331,9 @@ def test_the_verdict_names_the_threat_models_tried_and_not_tried():
     rows = {"sample": [{"attack": "loss", "access": probabilities}, {"attack": "ez_mia", "access": with_reference}],
             "group": [{"attack": "loss", "access": probabilities}, {"attack": "user_inference", "access": with_reference}]}
     section = threat_models(rows)
-    assert section["tried"] == {probabilities: ["loss"], with_reference: ["ez_mia", "user_inference"]}
-    assert section["not_tried"] == [*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]]
-    assert section["statement"] == (f"Threat models tried: {probabilities} (1 attack); {with_reference} (2 attacks); "
+    assert section.tried == {probabilities: ["loss"], with_reference: ["ez_mia", "user_inference"]}
+    assert section.not_tried == [*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]]
+    assert section.statement == (f"Threat models tried: {probabilities} (1 attack); {with_reference} (2 attacks); "
                                     f"not tried: {', '.join([*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]])}.")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from lmaudit.attacks.base import ACCESS_LEVELS, WEIGHTS_ONLY
 from lmaudit.attacks.registry import ATTACKS
 from lmaudit.config import RELEASES
-from lmaudit.report.document import ReportDocument
+from lmaudit.report.document import ReportDocument, ThreatModels
 from lmaudit.report.verdict import threat_models
 from lmaudit.signals.registry import signal_names, signal_spec
 
@@ -65,20 +65,20 @@ def widening(family: str | None, not_tried: list[str]) -> list[str]:
     return [options[access] for access in wanted if access in not_tried]
 
 
-def membership(report: dict, family: str | None, threats: dict) -> dict:
+def membership(report: dict, family: str | None, threats: ThreatModels) -> dict:
     """Membership inference: the attacks of each level, the threat models tried and not, and dataset inference."""
     names = report.get("level_names", {})
     levels = [names.get(level, level) for level in report["ranking"]]
     attacks = sorted({row["attack"] for rows in report["ranking"].values() for row in rows})
     ran = (f"{len(attacks)} attack{'s' * (len(attacks) != 1)} ({', '.join(attacks)}) at {listed(levels)} level; "
-           f"threat models tried: {', '.join(threats['tried'])}")
+           f"threat models tried: {', '.join(threats.tried)}")
     inference = report.get("dataset_inference")
     if inference and "unavailable" not in inference:
         ran += "; dataset inference (Maini et al.) of the members as a set"
     if family is None:
         how = "lmaudit attack (this report, from precomputed losses); lmaudit audit on the model runs every attack"
     else:
-        more = widening(family, threats["not_tried"])
+        more = widening(family, threats.not_tried)
         how = "lmaudit audit (this report)" + (f"; to add threat models: {', '.join(more)}" if more else "")
     how += "; lmaudit canaries audit bounds epsilon for a model trained with planted canaries (" + SEPARATE + ")"
     return entry("membership inference", "tested", ran, how)
@@ -177,7 +177,7 @@ def coverage_section(report: dict) -> dict:
     family = model_family(config)
     threats = threat_models(report["ranking"])
     release = config.get("release")
-    return {"release": release, "context": release_context(release, threats["not_tried"]) + access_context(report),
+    return {"release": release, "context": release_context(release, threats.not_tried) + access_context(report),
             # the Opinion's order, its first class (attribute and membership inference) split in two
             "families": [membership(report, family, threats), attribute_inference(family), exfiltration(),
                          regurgitation(report, family), model_inversion(), reconstruction(family)],

@@ -9,6 +9,11 @@ from collections.abc import Sequence
 MISSING = "n/a"  # a value that could not be measured, where a blank would look like a layout error
 
 
+def finite_or_none(value: float | None) -> float | None:
+    """`value` as a float, or None where it is no finite number (report.json's null reads back as NaN)."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
 def number(value: float | None) -> str:
     """Three decimals; blank when unknown (None, or NaN: a typed report's null)."""
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"

@@ -15,8 +15,8 @@ from typing import NamedTuple
 from lmaudit.metrics.power import best_value
 from lmaudit.metrics.risk_rule import MODERATE_LEVEL, MOST_EXPOSED
 from lmaudit.report.document import LevelVerdict, ReportDocument
+from lmaudit.report.formatting import finite_or_none
 from lmaudit.report.plan import PLAN_KEY, RUN_SETTINGS, plan_sha256, threshold_text
-from lmaudit.report.tables import finite_or_none
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "CANNOT DECIDE"
 

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.risk_rule import HIGH_LEVEL, HIGH_RATIO, MODERATE_LEVEL, MOST_EXPOSED
-from lmaudit.report.formatting import with_interval
+from lmaudit.report.document import BlindHeadline, EpsilonHeadline, Named, Strongest, TprHeadline
+from lmaudit.report.formatting import finite_or_none, with_interval
 
 
-def named(row: dict) -> str:
+def named(row: Named) -> str:
     """An attack as the statements name it: `likelihood_ratio on mlm_energy`."""
-    return f"{row['attack']} on {row['signal']}"
+    return f"{row.attack} on {row.signal}"
+
+
+def fpr_upper(row: TprHeadline | None) -> float | None:
+    """The upper 95% bound of a TPR row's FPR at its threshold; None where there is no row or no bound."""
+    return None if row is None or row.fpr_ci is None else finite_or_none(row.fpr_ci[1])
 
 
 def shown_p(p_value: float) -> str:
@@ -49,7 +55,7 @@ def p_cell(p_value: float | None, power: LevelPower | None) -> str:
     return f"< {shown_p(floor)}" if floor is not None and p_value <= floor * (1 + 1e-9) else shown_p(p_value)
 
 
-def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power: LevelPower,
+def opening(risk: str, heading: str, units: str, at_low_fpr: TprHeadline | None, power: LevelPower,
             group_name: str = "group") -> str:
     """The level's first sentence: its risk and, in plain words, why (`power`: what its counts could show; the groups
     its units come from are `group_name`s)."""
@@ -66,13 +72,13 @@ def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power:
                    f"these {counts.nonmembers:,} come from {counts.nonmember_groups:,} {group_name}s")
             return (f"Inconclusive at {heading}: too few non-member {units} to rule out leakage (about "
                     f"{power.nonmembers_for_low:,} independent ones needed, {had}); no attack beat chance.")
-        fpr_high = ((at_low_fpr or {}).get("fpr_ci") or [None, None])[1]
+        fpr_high = fpr_upper(at_low_fpr)
         could_be = f" (at the 1% threshold it could be as high as {fpr_high:.1%})" if fpr_high is not None else ""
         return (f"Inconclusive at {heading}: no attack beat chance, but {given} did not resolve a 1% false-positive "
                 f"rate{could_be}, so leakage there cannot be ruled out.")
     first = f"Moderate risk at {heading}: the attacks tell member {units} from non-members better than chance"
-    most = at_low_fpr is not None and at_low_fpr["tpr"] > MOST_EXPOSED
-    exposed = f", and {named(at_low_fpr)} exposes most of them ({at_low_fpr['tpr']:.1%})" if most else ""
+    most = at_low_fpr is not None and at_low_fpr.tpr > MOST_EXPOSED
+    exposed = f", and {named(at_low_fpr)} exposes most of them ({at_low_fpr.tpr:.1%})" if most else ""
     if not power.can_read_high:
         return f"{first}{exposed}; whether at a low false-positive rate, {given} are too few to show."
     if most:
@@ -80,53 +86,53 @@ def opening(risk: str, heading: str, units: str, at_low_fpr: dict | None, power:
     return f"{first}, but none exposes members at {HIGH_RATIO:g} times the rate it accuses non-members."
 
 
-def shift_opening(heading: str, blind: dict, strongest: dict, risk_from_attacks: str) -> str:
+def shift_opening(heading: str, blind: BlindHeadline, strongest: Strongest, risk_from_attacks: str) -> str:
     """A level the texts alone decide: its first sentence and what the blind baseline measured."""
     return (f"Inconclusive at {heading}: the texts alone separate members from non-members, so the attacks measure how "
             f"the data was collected as much as the model. A blind classifier that never sees the model reaches AUC "
-            f"{with_interval(blind['auc'], blind['auc_ci'])} against {strongest['auc']:.3f} for the strongest attack; "
+            f"{with_interval(blind.auc, blind.auc_ci)} against {strongest.auc:.3f} for the strongest attack; "
             f"from the attacks alone this level would read {risk_from_attacks}. Audit against non-members drawn like "
             f"the members.")
 
 
-def exposed(row: dict, units: str, groups: str | None) -> str:
+def exposed(row: TprHeadline, units: str, groups: str | None) -> str:
     """The members the headline TPR row exposes at the 1% threshold, and what its non-members can show of its FPR;
     `groups`: how many groups those non-members come from, where fewer than they are ('12 patients')."""
-    fpr_high = (row.get("fpr_ci") or [None, None])[1]
-    sentence = (f"At the threshold fitted to accuse at most 1% of the {row['n_nonmembers']:,} non-member {units} (it "
-                f"accused {row['fp']:,}), {named(row)} exposes {row['tp']:,} of {row['n_members']:,} member {units} "
-                f"({row['tpr']:.1%})")
-    p_value = row.get("p_value")
+    fpr_high = fpr_upper(row)
+    sentence = (f"At the threshold fitted to accuse at most 1% of the {row.n_nonmembers:,} non-member {units} (it "
+                f"accused {row.fp:,}), {named(row)} exposes {row.tp:,} of {row.n_members:,} member {units} "
+                f"({row.tpr:.1%})")
+    p_value = finite_or_none(row.p_value)
     if p_value is not None:
         beyond = "beyond chance" if p_value < MODERATE_LEVEL else "no more than chance would"
         sentence += f", {beyond} (its own family-wise p = {shown_p(p_value)})"
     if fpr_high is not None:
-        whose = f"{row['n_nonmembers']:,} non-members" + (f" of {groups}" if groups else "")
+        whose = f"{row.n_nonmembers:,} non-members" + (f" of {groups}" if groups else "")
         sentence += (f". From {whose}, the false-positive rate an attacker would meet at that threshold is known only "
                      f"to be below {fpr_high:.1%}")
     return sentence + "."
 
 
-def epsilon_words(epsilon: dict | None, level_name: str, delta: float) -> str:
+def epsilon_words(epsilon: EpsilonHeadline | None, level_name: str, delta: float) -> str:
     """The largest epsilon bound of the level as a sentence."""
-    if not epsilon or epsilon["epsilon_lower_bound"] <= 0:
+    if epsilon is None or epsilon.epsilon_lower_bound <= 0:
         return "No attack's counts rule out any epsilon."
-    bound = epsilon["epsilon_lower_bound"]
+    bound = epsilon.epsilon_lower_bound
     shown = f"{bound:.2f}" if bound >= 0.01 else f"{bound:.1g}"  # a small bound is not 0.00
-    of = "the only bound" if epsilon["bounds"] == 1 else f"the largest of {epsilon['bounds']} bounds, each at 95%"
+    of = "the only bound" if epsilon.bounds == 1 else f"the largest of {epsilon.bounds} bounds, each at 95%"
     return (f"If members and non-members were drawn alike, the counts of {named(epsilon)} rule out (epsilon, "
             f"{delta:g})-differential privacy per {level_name} for every epsilon below {shown}, with 95% confidence "
             f"({of}).")
 
 
-def statement(first: str, level_name: str, test: str, strongest: dict, at_low_fpr: dict | None,
-              epsilon: dict | None, delta: float, shifted: bool, groups: str | None = None) -> str:
+def statement(first: str, level_name: str, test: str, strongest: Strongest, at_low_fpr: TprHeadline | None,
+              epsilon: EpsilonHeadline | None, delta: float, shifted: bool, groups: str | None = None) -> str:
     """The level's verdict: `first` (its opening), then the evidence; `groups`: the non-members' groups, where fewer
     than their units ('12 patients')."""
     units = f"{level_name}s"
     parts = [first, f"Evidence: the permutation test gives {test}.",
              f"The strongest attack, {named(strongest)}, reaches AUC "
-             f"{with_interval(strongest['auc'], strongest['auc_ci'])}."]
+             f"{with_interval(strongest.auc, strongest.auc_ci)}."]
     if at_low_fpr is not None:
         parts.append(exposed(at_low_fpr, units, groups))
     if not shifted:  # where the sets differ, an epsilon would measure the difference: a DP reading does not stand

@@ -16,7 +16,7 @@ from lmaudit.metrics.results import AttackResult, ThresholdResult
 from lmaudit.metrics.slices import NONMEMBER_SLICE
 from lmaudit.report.coverage import coverage_lines
 from lmaudit.report.document import ReportDocument
-from lmaudit.report.formatting import number, percent, with_interval
+from lmaudit.report.formatting import finite_or_none, number, percent, with_interval
 from lmaudit.report.verdict import verdict_lines
 
 # Shejwalkar et al.'s attacks (Algorithms 1-4 and the other user statistics) and their baseline (Song and Shmatikov's
@@ -45,11 +45,6 @@ def result_of(results: Sequence[AttackResult], attack: str, level: str, signal: 
 def largest_bound(result: AttackResult) -> float | None:
     """The largest epsilon lower bound over a result's calibrated thresholds (None where none was calibrated)."""
     return max((t.epsilon_lower_bound for t in result.thresholds if not math.isnan(t.epsilon_lower_bound)), default=None)
-
-
-def finite_or_none(value: float | None) -> float | None:
-    """`value` as a float, or None where it is no finite number (report.json's null reads back as NaN)."""
-    return None if value is None or not math.isfinite(value) else float(value)
 
 
 RANKED_ALPHAS = ("0.01", "0.001")  # the FPRs a ranking shows TPR at

@@ -4,8 +4,6 @@ decision, not a guarantee)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from lmaudit.attacks.base import ACCESS_LEVELS, LEVELS
 from lmaudit.metrics.dataset_inference import PAPER_LEVEL, STRICT_LEVEL
 from lmaudit.metrics.power import LevelCounts, level_power
@@ -19,9 +17,18 @@ from lmaudit.metrics.risk_rule import (
     exposure_ratio,
     resolves_one_percent,
 )
-from lmaudit.report.document import ReportDocument, Summary
-from lmaudit.report.formatting import counted
-from lmaudit.report.level_words import opening, p_words, shift_opening, statement
+from lmaudit.report.document import (
+    BlindHeadline,
+    EpsilonHeadline,
+    LevelVerdict,
+    ReportDocument,
+    Strongest,
+    Summary,
+    ThreatModels,
+    TprHeadline,
+)
+from lmaudit.report.formatting import counted, finite_or_none
+from lmaudit.report.level_words import fpr_upper, opening, p_words, shift_opening, statement
 
 VERDICT_ALPHA = f"{ONE_PERCENT:g}"  # the key of the TPR records the verdict reads ('0.01')
 # A blind AUC this high (the texts alone, no model) makes a level inconclusive whatever the attacks reach: Das et al.'s
@@ -55,32 +62,34 @@ RISK_RULE = (
 )
 
 
-def _tpr_row(result: dict) -> dict | None:
+def _tpr_row(result: dict, tests: dict | None) -> TprHeadline | None:
+    """A result's TPR record at 1% FPR as the verdict names it, with the family-wise p-value of its own test."""
     point = result["tpr_at_fpr"].get(VERDICT_ALPHA)
     if point is None:
         return None
-    return {"attack": result["attack"], "signal": result["signal"], "tpr": point["tpr"], "tpr_ci": point["tpr_ci"],
-            "fpr_ci": point.get("fpr_ci"), "tp": point["tp"], "fp": point["fp"], "n_members": result["n_members"],
-            "n_nonmembers": result["n_nonmembers"], "resolution_limited": point["resolution_limited"]}
+    return TprHeadline(attack=result["attack"], signal=result["signal"], tpr=point["tpr"], tpr_ci=point["tpr_ci"],
+                       fpr_ci=point.get("fpr_ci"), tp=point["tp"], fp=point["fp"], n_members=result["n_members"],
+                       n_nonmembers=result["n_nonmembers"], resolution_limited=point["resolution_limited"],
+                       p_value=tpr_test_p_value(tests, result))
 
 
-def row_exposure_ratio(row: dict) -> float:
+def row_exposure_ratio(row: TprHeadline) -> float:
     """A TPR row's exposure ratio (metrics/risk_rule.py) from its two intervals."""
-    return exposure_ratio(row["tpr_ci"][0], (row.get("fpr_ci") or [None, None])[1])
+    return exposure_ratio(finite_or_none(row.tpr_ci[0]), fpr_upper(row))
 
 
-def most_exposing(rows: list[dict]) -> dict | None:
+def most_exposing(rows: list[TprHeadline]) -> TprHeadline | None:
     """The headline TPR record: the row that exposes most members at the 1% threshold (ties: the higher lower bound,
     then the smaller p-value of its own test); page, PDF, model card and gate all read this one."""
-    def key(row: dict) -> tuple:
-        tpr, low = row["tpr"], row["tpr_ci"][0]
-        return (tpr if tpr == tpr else -1.0, low if low is not None and low == low else -1.0,
-                -(row["p_value"] if row.get("p_value") is not None else 1.0))
+    def key(row: TprHeadline) -> tuple:
+        tpr, low, p_value = finite_or_none(row.tpr), finite_or_none(row.tpr_ci[0]), finite_or_none(row.p_value)
+        return (tpr if tpr is not None else -1.0, low if low is not None else -1.0,
+                -(p_value if p_value is not None else 1.0))
 
     return max(rows, key=key, default=None)
 
 
-def _epsilon_row(results: list[dict]) -> dict | None:
+def _epsilon_row(results: list[dict]) -> EpsilonHeadline | None:
     best, count = None, 0
     for result in results:
         for threshold in result["thresholds"]:
@@ -89,15 +98,15 @@ def _epsilon_row(results: list[dict]) -> dict | None:
             if bound is not None and (best is None or bound > best["epsilon_lower_bound"]):
                 best = {"attack": result["attack"], "signal": result["signal"], "rule": threshold["rule"],
                         "alpha": threshold["alpha"], "epsilon_lower_bound": bound}
-    return best and {**best, "bounds": count}
+    return None if best is None else EpsilonHeadline(**best, bounds=count)
 
 
-def tpr_test_p_value(tests: dict | None, row: dict, level: str) -> float | None:
-    """The family-wise p-value of a TPR row's own permutation test (None where the level's non-members were too few
+def tpr_test_p_value(tests: dict | None, result: dict) -> float | None:
+    """The family-wise p-value of a result's own TPR permutation test (None where the level's non-members were too few
     for one, or no test ran)."""
     return next((test["family_p_value"] for test in (tests or {}).get("tests", [])
                  if (test["attack"], test["signal"], test["level"], test["statistic"])
-                 == (row["attack"], row["signal"], level, "tpr_at_1pct_fpr")), None)
+                 == (result["attack"], result["signal"], result["level"], "tpr_at_1pct_fpr")), None)
 
 
 def level_p_value(tests: dict | None, level: str) -> float | None:
@@ -106,22 +115,23 @@ def level_p_value(tests: dict | None, level: str) -> float | None:
     return min(values) if values else None
 
 
-def _risk(p_value: float | None, tpr_rows: list[dict], epsilon: dict | None, at_low_fpr: dict | None) -> str:
-    bound = epsilon["epsilon_lower_bound"] if epsilon else 0.0
+def _risk(p_value: float | None, tpr_rows: list[TprHeadline], epsilon: EpsilonHeadline | None,
+          at_low_fpr: TprHeadline | None) -> str:
+    bound = epsilon.epsilon_lower_bound if epsilon else 0.0
     strong = any(row_exposure_ratio(row) >= HIGH_RATIO for row in tpr_rows) or bound >= HIGH_EPSILON
     if p_value is not None and p_value < HIGH_LEVEL and strong:
         return "high"
     if p_value is not None and p_value < MODERATE_LEVEL:
         return "moderate"
-    return "low" if resolves_one_percent(((at_low_fpr or {}).get("fpr_ci") or [None, None])[1]) else "inconclusive"
+    return "low" if resolves_one_percent(fpr_upper(at_low_fpr)) else "inconclusive"
 
 
-def level_counts(level: str, strongest: dict, at_level: list[dict], tests: dict | None) -> LevelCounts:
+def level_counts(level: str, strongest: Strongest, at_level: list[dict], tests: dict | None) -> LevelCounts:
     """What the level compared, for its power: its units (the most any attack read: one fitted on part of them reads
     fewer), the groups the verdict's test relabelled (a group-level unit is its own group), whether some threshold was
     calibrated without the audited labels, and the test's relabellings and families."""
-    members = max([r["n_members"] for r in at_level] + [strongest["n_members"]])
-    nonmembers = max([r["n_nonmembers"] for r in at_level] + [strongest["n_nonmembers"]])
+    members = max([r["n_members"] for r in at_level] + [strongest.n_members])
+    nonmembers = max([r["n_nonmembers"] for r in at_level] + [strongest.n_nonmembers])
     relabelled = ((tests or {}).get("member_groups", members), (tests or {}).get("nonmember_groups", nonmembers))
     groups = (members, nonmembers) if level == "group" else (min(members, relabelled[0]), min(nonmembers, relabelled[1]))
     families = 2 if any(test["statistic"] == "tpr_at_1pct_fpr" for test in (tests or {}).get("tests", [])) else 1
@@ -139,21 +149,22 @@ def _fewer_groups(counts: LevelCounts, group_name: str) -> str | None:
     return f"{counts.nonmember_groups:,} {group_name}{'s' * (counts.nonmember_groups != 1)}"
 
 
-def shift_decides(blind: dict | None, strongest: dict) -> bool:
+def shift_decides(blind: BlindHeadline | None, strongest: Strongest) -> bool:
     """Whether the texts alone make a level inconclusive (the rule's first clause): the blind AUC's interval leaves 0.5
     and reaches the strongest attack's, or the blind AUC is at least BLIND_DECISIVE_AUC."""
-    if not blind or not blind.get("texts_separate"):
+    if blind is None or not blind.texts_separate:
         return False
-    attack_low = strongest["auc_ci"][0] if strongest["auc_ci"][0] is not None else 0.0
-    return blind["auc_ci"][1] >= attack_low or blind["auc"] >= BLIND_DECISIVE_AUC
+    attack_low = finite_or_none(strongest.auc_ci[0]) or 0.0
+    return blind.auc_ci[1] >= attack_low or blind.auc >= BLIND_DECISIVE_AUC
 
 
-def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strongest: dict, tests: dict | None,
-                 delta: float, blind: dict | None, against: str) -> dict:
+def _level_entry(level: str, names: dict[str, str], at_level: list[dict], ranked: dict, tests: dict | None,
+                 delta: float, blind: dict | None, against: str) -> LevelVerdict:
     """One level's verdict: its risk, the evidence behind it, what its counts could show, and its statement."""
-    tpr_rows = [row for row in (_tpr_row(r) for r in at_level) if row is not None]
-    for row in tpr_rows:
-        row["p_value"] = tpr_test_p_value(tests, row, level)
+    strongest = Strongest(**{key: ranked[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members",
+                                                          "n_nonmembers")})
+    blind_headline = BlindHeadline(**{key: blind[key] for key in ("auc", "auc_ci", "texts_separate")}) if blind else None
+    tpr_rows = [row for row in (_tpr_row(r, tests) for r in at_level) if row is not None]
     at_low_fpr = most_exposing(tpr_rows)
     epsilon = _epsilon_row(at_level)
     p_value = level_p_value(tests, level)
@@ -163,32 +174,29 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], strong
     name = names.get(level, level)
     heading = f"{name} level{against}"
     first = opening(risk, heading, f"{name}s", at_low_fpr, power, names.get("group", "group"))
-    entry = {"name": name, "risk": risk, "p_value": p_value}
-    shifted = shift_decides(blind, strongest)
+    shifted = shift_decides(blind_headline, strongest)
+    judged = {"risk": risk}
     if shifted:
-        first = shift_opening(heading, blind, strongest, risk)
-        entry = {**entry, "risk": "inconclusive", "shift": True, "risk_from_attacks": risk}
-    if blind:
-        entry["blind"] = {key: blind[key] for key in ("auc", "auc_ci", "texts_separate")}
-    test = p_words(p_value, power)
-    return {
-        **entry,
-        "strongest": {key: strongest[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members", "n_nonmembers")},
-        "tpr_at_1pct_fpr": at_low_fpr, "epsilon_lower_bound": epsilon, "power": asdict(power),
-        "statement": statement(first, name, test, strongest, at_low_fpr, epsilon, delta, shifted,
-                               _fewer_groups(counts, names.get("group", "group"))),
-    }
+        first = shift_opening(heading, blind_headline, strongest, risk)
+        judged = {"risk": "inconclusive", "shift": True, "risk_from_attacks": risk}
+    return LevelVerdict(
+        name=name, p_value=p_value, **judged, **({"blind": blind_headline} if blind_headline else {}),
+        strongest=strongest, tpr_at_1pct_fpr=at_low_fpr, epsilon_lower_bound=epsilon, power=power,
+        statement=statement(first, name, p_words(p_value, power), strongest, at_low_fpr, epsilon, delta, shifted,
+                            _fewer_groups(counts, names.get("group", "group"))),
+    )
 
 
 def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str], delta: float,
             blind: dict[str, dict] | None = None, tests: dict | None = None, nonmember_set: str | None = None) -> Summary:
-    """report.json's `summary`, as its model (report/document.py:Summary), from the report's records: per level (in LEVELS order) the risk by RISK_RULE with its family-wise p-value, the
-    strongest attack by AUC, the TPR row at 1% FPR that exposes most, the largest epsilon lower bound, what the level's
-    counts could show at best (metrics/power.py), and the statement; the overall risk; the rule; the delta of the
-    epsilon bounds. `blind`: the blind baseline's result per level on the verdict's non-member set
-    (metrics/validity.py), which can make a level inconclusive (None where the audit had no texts); `tests`:
-    report.json's `leakage_tests` (metrics/permutation_tests.py); `nonmember_set`: the name of the verdict's set where there
-    are several, which the statements then name."""
+    """report.json's `summary`, as its model (report/document.py:Summary), from the report's records: per level (in
+    LEVELS order) the risk by RISK_RULE with its family-wise p-value, the strongest attack by AUC, the TPR row at 1% FPR
+    that exposes most, the largest epsilon lower bound, what the level's counts could show at best
+    (metrics/power.py), and the statement; the overall risk; the rule; the delta of the epsilon bounds. `blind`: the
+    blind baseline's result per level on the verdict's non-member set (metrics/validity.py), which can make a level
+    inconclusive (None where the audit had no texts); `tests`: report.json's `leakage_tests`
+    (metrics/permutation_tests.py); `nonmember_set`: the name of the verdict's set where there are several, which the
+    statements then name."""
     against = f", members against the {nonmember_set} non-members" if nonmember_set else ""
     levels = {}
     for level in LEVELS:
@@ -196,13 +204,12 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
             at_level = [r for r in results if r["level"] == level and r["slice"] == "all"]
             levels[level] = _level_entry(level, level_names, at_level, ranking[level][0], tests, delta,
                                          (blind or {}).get(level), against)
-    overall = min((entry["risk"] for entry in levels.values()), key=RISKS.index, default="inconclusive")
-    return Summary.model_validate({"risk": overall, "levels": levels, "rule": RISK_RULE, "delta": delta,
-                                   "blind_baseline_ran": blind is not None, "nonmember_set": nonmember_set,
-                                   "threat_models": threat_models(ranking)})
+    overall = min((entry.risk for entry in levels.values()), key=RISKS.index, default="inconclusive")
+    return Summary(risk=overall, levels=levels, rule=RISK_RULE, delta=delta, blind_baseline_ran=blind is not None,
+                   nonmember_set=nonmember_set, threat_models=threat_models(ranking))
 
 
-def threat_models(ranking: dict[str, list[dict]]) -> dict:
+def threat_models(ranking: dict[str, list[dict]]) -> ThreatModels:
     """Which attacker access levels (attacks/base.py:ACCESS_LEVELS) the audit tried, each with its attacks, which it did
     not, and the sentence the verdict ends with: a verdict says only what attackers of the tried kinds can do."""
     tried: dict[str, list[str]] = {}
@@ -216,7 +223,7 @@ def threat_models(ranking: dict[str, list[dict]]) -> dict:
     statement = "Threat models tried: " + "; ".join(f"{access} ({len(names)} attack{'s' * (len(names) != 1)})"
                                                     for access, names in ordered.items())
     statement += f"; not tried: {', '.join(not_tried)}." if not_tried else "."
-    return {"tried": ordered, "not_tried": not_tried, "statement": statement}
+    return ThreatModels(tried=ordered, not_tried=not_tried, statement=statement)
 
 
 # report.json's and dataset_inference.json's `rule`: how the test of metrics/dataset_inference.py decides.
