@@ -12,8 +12,9 @@ from lmaudit.attacks.base import ACCESS_LEVELS
 from lmaudit.audit import run
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.report.coverage import CONTEXTS, LIMITS, NO_WHITE_BOX, access_context, coverage_section, release_context
-from lmaudit.report.document import typed_report
+from lmaudit.report.document import RankedAttack, typed_report
 from lmaudit.report.tables import summary_table
+from lmaudit.report.verdict import threat_models
 from tests.audit.test_run import calls, language_model_config  # noqa: F401 (calls: the fake models' fixture)
 from tests.helpers import assert_document_round_trips, assert_one_line_error, run_cli
 
@@ -30,6 +31,14 @@ def document(signal: str | None, rows: dict[str, list[tuple[str, str]]], **secti
     return {"config": config, "ranking": ranking, "level_names": {"sample": "note", "subgroup": "admission", "group": "patient"}, **sections}
 
 
+def coverage_of(report: dict) -> dict:
+    """The coverage of a report's parts, with the threat models the verdict names from its ranked attacks."""
+    ranked = {level: [RankedAttack(attack=row["attack"], signal="loss", auc=0.5, auc_ci=(0.4, 0.6), tpr_at_fpr={},
+                                   n_members=10, n_nonmembers=10, description="", paper="", access=row["access"])
+                      for row in rows] for level, rows in report["ranking"].items()}
+    return coverage_section(report, threat_models(ranked))
+
+
 def by_family(section: dict) -> dict[str, dict]:
     assert [item["family"] for item in section["families"]] == FAMILIES  # the Opinion's order, every family once
     return {item["family"]: item for item in section["families"]}
@@ -42,7 +51,7 @@ def test_a_causal_lm_audit_with_extraction_tests_membership_and_regurgitation_on
     report = document("clm_tokens", {"sample": [("likelihood_ratio", WITH_REFERENCE), ("loss", PROBABILITIES)],
                                      "subgroup": [("loss", PROBABILITIES)], "group": [("loss", PROBABILITIES)]},
                       extraction=EXTRACTION, dataset_inference={"p_value": 0.3})
-    families = by_family(coverage_section(report))
+    families = by_family(coverage_of(report))
     assert {name: item["status"] for name, item in families.items()} == {
         "membership inference": "tested", "attribute inference": "not tested", "exfiltration": "not tested",
         "regurgitation of training data": "tested", "model inversion": "not tested", "reconstruction": "not tested"}
@@ -63,7 +72,7 @@ def test_a_causal_lm_audit_without_extraction_says_how_to_run_it():
     report = document("clm_loss", {"sample": [("loss", PROBABILITIES), ("likelihood_ratio", WITH_REFERENCE),
                                               ("logistic_calibration", WHITE_BOX)]},
                       dataset_inference={"unavailable": "too few patients"})
-    families = by_family(coverage_section(report))
+    families = by_family(coverage_of(report))
     regurgitation = families["regurgitation of training data"]
     assert (regurgitation["status"], regurgitation["what_ran"]) == ("not tested", "no extraction in this audit")
     assert regurgitation["how_to_test"] == ("lmaudit audit --extraction, or lmaudit extract (causal LMs; a separate "
@@ -74,7 +83,7 @@ def test_a_causal_lm_audit_without_extraction_says_how_to_run_it():
 
 
 def test_a_masked_lm_audit_without_references_names_the_reference_and_the_white_box_options():
-    families = by_family(coverage_section(document("mlm_energy", {"sample": [("loss", PROBABILITIES)]})))
+    families = by_family(coverage_of(document("mlm_energy", {"sample": [("loss", PROBABILITIES)]})))
     assert "to add threat models: --whitebox (white-box), --reference DIR (a reference model);" in (
         families["membership inference"]["how_to_test"])
     regurgitation = families["regurgitation of training data"]
@@ -84,7 +93,7 @@ def test_a_masked_lm_audit_without_references_names_the_reference_and_the_white_
 
 
 def test_a_classifier_gives_no_text_back_so_regurgitation_does_not_apply():
-    families = by_family(coverage_section(document("classifier", {"sample": [("sample_threshold", PROBABILITIES)]})))
+    families = by_family(coverage_of(document("classifier", {"sample": [("sample_threshold", PROBABILITIES)]})))
     assert [name for name, item in families.items() if item["status"] == "not applicable"] == [
         "regurgitation of training data"]
     assert families["regurgitation of training data"]["what_ran"].startswith("a classifier outputs label probabilities")
@@ -97,7 +106,7 @@ def test_a_classifier_gives_no_text_back_so_regurgitation_does_not_apply():
 
 
 def test_precomputed_losses_point_to_an_audit_of_the_model():
-    section = coverage_section(document(None, {"sample": [("loss", PROBABILITIES)]}))
+    section = coverage_of(document(None, {"sample": [("loss", PROBABILITIES)]}))
     families = by_family(section)
     assert families["membership inference"]["how_to_test"].startswith(
         "lmaudit attack (this report, from precomputed losses); lmaudit audit on the model runs every attack")
@@ -130,7 +139,7 @@ def test_an_endpoint_audit_says_what_its_api_allowed_and_an_audit_of_the_weights
                      "can: 2 attacks ran on what the API returns; not run, as no API returns what they read (the whole "
                      "next-token distribution, or the weights' features and gradients): min_k_plus_plus, which an "
                      "attacker holding the weights adds.")
-    assert coverage_section(served)["context"] == CONTEXTS["public-api"] + words
+    assert coverage_of(served)["context"] == CONTEXTS["public-api"] + words
     weights = document("clm_tokens", {"sample": [("loss", PROBABILITIES), ("min_k_plus_plus", PROBABILITIES)]},
                        release="public-api")
     assert access_context(weights).startswith(" This audit ran on the weights, not through an API: min_k_plus_plus "

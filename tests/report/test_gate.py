@@ -8,9 +8,7 @@ from lmaudit.errors import InputError
 from lmaudit.report.document import LevelVerdict
 from lmaudit.report.gate import FAIL, PASS, UNDECIDED, decide
 from lmaudit.report.plan import parse_threshold, threshold_text
-from lmaudit.report.tables import ranking
-from lmaudit.report.verdict import verdict
-from tests.report.test_verdict import leakage_section, result
+from tests.report.test_verdict import leakage_section, result, verdict_of
 
 DEMO_PATIENTS = {"members": 24, "nonmembers": 12, "fpr_ci": (0.0, 0.265), "fp": 0, "limited": True}
 
@@ -21,7 +19,7 @@ def level_of(p_value: float, **kwargs) -> LevelVerdict:
     results = [result("loss", level="group", **{**DEMO_PATIENTS, **kwargs})]
     tests = {**leakage_section({("loss", "group"): p_value}), "member_groups": kwargs.get("members", 24),
              "nonmember_groups": kwargs.get("nonmembers", 12), "permutations": 1000}
-    return verdict(results, ranking(results), {"group": "patient"}, 1e-5, None, tests).levels["group"]
+    return verdict_of(results, {"group": "patient"}, 1e-5, None, tests).levels["group"]
 
 
 MODERATE, LOW = parse_threshold("patient:risk=moderate"), parse_threshold("patient:risk=low")
@@ -68,7 +66,7 @@ def test_high_fails_both_and_low_passes_both():
 
 def test_a_level_the_texts_alone_decide_cannot_be_decided():
     results = [result("loss", level="group", auc=0.66, auc_ci=(0.62, 0.7), tpr_ci=(0.08, 0.2), fpr_ci=(0.005, 0.016))]
-    summary = verdict(results, ranking(results), {"group": "patient"}, 1e-5,
+    summary = verdict_of(results, {"group": "patient"}, 1e-5,
                       {"group": {"auc": 0.62, "auc_ci": [0.55, 0.69], "texts_separate": True}},
                       leakage_section({("loss", "group"): 0.001}))
     level = summary.levels["group"]

@@ -60,15 +60,13 @@ def test_every_headline_puts_the_tpr_beside_its_own_attack(tmp_path):
     results and the PDF's verdict table each name zlib beside zlib's TPR, and that TPR is the level's highest."""
     from lmaudit.report.model_card import evaluation, level_cells
     from lmaudit.report.pdf import view
-    from lmaudit.report.tables import ranking
-    from lmaudit.report.verdict import verdict
     from lmaudit.strict_json import json_ready
-    from tests.report.test_verdict import leakage_section, result
+    from tests.report.test_verdict import leakage_section, result, verdict_of
 
     results = [result("loss", auc=0.8, auc_ci=(0.7, 0.9), tpr=0.5, tpr_ci=(0.4, 0.6), tp=1000),
                result("zlib", auc=0.7, auc_ci=(0.6, 0.8), tpr=0.875, tpr_ci=(0.8, 0.93), tp=1750)]
     report = small_report()
-    report["summary"] = {**json_ready(verdict(results, ranking(results), {"sample": "sample"}, 1e-5, None,
+    report["summary"] = {**json_ready(verdict_of(results, {"sample": "sample"}, 1e-5, None,
                                               leakage_section({("loss", "sample"): 0.01, ("zlib", "sample"): 0.01}))),
                          "caveats": report["summary"].get("caveats")}
     write_document(tmp_path / "audit", "report.json", report)

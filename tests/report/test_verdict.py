@@ -6,8 +6,12 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
+from pydantic import TypeAdapter
 
+from lmaudit.metrics.permutation_tests import LeakageTest, LeakageTests
+from lmaudit.metrics.results import AttackResult
 from lmaudit.report.checks import audit_warnings
+from lmaudit.report.document import RankedAttack, Summary
 from lmaudit.report.level_words import shown_p
 from lmaudit.report.tables import ranking
 from lmaudit.report.verdict import RISK_RULE, dataset_inference_statement, extraction_statement, verdict
@@ -16,18 +20,39 @@ from lmaudit.strict_json import json_ready
 
 def result(attack, level="sample", auc=0.6, auc_ci=(0.55, 0.65), tpr=0.02, tpr_ci=(0.005, 0.04), tp=4, fp=1,
            members=2000, nonmembers=2000, epsilons=(0.0,), limited=False, unavailable=None, fpr_ci=(0.003, 0.015)):
+    """An attack's result as report.json holds it (null where not measured), with these numbers."""
     point = {"tpr": tpr, "tpr_ci": list(tpr_ci), "fpr_ci": list(fpr_ci), "tp": tp, "fp": fp, "fpr": 0.005,
              "resolution_limited": limited}
+    unmeasured = dict.fromkeys(("value", "precision", "recall", "fpr", "accuracy", "advantage"))
+    thresholds = [{"rule": "population", "alpha": 0.1, **unmeasured, "tp": 0, "fp": 0, "tn": 0, "fn": 0,
+                   "recall_ci": [None, None], "fpr_ci": [None, None], "epsilon_lower_bound": e} for e in epsilons]
     return {"attack": attack, "signal": "loss", "level": level, "slice": "all", "auc": auc, "auc_ci": list(auc_ci),
-            "tpr_at_fpr": {"0.01": point, "0.001": point},
-            "thresholds": [{"rule": "population", "alpha": 0.1, "epsilon_lower_bound": e} for e in epsilons],
+            "tpr_at_fpr": {"0.01": point, "0.001": point}, "thresholds": thresholds,
             "n_members": members, "n_nonmembers": nonmembers, "n_population": 100, "balanced": None,
             **({"unavailable": unavailable} if unavailable else {})}
 
 
+def permutation_tests(section: dict | None, results: list[dict]) -> LeakageTests | None:
+    """A `leakage_tests` section as the verdict reads it: its tests (observed 0.6, own p-value the family-wise one
+    unless given) and, unless given, as many groups relabelled as the results have units."""
+    if section is None:
+        return None
+    groups = {"member_groups": max(r["n_members"] for r in results),
+              "nonmember_groups": max(r["n_nonmembers"] for r in results)}
+    tests = [LeakageTest(**{"observed": 0.6, "p_value": test["family_p_value"], **test}) for test in section["tests"]]
+    return LeakageTests(**{"null": "", "permutations": 1000, "seed": 0, **groups, **section, "tests": tests})
+
+
+def verdict_of(results: list[dict], names: dict[str, str], delta: float = 1e-5, blind: dict | None = None,
+               tests: dict | None = None, nonmember_set: str | None = None) -> Summary:
+    """The verdict of results and tests given as report.json holds them, read back as their records."""
+    typed = TypeAdapter(list[AttackResult]).validate_python(results)
+    return verdict(typed, ranking(typed), names, delta, blind, permutation_tests(tests, results), nonmember_set)
+
+
 def written_verdict(*args) -> dict:
     """The verdict as report.json writes it (its JSON form)."""
-    return json_ready(verdict(*args))
+    return json_ready(verdict_of(*args))
 
 
 def leakage_section(p_values: dict) -> dict:
@@ -39,7 +64,7 @@ def leakage_section(p_values: dict) -> dict:
 def summary_of(*results, names=None, p_values=None, blind=None, nonmember_set=None):
     results = list(results)
     p_values = p_values if p_values is not None else {(r["attack"], r["level"]): 0.5 for r in results}
-    return written_verdict(results, ranking(results), names or {"sample": "sample", "group": "patient"}, 1e-5, blind,
+    return written_verdict(results, names or {"sample": "sample", "group": "patient"}, 1e-5, blind,
                    leakage_section(p_values), nonmember_set)
 
 
@@ -114,7 +139,7 @@ def test_the_headline_tpr_is_the_one_that_exposes_most_named_with_its_own_attack
     section = leakage_section({("loss", "sample"): 0.01, ("zlib", "sample"): 0.3})
     tpr_tests = [{**section["tests"][0], "statistic": "tpr_at_1pct_fpr", "family_p_value": p, "attack": attack}
                  for attack, p in (("loss", 0.004), ("zlib", 0.6))]
-    summary = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
+    summary = written_verdict(results, {"sample": "note"}, 1e-5, None,
                       {"tests": section["tests"] + tpr_tests})
     level = summary["levels"]["sample"]
     assert level["tpr_at_1pct_fpr"]["attack"] == "zlib" and level["tpr_at_1pct_fpr"]["p_value"] == 0.6
@@ -122,7 +147,7 @@ def test_the_headline_tpr_is_the_one_that_exposes_most_named_with_its_own_attack
     assert ("zlib on loss exposes 120 of 2,000 member notes (6.0%), no more than chance would (its own family-wise "
             "p = 0.6)" in level["statement"])
     tpr_tests[1]["family_p_value"] = 0.01
-    level = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None,
+    level = written_verdict(results, {"sample": "note"}, 1e-5, None,
                     {"tests": section["tests"] + tpr_tests})["levels"]["sample"]
     assert "zlib on loss exposes 120 of 2,000 member notes (6.0%), beyond chance (its own family-wise p = 0.01)" in \
         level["statement"]
@@ -139,11 +164,11 @@ def test_the_smallest_p_value_the_relabellings_can_show_is_said_as_such():
              "tests": [{"attack": "loss", "signal": "loss", "level": "sample", "statistic": statistic,
                         "family_p_value": floor} for statistic in ("auc", "tpr_at_1pct_fpr")]}
     results = [result("loss")]
-    level = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
+    level = written_verdict(results, {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
     assert "family-wise p < 0.002 (the smallest 1,000 relabellings can show)" in level["statement"]
     assert level["power"]["counts"]["families"] == 2 and level["power"]["smallest_p"] == pytest.approx(floor, rel=1e-6)
     tests["tests"][0]["family_p_value"] = tests["tests"][1]["family_p_value"] = 0.004
-    level = written_verdict(results, ranking(results), {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
+    level = written_verdict(results, {"sample": "note"}, 1e-5, None, tests)["levels"]["sample"]
     assert "family-wise p = 0.004." in level["statement"] and "smallest" not in level["statement"]
 
 
@@ -328,8 +353,12 @@ def test_the_verdict_names_the_threat_models_tried_and_not_tried():
     names = ("samia", "petal", "loss", "ez_mia", "user_threshold_avg", "gradnorm")
     assert [attack_spec(name).access for name in names] == list(ACCESS_LEVELS)
     probabilities, with_reference = ACCESS_LEVELS[2], ACCESS_LEVELS[3]
-    rows = {"sample": [{"attack": "loss", "access": probabilities}, {"attack": "ez_mia", "access": with_reference}],
-            "group": [{"attack": "loss", "access": probabilities}, {"attack": "user_inference", "access": with_reference}]}
+    def ranked(attack: str, access: str) -> RankedAttack:
+        return RankedAttack(attack=attack, signal="loss", auc=0.5, auc_ci=(0.4, 0.6), tpr_at_fpr={}, n_members=10,
+                            n_nonmembers=10, description="", paper="", access=access)
+
+    rows = {"sample": [ranked("loss", probabilities), ranked("ez_mia", with_reference)],
+            "group": [ranked("loss", probabilities), ranked("user_inference", with_reference)]}
     section = threat_models(rows)
     assert section.tried == {probabilities: ["loss"], with_reference: ["ez_mia", "user_inference"]}
     assert section.not_tried == [*ACCESS_LEVELS[:2], *ACCESS_LEVELS[4:]]

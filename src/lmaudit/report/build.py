@@ -111,17 +111,17 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
     })
     document["warnings"] += audit_warnings(document)
     validity = json_ready(validity)
-    document["ranking"] = ranking_with_lift(ranking(document["results"]), validity)
+    ranked = ranking_with_lift(ranking(results), validity)
+    document["ranking"] = json_ready(ranked)
     blind = verdict_set_levels(validity) or None
     sets = list(data.get("nonmember_sets", {}))
-    summary = verdict(document["results"], document["ranking"], document["level_names"], delta, blind,
-                      document.get("leakage_tests"), sets[0] if sets else None)
+    summary = verdict(results, ranked, document["level_names"], delta, blind, tests, sets[0] if sets else None)
     said = {"caveats": [*facts.caveats, *population_caveats(data.get("counts", {}))]}
     if validity is not None:
-        document["validity"] = with_lift(validity, document["ranking"])
+        document["validity"] = with_lift(validity, ranked)
         said["shift"], said["shift_elsewhere"] = shift_caveats(validity, document["level_names"])
     summary = summary.model_copy(update={key: lines for key, lines in said.items() if lines})  # said only where any
-    document["coverage"] = coverage_section(document)  # words only, after every number it names
+    document["coverage"] = coverage_section(document, summary.threat_models)  # words only, after every number it names
     return headed(REPORT_FILE, {"summary": json_ready(summary), **document})
 
 

@@ -12,7 +12,6 @@ from lmaudit.attacks.base import ACCESS_LEVELS, WEIGHTS_ONLY
 from lmaudit.attacks.registry import ATTACKS
 from lmaudit.config import RELEASES
 from lmaudit.report.document import ReportDocument, ThreatModels
-from lmaudit.report.verdict import threat_models
 from lmaudit.signals.registry import signal_names, signal_spec
 
 GENERATED, REFERENCE, SHADOW, WHITE_BOX = ACCESS_LEVELS[0], ACCESS_LEVELS[3], ACCESS_LEVELS[4], ACCESS_LEVELS[5]
@@ -170,12 +169,12 @@ def access_context(report: dict) -> str:
             "which is what an attacker holding the weights adds; --target-url audits what an endpoint allows.")
 
 
-def coverage_section(report: dict) -> dict:
+def coverage_section(report: dict, threats: ThreatModels) -> dict:
     """report.json's `coverage`: the declared release and its context line, one entry per attack family of the
-    Opinion, and the limits of the evidence; from the report's config, ranking and extraction/dataset sections."""
+    Opinion, and the limits of the evidence; from the report's config, ranking and extraction/dataset sections, and the
+    threat models the verdict names (`verdict.py:threat_models`)."""
     config = report["config"]
     family = model_family(config)
-    threats = threat_models(report["ranking"])
     release = config.get("release")
     return {"release": release, "context": release_context(release, threats.not_tried) + access_context(report),
             # the Opinion's order, its first class (attribute and membership inference) split in two

@@ -15,7 +15,7 @@ from lmaudit.attacks.shadow import PAPER_STATISTIC
 from lmaudit.metrics.results import AttackResult, ThresholdResult
 from lmaudit.metrics.slices import NONMEMBER_SLICE
 from lmaudit.report.coverage import coverage_lines
-from lmaudit.report.document import ReportDocument
+from lmaudit.report.document import RankedAttack, ReportDocument
 from lmaudit.report.formatting import finite_or_none, number, percent, with_interval
 from lmaudit.report.verdict import verdict_lines
 
@@ -50,24 +50,25 @@ def largest_bound(result: AttackResult) -> float | None:
 RANKED_ALPHAS = ("0.01", "0.001")  # the FPRs a ranking shows TPR at
 
 
-def ranking(results: list[dict]) -> dict[str, list[dict]]:
+def ranking(results: list[AttackResult]) -> dict[str, list[RankedAttack]]:
     """Per level, every attack (and signal) on all data, strongest first: AUC with its interval, TPR at 1% and 0.1% FPR
     with the counts behind it, and the attack's description and paper. Ordered by AUC, then TPR at 1% FPR."""
-    ranked: dict[str, list[dict]] = {}
+    ranked: dict[str, list[RankedAttack]] = {}
     for result in results:
-        if result["slice"] != "all":
+        if result.slice != "all":
             continue
-        spec = attack_spec(result["attack"])
-        ranked.setdefault(result["level"], []).append({
-            "attack": result["attack"], "signal": result["signal"], "auc": result["auc"], "auc_ci": result["auc_ci"],
-            "tpr_at_fpr": {alpha: result["tpr_at_fpr"][alpha] for alpha in RANKED_ALPHAS if alpha in result["tpr_at_fpr"]},
-            "n_members": result["n_members"], "n_nonmembers": result["n_nonmembers"],
-            "description": spec.description, "paper": spec.paper, "access": spec.access,
-        })
+        spec = attack_spec(result.attack)
+        ranked.setdefault(result.level, []).append(RankedAttack(
+            attack=result.attack, signal=result.signal, auc=result.auc, auc_ci=result.auc_ci,
+            tpr_at_fpr={alpha: result.tpr_at_fpr[alpha] for alpha in RANKED_ALPHAS if alpha in result.tpr_at_fpr},
+            n_members=result.n_members, n_nonmembers=result.n_nonmembers,
+            description=spec.description, paper=spec.paper, access=spec.access,
+        ))
 
-    def strength(row: dict) -> tuple[float, float]:
-        at_one_percent = row["tpr_at_fpr"].get("0.01", {}).get("tpr")
-        return (-(row["auc"] if row["auc"] is not None else -1.0), -(at_one_percent or 0.0))
+    def strength(row: RankedAttack) -> tuple[float, float]:
+        auc, at_one_percent = finite_or_none(row.auc), row.tpr_at_fpr.get("0.01")
+        tpr = finite_or_none(at_one_percent.tpr) if at_one_percent is not None else None
+        return (-(auc if auc is not None else -1.0), -(tpr or 0.0))
 
     return {level: sorted(rows, key=strength) for level, rows in ranked.items()}
 

@@ -4,7 +4,8 @@ what the texts alone give (its lift), and in words, where the texts alone separa
 
 from __future__ import annotations
 
-from lmaudit.report.formatting import with_interval
+from lmaudit.report.document import RankedAttack
+from lmaudit.report.formatting import finite_or_none, with_interval
 
 
 def verdict_set_levels(validity: dict | None) -> dict[str, dict]:
@@ -13,26 +14,29 @@ def verdict_set_levels(validity: dict | None) -> dict[str, dict]:
     return next(iter(sets.values()), {}).get("levels", {})
 
 
-def with_lift(validity: dict, ranking: dict[str, list[dict]]) -> dict:
+def with_lift(validity: dict, ranking: dict[str, list[RankedAttack]]) -> dict:
     """`validity` with, for the verdict's set, each level's strongest attack (the first of `ranking`) and its lift: its
     AUC minus the blind AUC, how far the model goes beyond what the texts alone give."""
     for level, entry in verdict_set_levels(validity).items():
         if ranking.get(level):
             strongest = ranking[level][0]
-            entry["strongest_attack"] = f"{strongest['attack']} on {strongest['signal']}"
-            entry["lift"] = strongest["auc"] - entry["auc"]
+            entry["strongest_attack"] = f"{strongest.attack} on {strongest.signal}"
+            entry["lift"] = strongest.auc - entry["auc"]
     return validity
 
 
-def ranking_with_lift(ranking: dict[str, list[dict]], validity: dict | None) -> dict[str, list[dict]]:
+def ranking_with_lift(ranking: dict[str, list[RankedAttack]], validity: dict | None) -> dict[str, list[RankedAttack]]:
     """`ranking` with each row's `lift_over_blind`: its AUC minus the blind AUC of its level on the verdict's set (no
     field where the blind baseline did not run at that level)."""
     blind = verdict_set_levels(validity)
-    for level, rows in ranking.items():
-        if level in blind:
-            for row in rows:
-                row["lift_over_blind"] = None if row["auc"] is None else row["auc"] - blind[level]["auc"]
-    return ranking
+    return {level: [row.model_copy(update={"lift_over_blind": lift_over(row, blind[level])}) for row in rows]
+            if level in blind else rows for level, rows in ranking.items()}
+
+
+def lift_over(row: RankedAttack, blind: dict) -> float | None:
+    """A ranked attack's AUC minus the blind AUC of its level; None where its AUC is not a number."""
+    auc = finite_or_none(row.auc)
+    return None if auc is None else auc - blind["auc"]
 
 
 def shift_caveats(validity: dict, level_names: dict[str, str]) -> tuple[list[str], list[str]]:

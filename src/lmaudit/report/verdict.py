@@ -4,6 +4,8 @@ decision, not a guarantee)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lmaudit.attacks.base import ACCESS_LEVELS, LEVELS
 from lmaudit.metrics.dataset_inference import PAPER_LEVEL, STRICT_LEVEL
 from lmaudit.metrics.power import LevelCounts, level_power
@@ -21,6 +23,7 @@ from lmaudit.report.document import (
     BlindHeadline,
     EpsilonHeadline,
     LevelVerdict,
+    RankedAttack,
     ReportDocument,
     Strongest,
     Summary,
@@ -29,6 +32,10 @@ from lmaudit.report.document import (
 )
 from lmaudit.report.formatting import counted, finite_or_none
 from lmaudit.report.level_words import fpr_upper, opening, p_words, shift_opening, statement
+
+if TYPE_CHECKING:  # read as records only: the permutation tests' module loads scipy
+    from lmaudit.metrics.permutation_tests import LeakageTests
+    from lmaudit.metrics.results import AttackResult
 
 VERDICT_ALPHA = f"{ONE_PERCENT:g}"  # the key of the TPR records the verdict reads ('0.01')
 # A blind AUC this high (the texts alone, no model) makes a level inconclusive whatever the attacks reach: Das et al.'s
@@ -62,14 +69,14 @@ RISK_RULE = (
 )
 
 
-def _tpr_row(result: dict, tests: dict | None) -> TprHeadline | None:
+def _tpr_row(result: AttackResult, tests: LeakageTests | None) -> TprHeadline | None:
     """A result's TPR record at 1% FPR as the verdict names it, with the family-wise p-value of its own test."""
-    point = result["tpr_at_fpr"].get(VERDICT_ALPHA)
+    point = result.tpr_at_fpr.get(VERDICT_ALPHA)
     if point is None:
         return None
-    return TprHeadline(attack=result["attack"], signal=result["signal"], tpr=point["tpr"], tpr_ci=point["tpr_ci"],
-                       fpr_ci=point.get("fpr_ci"), tp=point["tp"], fp=point["fp"], n_members=result["n_members"],
-                       n_nonmembers=result["n_nonmembers"], resolution_limited=point["resolution_limited"],
+    return TprHeadline(attack=result.attack, signal=result.signal, tpr=point.tpr, tpr_ci=point.tpr_ci,
+                       fpr_ci=point.fpr_ci, tp=point.tp, fp=point.fp, n_members=result.n_members,
+                       n_nonmembers=result.n_nonmembers, resolution_limited=point.resolution_limited,
                        p_value=tpr_test_p_value(tests, result))
 
 
@@ -89,30 +96,25 @@ def most_exposing(rows: list[TprHeadline]) -> TprHeadline | None:
     return max(rows, key=key, default=None)
 
 
-def _epsilon_row(results: list[dict]) -> EpsilonHeadline | None:
+def _epsilon_row(results: list[AttackResult]) -> EpsilonHeadline | None:
+    """The largest epsilon lower bound of the level's thresholds (not a number: not counted), with how many there are."""
     best, count = None, 0
     for result in results:
-        for threshold in result["thresholds"]:
-            bound = threshold.get("epsilon_lower_bound")
+        for threshold in result.thresholds:
+            bound = finite_or_none(threshold.epsilon_lower_bound)
             count += bound is not None
-            if bound is not None and (best is None or bound > best["epsilon_lower_bound"]):
-                best = {"attack": result["attack"], "signal": result["signal"], "rule": threshold["rule"],
-                        "alpha": threshold["alpha"], "epsilon_lower_bound": bound}
-    return None if best is None else EpsilonHeadline(**best, bounds=count)
+            if bound is not None and (best is None or bound > best.epsilon_lower_bound):
+                best = EpsilonHeadline(attack=result.attack, signal=result.signal, rule=threshold.rule,
+                                       alpha=threshold.alpha, epsilon_lower_bound=bound, bounds=0)
+    return None if best is None else best.model_copy(update={"bounds": count})
 
 
-def tpr_test_p_value(tests: dict | None, result: dict) -> float | None:
+def tpr_test_p_value(tests: LeakageTests | None, result: AttackResult) -> float | None:
     """The family-wise p-value of a result's own TPR permutation test (None where the level's non-members were too few
     for one, or no test ran)."""
-    return next((test["family_p_value"] for test in (tests or {}).get("tests", [])
-                 if (test["attack"], test["signal"], test["level"], test["statistic"])
-                 == (result["attack"], result["signal"], result["level"], "tpr_at_1pct_fpr")), None)
-
-
-def level_p_value(tests: dict | None, level: str) -> float | None:
-    """The smallest family-wise p-value of the permutation tests at `level` (None where none ran)."""
-    values = [test["family_p_value"] for test in (tests or {}).get("tests", []) if test["level"] == level]
-    return min(values) if values else None
+    return next((finite_or_none(test.family_p_value) for test in (tests.tests if tests else [])
+                 if (test.attack, test.signal, test.level, test.statistic)
+                 == (result.attack, result.signal, result.level, "tpr_at_1pct_fpr")), None)
 
 
 def _risk(p_value: float | None, tpr_rows: list[TprHeadline], epsilon: EpsilonHeadline | None,
@@ -126,20 +128,21 @@ def _risk(p_value: float | None, tpr_rows: list[TprHeadline], epsilon: EpsilonHe
     return "low" if resolves_one_percent(fpr_upper(at_low_fpr)) else "inconclusive"
 
 
-def level_counts(level: str, strongest: Strongest, at_level: list[dict], tests: dict | None) -> LevelCounts:
+def level_counts(level: str, strongest: Strongest, at_level: list[AttackResult], tests: LeakageTests | None
+                 ) -> LevelCounts:
     """What the level compared, for its power: its units (the most any attack read: one fitted on part of them reads
     fewer), the groups the verdict's test relabelled (a group-level unit is its own group), whether some threshold was
     calibrated without the audited labels, and the test's relabellings and families."""
-    members = max([r["n_members"] for r in at_level] + [strongest.n_members])
-    nonmembers = max([r["n_nonmembers"] for r in at_level] + [strongest.n_nonmembers])
-    relabelled = ((tests or {}).get("member_groups", members), (tests or {}).get("nonmember_groups", nonmembers))
+    members = max([r.n_members for r in at_level] + [strongest.n_members])
+    nonmembers = max([r.n_nonmembers for r in at_level] + [strongest.n_nonmembers])
+    relabelled = (tests.member_groups, tests.nonmember_groups) if tests else (members, nonmembers)
     groups = (members, nonmembers) if level == "group" else (min(members, relabelled[0]), min(nonmembers, relabelled[1]))
-    families = 2 if any(test["statistic"] == "tpr_at_1pct_fpr" for test in (tests or {}).get("tests", [])) else 1
-    calibrated = any(threshold.get("epsilon_lower_bound") is not None for r in at_level for threshold in r["thresholds"])
+    families = 2 if any(test.statistic == "tpr_at_1pct_fpr" for test in (tests.tests if tests else [])) else 1
+    calibrated = any(finite_or_none(threshold.epsilon_lower_bound) is not None
+                     for r in at_level for threshold in r.thresholds)
     return LevelCounts(members=members, nonmembers=nonmembers, member_groups=groups[0], nonmember_groups=groups[1],
                        calibrated=calibrated, relabelled_members=relabelled[0], relabelled_nonmembers=relabelled[1],
-                       permutations=(tests or {}).get("permutations", 1000),
-                       families=families)
+                       permutations=tests.permutations if tests else 1000, families=families)
 
 
 def _fewer_groups(counts: LevelCounts, group_name: str) -> str | None:
@@ -158,16 +161,16 @@ def shift_decides(blind: BlindHeadline | None, strongest: Strongest) -> bool:
     return blind.auc_ci[1] >= attack_low or blind.auc >= BLIND_DECISIVE_AUC
 
 
-def _level_entry(level: str, names: dict[str, str], at_level: list[dict], ranked: dict, tests: dict | None,
-                 delta: float, blind: dict | None, against: str) -> LevelVerdict:
+def _level_entry(level: str, names: dict[str, str], at_level: list[AttackResult], ranked: RankedAttack,
+                 tests: LeakageTests | None, delta: float, blind: dict | None, against: str) -> LevelVerdict:
     """One level's verdict: its risk, the evidence behind it, what its counts could show, and its statement."""
-    strongest = Strongest(**{key: ranked[key] for key in ("attack", "signal", "auc", "auc_ci", "n_members",
-                                                          "n_nonmembers")})
+    strongest = Strongest(attack=ranked.attack, signal=ranked.signal, auc=ranked.auc, auc_ci=ranked.auc_ci,
+                          n_members=ranked.n_members, n_nonmembers=ranked.n_nonmembers)
     blind_headline = BlindHeadline(**{key: blind[key] for key in ("auc", "auc_ci", "texts_separate")}) if blind else None
     tpr_rows = [row for row in (_tpr_row(r, tests) for r in at_level) if row is not None]
     at_low_fpr = most_exposing(tpr_rows)
     epsilon = _epsilon_row(at_level)
-    p_value = level_p_value(tests, level)
+    p_value = finite_or_none(tests.level_p_value(level)) if tests else None
     risk = _risk(p_value, tpr_rows, epsilon, at_low_fpr)
     counts = level_counts(level, strongest, at_level, tests)
     power = level_power(counts, delta)
@@ -187,21 +190,22 @@ def _level_entry(level: str, names: dict[str, str], at_level: list[dict], ranked
     )
 
 
-def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: dict[str, str], delta: float,
-            blind: dict[str, dict] | None = None, tests: dict | None = None, nonmember_set: str | None = None) -> Summary:
+def verdict(results: list[AttackResult], ranking: dict[str, list[RankedAttack]], level_names: dict[str, str],
+            delta: float, blind: dict[str, dict] | None = None, tests: LeakageTests | None = None,
+            nonmember_set: str | None = None) -> Summary:
     """report.json's `summary`, as its model (report/document.py:Summary), from the report's records: per level (in
     LEVELS order) the risk by RISK_RULE with its family-wise p-value, the strongest attack by AUC, the TPR row at 1% FPR
     that exposes most, the largest epsilon lower bound, what the level's counts could show at best
     (metrics/power.py), and the statement; the overall risk; the rule; the delta of the epsilon bounds. `blind`: the
     blind baseline's result per level on the verdict's non-member set (metrics/validity.py), which can make a level
-    inconclusive (None where the audit had no texts); `tests`: report.json's `leakage_tests`
+    inconclusive (None where the audit had no texts); `tests`: the permutation tests
     (metrics/permutation_tests.py); `nonmember_set`: the name of the verdict's set where there are several, which the
     statements then name."""
     against = f", members against the {nonmember_set} non-members" if nonmember_set else ""
     levels = {}
     for level in LEVELS:
         if ranking.get(level):
-            at_level = [r for r in results if r["level"] == level and r["slice"] == "all"]
+            at_level = [r for r in results if r.level == level and r.slice == "all"]
             levels[level] = _level_entry(level, level_names, at_level, ranking[level][0], tests, delta,
                                          (blind or {}).get(level), against)
     overall = min((entry.risk for entry in levels.values()), key=RISKS.index, default="inconclusive")
@@ -209,15 +213,15 @@ def verdict(results: list[dict], ranking: dict[str, list[dict]], level_names: di
                    nonmember_set=nonmember_set, threat_models=threat_models(ranking))
 
 
-def threat_models(ranking: dict[str, list[dict]]) -> ThreatModels:
+def threat_models(ranking: dict[str, list[RankedAttack]]) -> ThreatModels:
     """Which attacker access levels (attacks/base.py:ACCESS_LEVELS) the audit tried, each with its attacks, which it did
     not, and the sentence the verdict ends with: a verdict says only what attackers of the tried kinds can do."""
     tried: dict[str, list[str]] = {}
     for rows in ranking.values():
         for row in rows:
-            names = tried.setdefault(row["access"], [])
-            if row["attack"] not in names:
-                names.append(row["attack"])
+            names = tried.setdefault(row.access, [])
+            if row.attack not in names:
+                names.append(row.attack)
     ordered = {access: tried[access] for access in ACCESS_LEVELS if access in tried}
     not_tried = [access for access in ACCESS_LEVELS if access not in tried]
     statement = "Threat models tried: " + "; ".join(f"{access} ({len(names)} attack{'s' * (len(names) != 1)})"
