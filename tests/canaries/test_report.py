@@ -10,12 +10,13 @@ import pytest
 
 from lmaudit.canaries.audit import check_scored, exposure_summary, read_key, secret_candidates
 from lmaudit.canaries.make import CanarySet, inclusion, make_canaries, planted_canaries
-from lmaudit.canaries.report import canary_lines, canary_report, write_canary_audit
+from lmaudit.canaries.report import REPORT_FILE, canary_lines, canary_report, write_canary_audit
 from lmaudit.config import AuditConfig
 from lmaudit.errors import InputError
 from lmaudit.metrics.exposure import exposures
 from lmaudit.metrics.fdp_one_run import GaussianBound
 from lmaudit.metrics.one_run import CanaryGuesses, OneRunBound
+from lmaudit.report.document import typed_document
 
 SECRETS = CanarySet("secret", 200, seed=987654321, secret_format="mrn {secret}", secret_digits=6)
 
@@ -27,6 +28,11 @@ def report_with(bound: float, dp: dict | None, exposure: dict | None = None) -> 
                          GaussianBound(guesses, 0.0, 0.0, 1e-5, 0.95, 8), exposure, dp)
 
 
+def lines_of(report: dict) -> list[str]:
+    """What the terminal prints of a canary report, read as its model (the audit adds its configuration)."""
+    return canary_lines(typed_document(REPORT_FILE, {"config": {}, **report}))
+
+
 def test_the_verdict_compares_the_bound_with_the_accountants_epsilon_at_the_same_delta():
     prv = {"epsilon_prv": 1.0, "epsilon_rdp": 3.0, "delta": 1e-5}
     assert report_with(0.9, prv)["verdict"].startswith("consistent")
@@ -34,7 +40,7 @@ def test_the_verdict_compares_the_bound_with_the_accountants_epsilon_at_the_same
     assert report_with(2.0, {**prv, "epsilon_prv": None})["verdict"].startswith("consistent")  # RDP where no PRV
     assert report_with(2.0, {**prv, "delta": 1e-6})["verdict"] is None  # another delta: no comparison
     assert report_with(2.0, None)["verdict"] is None
-    lines = canary_lines(report_with(2.0, prv))
+    lines = lines_of(report_with(2.0, prv))
     assert any("1 (PRV)" in line and "CONTRADICTION" in line for line in lines)  # prints the epsilon it compared
 
 
@@ -63,7 +69,7 @@ def test_repeated_canaries_are_compared_with_the_groups_epsilon_and_say_what_one
     group = repeated(2.5, 1.5)["group"]
     assert group["repeats"] == 3 and group["record_mu_lower_bound"] == pytest.approx(0.5)
     assert group["record_epsilon_lower_bound"] == pytest.approx(gdp_epsilon(0.5, 1e-5)) == pytest.approx(1.99, abs=0.01)
-    text = " ".join(canary_lines(repeated(2.5, 1.5)))
+    text = " ".join(lines_of(repeated(2.5, 1.5)))
     assert "each planted 3 times" in text and "for a group of 3: 3 at delta" in text and "mu >= 0.500" in text
     assert report_with(0.5, dp)["group"] is None  # planted once: no group
     write_canary_audit(tmp_path, repeated(2.5, 1.5) | {"config": {}}, pd.DataFrame({"sample_id": ["canary-0001"], "score": [0.1]}))
@@ -86,7 +92,7 @@ def test_exposure_lines_say_n_a_where_a_side_has_no_secret():
     assert summary["not_planted"] == {"secrets": 0, "sampled_median": None, "sampled_max": None,
                                       "extrapolated_median": None, "extrapolated_max": None}
     assert summary["planted"]["sampled_max"] == pytest.approx(found[0].sampled)
-    assert any("never planted median n/a" in line for line in canary_lines(report_with(0.0, None, summary)))
+    assert any("never planted median n/a" in line for line in lines_of(report_with(0.0, None, summary)))
 
 
 def test_equal_candidate_losses_give_no_extrapolation_rather_than_an_error():
@@ -142,7 +148,7 @@ def test_only_steinkes_bound_decides_a_contradiction():
                            {"epsilon_prv": 3.0, "epsilon_rdp": 4.0, "delta": 1e-5})
     assert report["verdict"].startswith("consistent")
     assert any("mu >= 0.900, the rejected Gaussian curve's epsilon 3.500 at delta 1e-05 (a lower bound on epsilon only "
-               "where the training's trade-off curve is Gaussian" in line for line in canary_lines(report))
+               "where the training's trade-off curve is Gaussian" in line for line in lines_of(report))
 
 
 def test_a_bound_of_zero_says_nothing_was_proved_and_not_that_the_model_is_private():
@@ -165,7 +171,7 @@ def test_a_result_far_below_chance_is_reported_invalid_with_its_probability_and_
     assert report["explanation"].startswith("INVALID audit") and "3e-09" in report["explanation"]
     assert "chance gives often enough" not in report["explanation"]
     assert report["verdict"].startswith("INVALID")  # not "consistent": the bound of an invalid audit says nothing
-    lines = canary_lines(report)
+    lines = lines_of(report)
     assert lines[0].startswith("INVALID AUDIT") and "probability 3e-09" in lines[0]
     valid = report_with(0.0, None)  # no rank test given: none is claimed invalid, and nothing proved is chance
     assert valid["validity"]["valid"] and "chance gives often enough" in valid["explanation"]
@@ -182,8 +188,8 @@ def test_the_report_says_what_m_canaries_can_prove_at_most_and_when_the_bound_is
     assert below["one_run"]["ceiling"] == pytest.approx(perfect.epsilon_lower_bound) == pytest.approx(3.4, abs=0.05)
     assert below["f_dp"]["mu_ceiling"] == pytest.approx(gaussian.mu_lower_bound)
     assert below["f_dp"]["epsilon_ceiling"] == pytest.approx(gaussian.epsilon_lower_bound)
-    text = " ".join(canary_lines(below))
+    text = " ".join(lines_of(below))
     assert f"With 200 canaries no audit can prove more than epsilon {perfect.epsilon_lower_bound:.2f}" in text
     assert not below["one_run"]["at_ceiling"] and "at that ceiling" not in text
     at = report_with(perfect.epsilon_lower_bound, None)
-    assert at["one_run"]["at_ceiling"] and "This bound is at that ceiling" in " ".join(canary_lines(at))
+    assert at["one_run"]["at_ceiling"] and "This bound is at that ceiling" in " ".join(lines_of(at))

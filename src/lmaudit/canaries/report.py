@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+from pydantic import BaseModel
 
 from lmaudit.canaries.make import CanarySet
 from lmaudit.config import AuditConfig
 from lmaudit.metrics.privacy import accountant_epsilon, group_privacy
+from lmaudit.report.canary_sections import AccountantSection, FdpSection, GroupSection, OneRunSection, ValiditySection
 from lmaudit.report.documents import headed
 from lmaudit.report.privacy_words import verdict_against, white_box_line
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from lmaudit.metrics.canary_validity import RankCheck
     from lmaudit.metrics.fdp_one_run import GaussianBound
     from lmaudit.metrics.one_run import OneRunBound
+    from lmaudit.report.document import CanaryReportDocument
 
 REPORT_FILE, SCORES_FILE, PAGE_FILE = "canary_report.json", "canary_scores.parquet", "canary_report.html"
 EXPLANATION = (
@@ -73,7 +76,7 @@ def compared_epsilon(dp: dict | None, repeats: int) -> tuple[float, float] | Non
 
 
 def group_reading(canary_set: CanarySet, gaussian: GaussianBound, claimed: tuple[float, float] | None,
-                  record_delta: float) -> dict | None:
+                  record_delta: float) -> GroupSection | None:
     """For canaries planted r > 1 times: the group's accountant epsilon and delta (None where vacuous), and the
     per-record mu (and its epsilon at `record_delta`) that the group's f-DP bound implies; None for r = 1."""
     from lmaudit.metrics.fdp_one_run import gdp_epsilon
@@ -81,17 +84,17 @@ def group_reading(canary_set: CanarySet, gaussian: GaussianBound, claimed: tuple
     if canary_set.repeats == 1:
         return None
     mu = gaussian.mu_lower_bound / canary_set.repeats
-    return {"repeats": canary_set.repeats, "accountant_epsilon": claimed[0] if claimed else None,
-            "accountant_delta": claimed[1] if claimed else None, "record_mu_lower_bound": mu,
-            "record_epsilon_lower_bound": gdp_epsilon(mu, record_delta), "record_delta": record_delta}
+    return GroupSection(repeats=canary_set.repeats, accountant_epsilon=claimed[0] if claimed else None,
+                        accountant_delta=claimed[1] if claimed else None, record_mu_lower_bound=mu,
+                        record_epsilon_lower_bound=gdp_epsilon(mu, record_delta), record_delta=record_delta)
 
 
-def validity_section(check: RankCheck) -> dict:
+def validity_section(check: RankCheck) -> ValiditySection:
     """canary_report.json's `validity`: the rank test of planted against unplanted scores and whether the audit is
     valid (an audit whose planted canaries score below chance is not: `metrics/canary_validity.py`)."""
-    return {"test": "one-sided Mann-Whitney U, planted below unplanted", "planted": check.planted,
-            "unplanted": check.unplanted, "rank_auc": check.auc, "p_below": check.p_below, "level": check.level,
-            "valid": not check.invalid}
+    return ValiditySection(test="one-sided Mann-Whitney U, planted below unplanted", planted=check.planted,
+                           unplanted=check.unplanted, rank_auc=check.auc, p_below=check.p_below, level=check.level,
+                           valid=not check.invalid)
 
 
 def ceilings(canaries: int, delta: float, confidence: float) -> dict:
@@ -103,7 +106,7 @@ def ceilings(canaries: int, delta: float, confidence: float) -> dict:
     return {"epsilon": provable_ceiling(canaries, delta, confidence), "mu": mu, "f_dp_epsilon": epsilon}
 
 
-def explained(bound: OneRunBound, gaussian: GaussianBound, check: RankCheck, group: dict | None) -> str:
+def explained(bound: OneRunBound, gaussian: GaussianBound, check: RankCheck, group: GroupSection | None) -> str:
     """The report's plain words: INVALID where the scores run against the key, else what the bounds mean, or that
     nothing was proved (never "chance" for a result far below it)."""
     if check.invalid:
@@ -137,29 +140,32 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
     group = group_reading(canary_set, gaussian, claimed, dp["delta"] if dp else bound.delta)
     explanation = explained(bound, gaussian, check, group)
     ceiling = ceilings(guesses.canaries, bound.delta, bound.confidence)
-    return headed(REPORT_FILE, {
+    sections = {
         "target": config.target, "reference": list(config.reference), "attack": attack, "signal": config.signal.signal,
         # Never the seed: it rebuilds the key.
         "canaries": {key: value for key, value in asdict(canary_set).items() if key not in ("seed", "secret_format")}
         | {"space_bits": canary_set.space_bits},
-        "one_run": {"canaries": guesses.canaries, "guesses": guesses.guesses,
-                    "positive_guesses": guesses.positive_guesses, "negative_guesses": guesses.negative_guesses,
-                    "correct": guesses.correct, "accuracy": guesses.correct / guesses.guesses if guesses.guesses else None,
-                    "epsilon_lower_bound": bound.epsilon_lower_bound, "delta": bound.delta,
-                    "confidence": bound.confidence, "choices_of_k": bound.choices, "ceiling": ceiling["epsilon"],
-                    "at_ceiling": bound.epsilon_lower_bound >= ceiling["epsilon"] - 1e-9},
-        "f_dp": {"mu_lower_bound": gaussian.mu_lower_bound, "epsilon_lower_bound": gaussian.epsilon_lower_bound,
-                 "delta": gaussian.delta, "confidence": gaussian.confidence,
-                 "positive_guesses": gaussian.guesses.positive_guesses,
-                 "negative_guesses": gaussian.guesses.negative_guesses, "correct": gaussian.guesses.correct,
-                 "guesses": gaussian.guesses.guesses, "mu_ceiling": ceiling["mu"],
-                 "epsilon_ceiling": ceiling["f_dp_epsilon"]},
-        "validity": validity_section(check), "accountant": dp, "verdict": verdict, "exposure": exposure,
-        "group": group, "white_box": white_box,
+        "one_run": OneRunSection(
+            canaries=guesses.canaries, guesses=guesses.guesses, positive_guesses=guesses.positive_guesses,
+            negative_guesses=guesses.negative_guesses, correct=guesses.correct,
+            accuracy=guesses.correct / guesses.guesses if guesses.guesses else None,
+            epsilon_lower_bound=bound.epsilon_lower_bound, delta=bound.delta, confidence=bound.confidence,
+            choices_of_k=bound.choices, ceiling=ceiling["epsilon"],
+            at_ceiling=bound.epsilon_lower_bound >= ceiling["epsilon"] - 1e-9),
+        "f_dp": FdpSection(
+            mu_lower_bound=gaussian.mu_lower_bound, epsilon_lower_bound=gaussian.epsilon_lower_bound,
+            delta=gaussian.delta, confidence=gaussian.confidence, positive_guesses=gaussian.guesses.positive_guesses,
+            negative_guesses=gaussian.guesses.negative_guesses, correct=gaussian.guesses.correct,
+            guesses=gaussian.guesses.guesses, mu_ceiling=ceiling["mu"], epsilon_ceiling=ceiling["f_dp_epsilon"]),
+        "validity": validity_section(check), "accountant": dp and AccountantSection(**dp), "verdict": verdict,
+        "exposure": exposure, "group": group, "white_box": white_box,
         "explanation": explanation,
         "settings": {"signal": config.signal.model_dump(), "seed": config.evaluation.seed,
                      "include_text": config.include_text},
-    })
+    }
+    # As Python values (an infinite epsilon stays infinite until the file is written, where it is null).
+    return headed(REPORT_FILE, {key: value.model_dump() if isinstance(value, BaseModel) else value
+                                for key, value in sections.items()})
 
 
 def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
@@ -172,75 +178,82 @@ def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
     write_document(out, REPORT_FILE, report, page=(PAGE_FILE, page), table=(SCORES_FILE, scores))
 
 
-def group_sentence(group: dict) -> str:
+def group_sentence(group: GroupSection) -> str:
     """What a bound for canaries planted r times says of one record, in words."""
-    claimed = ("" if group["accountant_epsilon"] is None else
-               f" (epsilon {group['accountant_epsilon']:.3g} at delta {group['accountant_delta']:.3g})")
-    epsilon = (f", epsilon >= {group['record_epsilon_lower_bound']:.3f} at delta {group['record_delta']:g}"
-               if group["record_mu_lower_bound"] > 0 else "")
-    return GROUP.format(repeats=group["repeats"], claimed=claimed, mu=group["record_mu_lower_bound"], epsilon=epsilon)
+    claimed = ("" if group.accountant_epsilon is None else
+               f" (epsilon {group.accountant_epsilon:.3g} at delta {group.accountant_delta:.3g})")
+    epsilon = (f", epsilon >= {group.record_epsilon_lower_bound:.3f} at delta {group.record_delta:g}"
+               if group.record_mu_lower_bound > 0 else "")
+    return GROUP.format(repeats=group.repeats, claimed=claimed, mu=group.record_mu_lower_bound, epsilon=epsilon)
 
 
 def _bits(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def fdp_line(fdp: dict) -> str:
+def fdp_line(fdp: FdpSection) -> str:
     """The f-DP bound as one line: mu, and the epsilon of the rejected Gaussian curve at the delta where there is one
     (a lower bound on epsilon only for a mechanism whose trade-off curve is Gaussian, as DP-SGD's nearly is)."""
-    epsilon = ("no epsilon at delta 0" if fdp["epsilon_lower_bound"] is None else
-               f"the rejected Gaussian curve's epsilon {fdp['epsilon_lower_bound']:.3f} at delta {fdp['delta']:g} (a "
+    epsilon = ("no epsilon at delta 0" if fdp.epsilon_lower_bound is None else
+               f"the rejected Gaussian curve's epsilon {fdp.epsilon_lower_bound:.3f} at delta {fdp.delta:g} (a "
                "lower bound on epsilon only where the training's trade-off curve is Gaussian, as DP-SGD's nearly is)")
-    return (f"f-DP bound (Mahloujifar et al. 2025, same guess counts): mu >= {fdp['mu_lower_bound']:.3f}, {epsilon} "
-            f"({fdp['correct']} of {fdp['guesses']} right)")
+    return (f"f-DP bound (Mahloujifar et al. 2025, same guess counts): mu >= {fdp.mu_lower_bound:.3f}, {epsilon} "
+            f"({fdp.correct} of {fdp.guesses} right)")
 
 
-def ceiling_line(report: dict) -> str:
+def ceiling_line(report: CanaryReportDocument) -> str:
     """What m canaries can prove at most, and whether the bound is at it."""
-    one_run, fdp = report["one_run"], report["f_dp"]
-    return CEILING.format(canaries=one_run["canaries"], epsilon=one_run["ceiling"], mu=fdp["mu_ceiling"],
-                          delta=one_run["delta"], at_ceiling=AT_CEILING if one_run["at_ceiling"] else "")
+    one_run, fdp = report.one_run, report.f_dp
+    return CEILING.format(canaries=one_run.canaries, epsilon=one_run.ceiling, mu=fdp.mu_ceiling,
+                          delta=one_run.delta, at_ceiling=AT_CEILING if one_run.at_ceiling else "")
 
 
-def validity_line(validity: dict) -> str:
+def validity_line(validity: ValiditySection) -> str:
     """The rank test of planted against unplanted scores as one line, INVALID first where it fails."""
-    if validity["p_below"] is None:
+    if validity.p_below is None:
         return "planted against unplanted scores: not tested (no canary on one side)"
-    return (("INVALID AUDIT: the planted canaries score below the unplanted ones; " if not validity["valid"] else "")
-            + f"planted against unplanted scores: rank AUC {validity['rank_auc']:.3f} (0.5 is chance), probability "
-            f"{validity['p_below']:.2g} of scores this far below chance (one-sided Mann-Whitney; invalid below "
-            f"{validity['level']:g})")
+    return (("INVALID AUDIT: the planted canaries score below the unplanted ones; " if not validity.valid else "")
+            + f"planted against unplanted scores: rank AUC {validity.rank_auc:.3f} (0.5 is chance), probability "
+            f"{validity.p_below:.2g} of scores this far below chance (one-sided Mann-Whitney; invalid below "
+            f"{validity.level:g})")
 
 
-def canary_lines(report: dict) -> list[str]:
+def accountant_words(accountant: AccountantSection) -> tuple[str, str]:
+    """The accountant a bound is compared with (PRV where computed, else RDP) and its epsilon in words: 'inf' where
+    the run had no noise (null in the file)."""
+    name, epsilon = accountant_epsilon(accountant.model_dump())
+    return name, "inf" if epsilon is None else f"{epsilon:.3g}"
+
+
+def canary_lines(report: CanaryReportDocument) -> list[str]:
     """The canary report for a terminal: the bound and its guesses, the accountant's epsilon, the exposure, and what
     the bound means."""
-    one_run = report["one_run"]
-    repeats = report["canaries"].get("repeats", 1)
-    lines = [f"{report['canaries']['count']} {report['canaries']['kind']} canaries"
-             + (f" (each planted {repeats} times)" if repeats > 1 else "") + f" scored by {report['attack']} "
-             f"({report['signal']}); guessed {one_run['positive_guesses']} planted and {one_run['negative_guesses']} "
-             f"not planted, {one_run['correct']} of {one_run['guesses']} right",
-             f"epsilon lower bound: {one_run['epsilon_lower_bound']:.3f} at delta {one_run['delta']:g}, "
-             f"{one_run['confidence']:.0%} confidence (best of {one_run['choices_of_k']} guess counts, "
-             f"Bonferroni-corrected; Steinke et al. 2023)", fdp_line(report["f_dp"]), ceiling_line(report)]
-    validity = report.get("validity")
+    one_run, canaries = report.one_run, report.canaries
+    repeats = canaries.get("repeats", 1)
+    lines = [f"{canaries['count']} {canaries['kind']} canaries"
+             + (f" (each planted {repeats} times)" if repeats > 1 else "") + f" scored by {report.attack} "
+             f"({report.signal}); guessed {one_run.positive_guesses} planted and {one_run.negative_guesses} "
+             f"not planted, {one_run.correct} of {one_run.guesses} right",
+             f"epsilon lower bound: {one_run.epsilon_lower_bound:.3f} at delta {one_run.delta:g}, "
+             f"{one_run.confidence:.0%} confidence (best of {one_run.choices_of_k} guess counts, "
+             f"Bonferroni-corrected; Steinke et al. 2023)", fdp_line(report.f_dp), ceiling_line(report)]
+    validity = report.validity
     if validity:  # an invalid audit says so before any number
-        lines.insert(0 if not validity["valid"] else len(lines), validity_line(validity))
-    if report["accountant"]:
-        accountant, epsilon = accountant_epsilon(report["accountant"])
-        group = report["group"]
-        for_group = ("" if not group or group["accountant_epsilon"] is None else
-                     f"; for a group of {repeats}: {group['accountant_epsilon']:.3g} at delta "
-                     f"{group['accountant_delta']:.3g}")
-        lines.append(f"the accountant's epsilon: {epsilon:.3g} ({accountant}) at delta {report['accountant']['delta']:g}"
-                     + for_group + (f"; {report['verdict']}" if report["verdict"] else ""))
-    if report.get("white_box"):
-        lines.append(white_box_line(report["white_box"]))
-    if report["exposure"]:
-        exposure = report["exposure"]
+        lines.insert(0 if not validity.valid else len(lines), validity_line(validity))
+    if report.accountant:
+        accountant, epsilon = accountant_words(report.accountant)
+        group = report.group
+        for_group = ("" if not group or group.accountant_epsilon is None else
+                     f"; for a group of {repeats}: {group.accountant_epsilon:.3g} at delta "
+                     f"{group.accountant_delta:.3g}")
+        lines.append(f"the accountant's epsilon: {epsilon} ({accountant}) at delta {report.accountant.delta:g}"
+                     + for_group + (f"; {report.verdict}" if report.verdict else ""))
+    if report.white_box:
+        lines.append(white_box_line(report.white_box))
+    if report.exposure:
+        exposure = report.exposure
         lines.append(f"exposure (bits; {exposure['space_bits']:.1f} possible, {exposure['candidates']} random secrets "
                      f"scored): planted median {_bits(exposure['planted']['extrapolated_median'])}, largest "
                      f"{_bits(exposure['planted']['extrapolated_max'])}; never planted median "
                      f"{_bits(exposure['not_planted']['extrapolated_median'])} (extrapolated)")
-    return lines + [report["explanation"]]
+    return lines + [report.explanation]

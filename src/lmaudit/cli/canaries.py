@@ -97,12 +97,13 @@ def canaries_audit(folder: str, attack: str | None, delta: float | None, candida
                    **options) -> None:
     """Audit planted canaries: score them, guess which were planted, bound epsilon; exposure for secrets."""
     from lmaudit.canaries.audit import audit_canaries
-    from lmaudit.canaries.report import canary_lines
+    from lmaudit.canaries.report import REPORT_FILE, canary_lines
     from lmaudit.config import load_config
+    from lmaudit.report.document import typed_document
 
     config = load_config(None, options)
     result = audit_canaries(config, folder, attack, candidates, delta, progress=progress(), overwrite=overwrite)
-    click.echo("\n".join(canary_lines(result.report)))
+    click.echo("\n".join(canary_lines(typed_document(REPORT_FILE, result.report))))
     click.echo(f"report: {Path(config.out) / 'canary_report.html'}")
 
 

@@ -22,6 +22,7 @@ from lmaudit.errors import InputError
 from lmaudit.metrics.permutation_tests import LeakageTests
 from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
+from lmaudit.report.canary_sections import AccountantSection, FdpSection, GroupSection, OneRunSection, ValiditySection
 from lmaudit.report.cell_record import CellRecord
 
 Section = dict[str, Any]  # a section whose shape its own module documents (validity, extraction, per_class, ...)
@@ -276,17 +277,17 @@ class CanaryReportDocument(Header):
     attack: str
     signal: str
     canaries: Section
-    one_run: Section
-    f_dp: Section
-    accountant: Section | None
+    one_run: OneRunSection
+    f_dp: FdpSection
+    accountant: AccountantSection | None
     verdict: str | None
     exposure: Section | None
-    group: Section | None
+    group: GroupSection | None
     white_box: Section | None
     explanation: str
     settings: Section
     config: Section
-    validity: Section | None = None  # the rank test of planted against unplanted scores (absent before it existed)
+    validity: ValiditySection | None = None  # the rank test of planted against unplanted scores (absent before it existed)
     integrity: Integrity | None = None
 
 
