@@ -15,11 +15,11 @@ from lmaudit.metrics.power import corpus_counts, level_power
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.folders import checked_source
 from lmaudit.report.level_words import power_words
-from lmaudit.report.plan import plan_document
+from lmaudit.report.plan import PlannedThreshold, plan_document
 from lmaudit.signals.registry import signal_spec
 
 
-def plan_audit(config: AuditConfig, thresholds: list[dict], accept_undecidable: bool = False) -> dict:
+def plan_audit(config: AuditConfig, thresholds: list[PlannedThreshold], accept_undecidable: bool = False) -> dict:
     """The sealed plan of the audit `config` against `thresholds` (report/plan.py:plan_document), its models and data
     checked now, so that a plan the audit would refuse is refused when it is written."""
     for source in (config.target_source(), *config.reference_sources()):

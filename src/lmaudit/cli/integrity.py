@@ -64,11 +64,10 @@ def plan(out: str, thresholds: tuple[str, ...], accept_undecidable: bool, overwr
     parsed = [parse_threshold(text) for text in thresholds]
     options["nonmembers"] = nonmember_files(nonmembers)
     config = audit_config(config_path, {**options, "out": out}, extraction_asked)
-    document = plan_audit(config, parsed, accept_undecidable)
-    write_plan(out, document)
-    for line in plan_lines(document):
+    written = write_plan(out, plan_audit(config, parsed, accept_undecidable))
+    for line in plan_lines(written):
         click.echo(line)
-    click.echo(f"plan {plan_sha256(document)}: {out}")
+    click.echo(f"plan {plan_sha256(written)}: {out}")
 
 
 @click.command(epilog="lmaudit verify report")
@@ -103,7 +102,7 @@ def gate(report: str, plan_path: str) -> None:
     _exit_if_tampered(plan_mismatches(document, planned))
     for line in strength_lines(document, planned):
         click.echo(line)
-    outcomes = decisions(document, planned["thresholds"])
+    outcomes = decisions(document, planned.thresholds)
     for outcome in outcomes:
         click.echo(outcome.line)
     found = {outcome.decision for outcome in outcomes}

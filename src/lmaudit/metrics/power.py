@@ -71,11 +71,6 @@ class LevelPower:
     nonmembers_for_low: int
 
 
-def power_of_record(record: dict) -> LevelPower:
-    """A LevelPower read back from its JSON record (a plan's levels)."""
-    return LevelPower(**{**record, "counts": LevelCounts(**record["counts"])})
-
-
 def one_percent_fpr_bound(nonmembers: int) -> float:
     """The FPR's upper 95% bound at the threshold that accuses at most 1% of `nonmembers` independent units, when
     their scores do not tie: Clopper-Pearson's, of floor(n / 100) accused."""

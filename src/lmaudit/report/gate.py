@@ -16,7 +16,14 @@ from lmaudit.metrics.power import best_value
 from lmaudit.metrics.risk_rule import MODERATE_LEVEL, MOST_EXPOSED
 from lmaudit.report.document import LevelVerdict, ReportDocument
 from lmaudit.report.formatting import finite_or_none
-from lmaudit.report.plan import PLAN_KEY, RUN_SETTINGS, plan_sha256, threshold_text
+from lmaudit.report.plan import (
+    PLAN_KEY,
+    RUN_SETTINGS,
+    PlanDocument,
+    PlannedThreshold,
+    plan_sha256,
+    threshold_text,
+)
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "CANNOT DECIDE"
 
@@ -28,39 +35,39 @@ class Decision(NamedTuple):
     line: str
 
 
-def plan_mismatches(report: ReportDocument, plan: dict) -> list[str]:
+def plan_mismatches(report: ReportDocument, plan: PlanDocument) -> list[str]:
     """What shows that the report was not produced from this plan, one line each (none: it was)."""
     provenance = report.provenance or {}
     recorded = (provenance.get("plan") or {}).get(PLAN_KEY)
     if recorded != plan_sha256(plan):
         return [f"report: produced from plan {recorded}, not from this plan ({plan_sha256(plan)})"]
-    lines = [] if provenance.get("data") == plan["data"] else ["report: its data files' SHA-256 are not the plan's"]
+    lines = [] if provenance.get("data") == plan.data else ["report: its data files' SHA-256 are not the plan's"]
     target = (report.model_files or {}).get("target") or {}
-    planned = plan["target"]
-    if (target.get("fingerprint"), target.get("adapter_fingerprint")) != (planned["fingerprint"],
-                                                                         planned.get("adapter_fingerprint")):
+    planned = plan.target
+    if (target.get("fingerprint"), target.get("adapter_fingerprint")) != (planned.fingerprint,
+                                                                         planned.adapter_fingerprint):
         lines.append("report: its target's fingerprint is not the plan's")
     measured = {key: value for key, value in report.config.items() if key not in RUN_SETTINGS}
-    differing = next((key for key in dict.fromkeys([*plan["settings"], *measured])
-                      if plan["settings"].get(key) != measured.get(key)), None)
+    differing = next((key for key in dict.fromkeys([*plan.settings, *measured])
+                      if plan.settings.get(key) != measured.get(key)), None)
     if differing is not None:
         lines.append(f"report: its setting '{differing}' is not the plan's")
     return lines
 
 
-def decisions(report: ReportDocument, thresholds: list[dict]) -> list[Decision]:
+def decisions(report: ReportDocument, thresholds: list[PlannedThreshold]) -> list[Decision]:
     """Each planned threshold against the report's verdict at its level (a level the report lacks cannot be decided)."""
-    return [decide(report.summary.levels.get(threshold["level"]), threshold) for threshold in thresholds]
+    return [decide(report.summary.levels.get(threshold.level), threshold) for threshold in thresholds]
 
 
-def decide(level: LevelVerdict | None, threshold: dict) -> Decision:
+def decide(level: LevelVerdict | None, threshold: PlannedThreshold) -> Decision:
     """One threshold against one level's verdict (None: the report has no such level)."""
     text = threshold_text(threshold)
     if level is None:
-        return Decision(UNDECIDED, f"{UNDECIDED} {text}: the report has no {threshold['level']} level")
+        return Decision(UNDECIDED, f"{UNDECIDED} {text}: the report has no {threshold.level} level")
     where = f"{text} ({level.name} level)"
-    if threshold["metric"] == "risk":
-        return _risk_decision(level, threshold["at_most"], where)
+    if threshold.metric == "risk":
+        return _risk_decision(level, threshold.at_most, where)
     return _number_decision(level, threshold, where)
 
 
@@ -116,28 +123,28 @@ def measured(level: LevelVerdict, metric: str) -> tuple[float | None, tuple, str
             f"{record.attack} on {record.signal}, exposing most ({record.tp} of {record.n_members})")
 
 
-def _number_decision(level: LevelVerdict, threshold: dict, where: str) -> Decision:
-    point, interval, detail = measured(level, threshold["metric"])
+def _number_decision(level: LevelVerdict, threshold: PlannedThreshold, where: str) -> Decision:
+    point, interval, detail = measured(level, threshold.metric)
     low, high = (finite_or_none(bound) for bound in interval)
-    value = {"upper": high, "point": point, "lower": low}[threshold["side"]]
-    limit = threshold["at_most"]
+    value = {"upper": high, "point": point, "lower": low}[threshold.side]
+    limit = threshold.at_most
     if value is None:
         return Decision(UNDECIDED, f"{UNDECIDED} {where}: not measured by the audit")
     shown = f"{value:.4f} ({detail}: {_shown(point)} [{_shown(low)}, {_shown(high)}])"
     if value <= limit:
         return Decision(PASS, f"{PASS} {where}: {shown}")
     counts = level.power.counts if level.power is not None else None
-    best = best_value(threshold["metric"], threshold["side"], counts) if counts is not None else None
+    best = best_value(threshold.metric, threshold.side, counts) if counts is not None else None
     if best is not None and best > limit and (low is None or low <= limit):
         return Decision(UNDECIDED, f"{UNDECIDED} {where}: {shown}; on these counts even a model that learnt nothing "
                                    f"would read {best:.4f}")
     return Decision(FAIL, f"{FAIL} {where}: {shown}")
 
 
-def strength_lines(report: ReportDocument, plan: dict) -> list[str]:
+def strength_lines(report: ReportDocument, plan: PlanDocument) -> list[str]:
     """What the planned audit measured with and what it could not run, and any threshold the plan accepted as
     undecidable when it was written: the gate's opening lines."""
-    settings = plan["settings"]
+    settings = plan.settings
     signal = settings.get("signal") or {}
     token = f" and {settings['token_signal']}" if settings.get("token_signal") else ""
     references = len(settings.get("reference") or [])
@@ -160,8 +167,8 @@ def strength_lines(report: ReportDocument, plan: dict) -> list[str]:
         lines.append(f"not run: {', '.join(names)}: {why}")
     if report.summary.threat_models.not_tried:
         lines.append(f"threat models not tried: {', '.join(report.summary.threat_models.not_tried)}")
-    lines += [f"accepted when planned: {entry['threshold']} cannot be decided by this data ({entry['reason']})"
-              for entry in plan.get("undecidable", [])]
+    lines += [f"accepted when planned: {entry.threshold} cannot be decided by this data ({entry.reason})"
+              for entry in plan.undecidable]
     return lines
 
 

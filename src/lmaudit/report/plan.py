@@ -6,7 +6,6 @@ decide is refused when the plan is written, unless the team accepts it, which th
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -18,11 +17,12 @@ from lmaudit.atomic import write_text
 from lmaudit.attacks.base import CLASSIFIER_LEVEL_NAMES, GENERIC_LEVEL_NAMES, LANGUAGE_MODEL_LEVEL_NAMES, LEVELS
 from lmaudit.config import AuditConfig, validated
 from lmaudit.errors import InputError
-from lmaudit.metrics.power import LevelCounts, LevelPower, best_value, level_power, power_of_record
+from lmaudit.metrics.power import LevelCounts, LevelPower, best_value, level_power
 from lmaudit.models.fingerprints import adapter_file_names, files_digest_now, model_file_names
 from lmaudit.models.folders import check_adapter_folder, resolve_model_folder
 from lmaudit.report.integrity import data_hashes, read_sealed, seal_mismatches, sealed, written_form
 from lmaudit.report.level_words import power_words
+from lmaudit.strict_json import json_ready
 
 PLAN_KEY = "plan_sha256"
 PLAN_KIND = "audit_plan"
@@ -59,6 +59,15 @@ class PlannedThreshold(PlanRecord):
     at_most: float | Literal["low", "moderate"]
 
 
+class PlannedTarget(PlanRecord):
+    """The model the plan audits: its folder and the SHA-256 of its files, and its adapter's (None without one)."""
+
+    folder: str
+    fingerprint: str
+    adapter: str | None
+    adapter_fingerprint: str | None = None
+
+
 class PlannedLevel(PlanRecord):
     """A level of the planned data: its name in the report and what its counts can show (metrics/power.py)."""
 
@@ -81,7 +90,7 @@ class PlanDocument(PlanRecord):
     kind: Literal[PLAN_KIND]
     lmaudit_version: str
     created: str
-    target: dict[str, Any]  # folder, fingerprint, adapter (and its fingerprint)
+    target: PlannedTarget
     data: dict[str, str]
     settings: dict[str, Any]
     levels: dict[str, PlannedLevel]
@@ -91,13 +100,14 @@ class PlanDocument(PlanRecord):
     integrity: dict[str, str]
 
 
-def write_plan(path: str | Path, document: dict) -> None:
-    """Write the sealed plan `document` to `path`, whole or not at all, once it matches PlanDocument."""
-    PlanDocument.model_validate(document)  # a writer's bug is refused before anything is on disk
+def write_plan(path: str | Path, document: dict) -> PlanDocument:
+    """Write the sealed plan `document` to `path`, whole or not at all, once it matches PlanDocument; the plan."""
+    plan = PlanDocument.model_validate(document)  # a writer's bug is refused before anything is on disk
     write_text(path, written_form(document))
+    return plan
 
 
-def parse_threshold(text: str) -> dict:
+def parse_threshold(text: str) -> PlannedThreshold:
     """LEVEL:METRIC[:SIDE]=VALUE as a threshold record: the level's key (patient, admission, user and the report's
     other names accepted), the metric, for a number the side of its interval compared (upper unless given) and
     `at_most` a number in [0, 1], or a risk; InputError naming it."""
@@ -112,7 +122,7 @@ def parse_threshold(text: str) -> dict:
     if metric == "risk":
         if match["value"] not in RISKS or side:
             raise InputError(f"--threshold {text}: a risk threshold is {' or '.join(RISKS)} (high would pass every model)")
-        return {"level": level, "metric": "risk", "at_most": match["value"]}
+        return PlannedThreshold(level=level, metric="risk", at_most=match["value"])
     if (side or "upper") not in SIDES:
         raise InputError(f"--threshold {text}: SIDE is one of {', '.join(SIDES)} (the number of the interval compared)")
     try:
@@ -121,27 +131,27 @@ def parse_threshold(text: str) -> dict:
         value = -1.0
     if not 0 <= value <= 1:
         raise InputError(f"--threshold {text}: {metric} is a number from 0 to 1")
-    return {"level": level, "metric": metric, "side": side or "upper", "at_most": value}
+    return PlannedThreshold(level=level, metric=metric, side=side or "upper", at_most=value)
 
 
-def threshold_text(threshold: dict) -> str:
+def threshold_text(threshold: PlannedThreshold) -> str:
     """A threshold as the command line writes it, in its one written form (group:risk=moderate, sample:auc:upper=0.8)."""
-    side = f":{threshold['side']}" if "side" in threshold else ""
-    return f"{threshold['level']}:{threshold['metric']}{side}={threshold['at_most']:g}" if side else \
-        f"{threshold['level']}:{threshold['metric']}={threshold['at_most']}"
+    if threshold.side is None:
+        return f"{threshold.level}:{threshold.metric}={threshold.at_most}"
+    return f"{threshold.level}:{threshold.metric}:{threshold.side}={threshold.at_most:g}"
 
 
-def undecidable(threshold: dict, counts: LevelCounts, units: str, delta: float = 1e-5) -> str | None:
+def undecidable(threshold: PlannedThreshold, counts: LevelCounts, units: str, delta: float = 1e-5) -> str | None:
     """Why the counts of a threshold's level cannot decide it (no outcome of the audit could pass it, or none could
     show what it asks), or None where they can; `units` names the level's units ('patients')."""
     power = level_power(counts, delta)
     given = f"{counts.members:,} member and {counts.nonmembers:,} non-member {units}"
-    if threshold["metric"] == "risk" and threshold["at_most"] == "low":
+    if threshold.metric == "risk" and threshold.at_most == "low":
         if power.can_read_low:
             return None
         return (f"'low' needs the non-members to resolve a 1% false-positive rate: about {power.nonmembers_for_low:,} "
                 f"independent non-member {units}, {counts.nonmembers:,} planned")
-    if threshold["metric"] == "risk":
+    if threshold.metric == "risk":
         if power.can_read_high:
             return None
         reason = (f"even an attack that exposed every member and accused no non-member would show at most "
@@ -150,11 +160,11 @@ def undecidable(threshold: dict, counts: LevelCounts, units: str, delta: float =
                   f"{counts.permutations:,} relabellings of {counts.relabelled_members + counts.relabelled_nonmembers:,} "
                   "groups cannot give p below 0.01")
         return f"'high' cannot be read with {given}: {reason}"
-    best = best_value(threshold["metric"], threshold["side"], counts)
-    if best <= threshold["at_most"]:
+    best = best_value(threshold.metric, threshold.side, counts)
+    if best <= threshold.at_most:
         return None
-    return (f"with {given}, even a model that learnt nothing would read {threshold['metric']} ({threshold['side']}) "
-            f"{best:.3f}, above {threshold['at_most']:g}")
+    return (f"with {given}, even a model that learnt nothing would read {threshold.metric} ({threshold.side}) "
+            f"{best:.3f}, above {threshold.at_most:g}")
 
 
 def target_record(target: str, adapter: str | None) -> dict:
@@ -175,40 +185,40 @@ def planned_settings(config: AuditConfig) -> dict:
     return {key: value for key, value in config.model_dump(mode="json").items() if key not in RUN_SETTINGS}
 
 
-def plan_document(config: AuditConfig, thresholds: list[dict], counts: dict[str, LevelCounts],
+def plan_document(config: AuditConfig, thresholds: list[PlannedThreshold], counts: dict[str, LevelCounts],
                   level_names: dict[str, str], accept_undecidable: bool = False) -> dict:
     """The sealed plan of the audit `config` (its signal already chosen) failing at `thresholds`, with what `counts`
     (the planned data's, per level) can show; InputError for a threshold at a level the data lacks, or one it cannot
     decide unless `accept_undecidable`, which the plan then records with the reasons."""
     if not thresholds:
         raise InputError("give at least one --threshold LEVEL:METRIC=VALUE; a plan without one passes every model")
-    missing = next((t for t in thresholds if t["level"] not in counts), None)
+    missing = next((t for t in thresholds if t.level not in counts), None)
     if missing is not None:
-        raise InputError(f"--threshold {threshold_text(missing)}: the planned data has no {missing['level']} level (no "
-                         f"{'group_id' if missing['level'] == 'group' else 'subgroup_id'} column with values)")
+        raise InputError(f"--threshold {threshold_text(missing)}: the planned data has no {missing.level} level (no "
+                         f"{'group_id' if missing.level == 'group' else 'subgroup_id'} column with values)")
     delta = config.evaluation.delta
-    reasons = [(t, undecidable(t, counts[t["level"]], f"{level_names[t['level']]}s", delta)) for t in thresholds]
-    reasons = [{"threshold": threshold_text(t), "reason": reason} for t, reason in reasons if reason]
+    reasons = [(t, undecidable(t, counts[t.level], f"{level_names[t.level]}s", delta)) for t in thresholds]
+    reasons = [(t, AcceptedUndecidable(threshold=threshold_text(t), reason=reason)) for t, reason in reasons if reason]
     if reasons and not accept_undecidable:
-        first = reasons[0]
-        level = level_names[parse_threshold(first["threshold"])["level"]]
-        raise InputError(f"--threshold {first['threshold']} ({level} level): the planned data cannot decide it "
-                         f"({first['reason']}); plan "
+        threshold, first = reasons[0]
+        raise InputError(f"--threshold {first.threshold} ({level_names[threshold.level]} level): the planned data "
+                         f"cannot decide it ({first.reason}); plan "
                          "more data or another threshold, or give --accept-undecidable to write it anyway (the gate "
                          "then says CANNOT DECIDE)")
-    levels = {level: {"name": level_names[level], "power": asdict(level_power(counts[level], delta))} for level in counts}
-    return sealed({"schema_version": PLAN_SCHEMA, "kind": PLAN_KIND, "lmaudit_version": __version__,
-                   "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                   "target": target_record(config.target, config.adapter),
-                   "data": data_hashes([role_file.path for role_file in config.role_files()]),
-                   "settings": planned_settings(config),
-                   "levels": levels, "thresholds": thresholds, "undecidable": reasons,
-                   "metrics": {t["metric"]: METRICS[t["metric"]] for t in thresholds}}, PLAN_KEY)
+    levels = {level: PlannedLevel(name=level_names[level], power=level_power(counts[level], delta)) for level in counts}
+    return sealed(json_ready({"schema_version": PLAN_SCHEMA, "kind": PLAN_KIND, "lmaudit_version": __version__,
+                              "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                              "target": target_record(config.target, config.adapter),
+                              "data": data_hashes([role_file.path for role_file in config.role_files()]),
+                              "settings": planned_settings(config),
+                              "levels": levels, "thresholds": thresholds, "undecidable": [r for _, r in reasons],
+                              "metrics": {t.metric: METRICS[t.metric] for t in thresholds}}), PLAN_KEY)
 
 
-def load_plan(path: str | Path) -> tuple[dict, list[str]]:
-    """A plan and what differs from its seal, one line each; InputError naming the file when it cannot be read, is
-    not a plan, or was written before plans fixed the audit's settings."""
+def load_plan(path: str | Path) -> tuple[PlanDocument | None, list[str]]:
+    """A plan and what differs from its seal, one line each (with any, no plan: what it says is not what was
+    sealed); InputError naming the file when it cannot be read, is not a plan, or was written before plans fixed the
+    audit's settings."""
     path = Path(path)
     plan, text = read_sealed(path)
     lines = seal_mismatches(path, plan, text, PLAN_KEY)
@@ -217,34 +227,34 @@ def load_plan(path: str | Path) -> tuple[dict, list[str]]:
     if not lines and plan.get("schema_version") != PLAN_SCHEMA:
         raise InputError(f"{path}: written by an earlier lmaudit, whose plans did not fix every setting the audit "
                          "measures with; plan again with `lmaudit plan`")
-    if not lines:
-        try:
-            PlanDocument.model_validate(plan)
-        except ValidationError as error:
-            where = ".".join(str(part) for part in error.errors()[0]["loc"])
-            raise InputError(f"{path}: not a plan of this lmaudit's schema (at {where}); plan again with "
-                             "`lmaudit plan`") from None
-    return plan, lines
+    if lines:
+        return None, lines
+    try:
+        return PlanDocument.model_validate(plan), lines
+    except ValidationError as error:
+        where = ".".join(str(part) for part in error.errors()[0]["loc"])
+        raise InputError(f"{path}: not a plan of this lmaudit's schema (at {where}); plan again with "
+                         "`lmaudit plan`") from None
 
 
-def plan_sha256(plan: dict) -> str:
+def plan_sha256(plan: PlanDocument) -> str:
     """The plan's recorded self-hash."""
-    return plan["integrity"][PLAN_KEY]
+    return plan.integrity[PLAN_KEY]
 
 
-def checked_plan(path: str | Path) -> dict:
+def checked_plan(path: str | Path) -> PlanDocument:
     """The plan at `path`, refused (InputError, one line) unless its seal, its data files' SHA-256 and its target's
     fingerprint all match: what `lmaudit audit --plan` runs."""
     plan, lines = load_plan(path)
     if lines:
         raise InputError(f"{path}: its self-hash does not match its content ({lines[0].split(': ', 1)[1]}); "
                          "plan again with `lmaudit plan`")
-    for file, recorded in plan["data"].items():
+    for file, recorded in plan.data.items():
         if data_hashes([file])[file] != recorded:
             raise InputError(f"{file}: its SHA-256 differs from the plan's ({path}); audit the data that was planned")
-    target = plan["target"]
-    if target_record(target["folder"], target["adapter"]) != target:
-        raise InputError(f"{target['folder']}: its fingerprint differs from the plan's ({path}); audit the model that "
+    target = plan.target
+    if PlannedTarget(**target_record(target.folder, target.adapter)) != target:
+        raise InputError(f"{target.folder}: its fingerprint differs from the plan's ({path}); audit the model that "
                          "was planned")
     return plan
 
@@ -261,17 +271,16 @@ def planned_config(plan_path: str, options: dict, config_path: str | None) -> tu
                          "plan with it")
     planned = checked_plan(plan_path)
     run = {name: value for name, value in options.items() if name in RUN_SETTINGS and value is not None}
-    config = validated({**planned["settings"], **run}, str(plan_path))
+    config = validated({**planned.settings, **run}, str(plan_path))
     return config, {"path": str(plan_path), "plan_sha256": plan_sha256(planned)}
 
 
-def plan_lines(plan: dict) -> list[str]:
+def plan_lines(plan: PlanDocument) -> list[str]:
     """The plan in words for the terminal: each level's power, then each threshold and whether its data decides it."""
-    group_name = plan["levels"].get("group", {}).get("name", "group")
-    lines = [power_words(entry["name"], power_of_record(entry["power"]), group_name)
-             for entry in plan["levels"].values()]
-    accepted = {entry["threshold"]: entry["reason"] for entry in plan.get("undecidable", [])}
-    for threshold in plan["thresholds"]:
+    group_name = plan.levels["group"].name if "group" in plan.levels else "group"
+    lines = [power_words(entry.name, entry.power, group_name) for entry in plan.levels.values()]
+    accepted = {entry.threshold: entry.reason for entry in plan.undecidable}
+    for threshold in plan.thresholds:
         text = threshold_text(threshold)
         lines.append(f"threshold {text}: this data cannot decide it ({accepted[text]}); accepted with "
                      "--accept-undecidable" if text in accepted else f"threshold {text}: the planned data can decide it")
