@@ -98,12 +98,15 @@ def test_failed_report_leaves_nothing_half_written(tmp_path, monkeypatch):
 def test_a_population_warning_says_why_an_attack_counts_fewer_population_samples_than_the_data():
     """logistic_calibration trains on half of the population: the warning that its other half is too small to
     calibrate says so, so that its count is not read against the header's whole population."""
+    from dataclasses import replace
+
     from lmaudit.report.checks import population_warnings
+    from tests.helpers import typed_result
 
     def result(attack, n, calibration=None):
-        return {"attack": attack, "level": "sample", "slice": "all", "n_population": n, "calibration": calibration,
-                "unavailable": {"population_threshold_0.01": f"the population has {n} samples; a 1% threshold needs "
-                                                             "at least 100"}}
+        return replace(typed_result(attack, "loss", "sample", 0.6), n_population=n, calibration=calibration,
+                       unavailable={"population_threshold_0.01": f"the population has {n} samples; a 1% threshold "
+                                                                 "needs at least 100"})
 
     [warning] = population_warnings([result("loss", 60), result("logistic_calibration", 30, {
         "trained_on": "calibration members and half of the population"})], {})

@@ -243,6 +243,11 @@ def test_inconclusive_outranks_low_overall():
     assert summary["risk"] == "inconclusive"
 
 
+def warnings_of(report: dict) -> list[str]:
+    """The checks' warnings on a report.json document, its results read as their records."""
+    return audit_warnings(report, TypeAdapter(list[AttackResult]).validate_python(report["results"]))
+
+
 def document(results, models=None, truncated=0):
     return {"results": results, "models": models or {}, "data": {"counts": {"member": 150, "nonmember": 50},
                                                                  "truncated": truncated},
@@ -255,7 +260,7 @@ def test_warnings_for_inverted_signals_and_too_small_populations():
     small = result("loss", level="group", unavailable={
         "population_threshold_0.1": "the population has 7 users; a 10% threshold needs at least 10",
         "population_threshold_0.01": "the population has 7 users; a 1% threshold needs at least 100"})
-    warnings = audit_warnings(document([inverted, weak, small]))
+    warnings = warnings_of(document([inverted, weak, small]))
     assert len(warnings) == 2
     assert warnings[0].startswith("sample level: AUC well below 0.5 for loss (loss) 0.070") and "zlib" not in warnings[0]
     assert warnings[1].startswith("user level: the population has 7 users; a 10% threshold needs at least 10; a 1% "
@@ -264,21 +269,21 @@ def test_warnings_for_inverted_signals_and_too_small_populations():
 
 def test_warnings_for_a_shadow_unlike_the_target_and_for_truncation():
     models = {"target": {"train_accuracy": 0.92}, "shadow": {"train_accuracy": 0.57}}
-    warnings = audit_warnings(document([result("loss")], models, truncated=3))
+    warnings = warnings_of(document([result("loss")], models, truncated=3))
     assert warnings[0].startswith("the shadow model's train accuracy (57.0%) differs from the target's (92.0%) by 35 points")
     assert warnings[1].startswith("3 of 200 scored samples (1.5%) were longer than the model's limit")
     alike = {"target": {"train_accuracy": 0.92}, "shadow": {"train_accuracy": 0.85}}
-    assert audit_warnings(document([result("loss")], alike)) == []
+    assert warnings_of(document([result("loss")], alike)) == []
 
 
 def test_a_warning_when_algorithm_4_calls_no_sample_or_every_sample_a_member():
     def vote(called, signal="loss"):
         return dict(result("sample_to_user", level="group"), signal=signal, calibration={"posts_called_members": called})
 
-    [warning] = audit_warnings(document([vote(0.0), vote(0.97, "rank"), vote(0.5, "confidence"), vote(0.06, "mentropy")]))
+    [warning] = warnings_of(document([vote(0.0), vote(0.97, "rank"), vote(0.5, "confidence"), vote(0.06, "mentropy")]))
     assert warning.startswith("sample_to_user (Algorithm 4) on loss (0% called), rank (97% called): the shadow model's "
                               "thresholds call almost none or almost all")
-    assert audit_warnings(document([vote(0.5), result("sample_threshold")])) == []
+    assert warnings_of(document([vote(0.5), result("sample_threshold")])) == []
 
 
 def test_a_warning_when_an_attack_gets_no_threshold_at_all_names_its_cause():
@@ -286,13 +291,13 @@ def test_a_warning_when_an_attack_gets_no_threshold_at_all_names_its_cause():
     tied): give more, and the population warning gives the counts. Never 'no population data' beside a population."""
     small = {**result("rmia"), "thresholds": [], "n_population": 7,
              "unavailable": {"population_threshold_0.1": "the population has 7 patients; a 10% threshold needs at least 10"}}
-    warnings = audit_warnings(document([small]))
+    warnings = warnings_of(document([small]))
     assert warnings[-1] == ("sample level: no threshold could be calibrated for rmia (its population of 7 is too small "
                             "or too tied to calibrate a threshold): precision, recall, advantage and the epsilon bound "
                             "are missing; give more population data")
     assert not any("no population data" in w for w in warnings)
     bare = {**result("loss"), "thresholds": [], "n_population": 0}
-    warnings = audit_warnings(document([bare, result("likelihood_ratio")]))
+    warnings = warnings_of(document([bare, result("likelihood_ratio")]))
     assert warnings == ["sample level: no threshold could be calibrated for loss (no population data, and no calibration "
                         "members or shadow model for them): precision, recall, advantage and the epsilon bound are "
                         "missing; give population data (--population)"]

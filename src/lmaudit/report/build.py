@@ -109,7 +109,7 @@ def build_report(facts: AuditFacts, data: dict, results: list[AttackResult], ski
         **sections,
         **({"provenance": facts.provenance} if facts.provenance else {}),
     })
-    document["warnings"] += audit_warnings(document)
+    document["warnings"] += audit_warnings(document, results)
     validity = json_ready(validity)
     ranked = ranking_with_lift(ranking(results), validity)
     document["ranking"] = json_ready(ranked)

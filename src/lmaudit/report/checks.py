@@ -9,20 +9,26 @@ from collections.abc import Mapping
 
 from lmaudit.attacks.base import LEVELS
 from lmaudit.metrics.evaluate import EXTREME_SCORE, ExtremeScores
+from lmaudit.metrics.results import AttackResult
 
 INVERTED_AUC = 0.4  # an AUC below this, with its whole interval under 0.5, is a strong signal the wrong way round
 ACCURACY_MISMATCH = 0.10  # shadow and target train accuracies further apart than this (fraction) calibrate badly
 VOTE_SATURATION = 0.05  # Algorithm 4's thresholds calling fewer (or more, of the rest) audited samples than this
 
 
-def inverted_signal_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
-    """One warning per level whose attacks score members clearly lower than non-members (AUC well below 0.5)."""
+def on_all_data(results: list[AttackResult], level: str) -> list[AttackResult]:
+    """The results of one level on all the audited data (no slice)."""
+    return [r for r in results if r.level == level and r.slice == "all"]
+
+
+def inverted_signal_warnings(results: list[AttackResult], level_names: dict[str, str]) -> list[str]:
+    """One warning per level whose attacks score members clearly lower than non-members (AUC well below 0.5; an AUC
+    or bound that is not a number is not below anything)."""
     warnings = []
     for level in LEVELS:
-        inverted = [r for r in results if r["level"] == level and r["slice"] == "all" and r["auc"] is not None
-                    and r["auc"] < INVERTED_AUC and r["auc_ci"][1] is not None and r["auc_ci"][1] < 0.5]
+        inverted = [r for r in on_all_data(results, level) if r.auc < INVERTED_AUC and r.auc_ci[1] < 0.5]
         if inverted:
-            listed = ", ".join(f"{r['attack']} ({r['signal']}) {r['auc']:.3f}" for r in inverted)
+            listed = ", ".join(f"{r.attack} ({r.signal}) {r.auc:.3f}" for r in inverted)
             warnings.append(
                 f"{level_names.get(level, level)} level: AUC well below 0.5 for {listed}: a strong signal in the inverted "
                 "direction (members look less like training data than non-members). Check that the member file holds "
@@ -46,41 +52,41 @@ def shadow_mismatch_warnings(models: dict) -> list[str]:
             "model like the target (same architecture, size, epochs and amount of data)"]
 
 
-def saturated_vote_warnings(results: list[dict]) -> list[str]:
+def saturated_vote_warnings(results: list[AttackResult]) -> list[str]:
     """A warning when Algorithm 4's shadow thresholds call at most VOTE_SATURATION or at least 1 - VOTE_SATURATION of
     the audited samples members: every user's share is then about the same, and its AUC reflects the cut, not the model."""
-    saturated = [r for r in results if r["attack"] == "sample_to_user" and r["slice"] == "all"
-                 and (called := (r.get("calibration") or {}).get("posts_called_members")) is not None
+    saturated = [r for r in results if r.attack == "sample_to_user" and r.slice == "all"
+                 and (called := (r.calibration or {}).get("posts_called_members")) is not None
                  and min(called, 1 - called) <= VOTE_SATURATION]
     if not saturated:
         return []
-    listed = ", ".join(f"{r['signal']} ({r['calibration']['posts_called_members']:.0%} called)" for r in saturated)
+    listed = ", ".join(f"{r.signal} ({r.calibration['posts_called_members']:.0%} called)" for r in saturated)
     return [f"sample_to_user (Algorithm 4) on {listed}: the shadow model's thresholds call almost none or almost all of "
             "the audited samples members, so every user's share is about the same and its AUC says where the shadow "
             "cut, not what the target leaks; read Algorithm 2 (user_threshold_*), whose AUC needs no threshold"]
 
 
-def population_reader(result: dict) -> str:
+def population_reader(result: AttackResult) -> str:
     """An attack as a population warning names it: with why its population count is smaller than the data's, when it
     trains on part of the population and calibrates its thresholds on the rest."""
-    trained_on = (result.get("calibration") or {}).get("trained_on", "")
-    return (f"{result['attack']}, which trains on half of the population and calibrates on the other half"
-            if "population" in trained_on else result["attack"])
+    trained_on = (result.calibration or {}).get("trained_on", "")
+    return (f"{result.attack}, which trains on half of the population and calibrates on the other half"
+            if "population" in trained_on else result.attack)
 
 
-def population_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
+def population_warnings(results: list[AttackResult], level_names: dict[str, str]) -> list[str]:
     """One warning per level whose population is too small (or too tied) to calibrate some threshold: each reason, with
     the attacks it concerns when not all of the level's (attacks may read different parts of the population). An audit
     without population data gets none: its cells say why they are blank."""
     warnings = []
     for level in LEVELS:
-        at_level = [r for r in results if r["level"] == level and r["slice"] == "all"]
+        at_level = on_all_data(results, level)
         attacks_by_reason: dict[str, list[str]] = {}
         for result in at_level:
-            unavailable = result.get("unavailable") or {}
+            unavailable = result.unavailable or {}
             for key in sorted((k for k in unavailable if k.startswith("population_threshold")),
                               key=lambda k: -float(k.rsplit("_", 1)[1])):
-                if result["n_population"]:  # no population at all is a choice (a shadow calibrates), not a shortage
+                if result.n_population:  # no population at all is a choice (a shadow calibrates), not a shortage
                     attacks_by_reason.setdefault(unavailable[key], []).append(population_reader(result))
         if attacks_by_reason:
             parts, said = [], None
@@ -97,18 +103,18 @@ def population_warnings(results: list[dict], level_names: dict[str, str]) -> lis
     return warnings
 
 
-def uncalibrated_warnings(results: list[dict], level_names: dict[str, str]) -> list[str]:
+def uncalibrated_warnings(results: list[AttackResult], level_names: dict[str, str]) -> list[str]:
     """One warning per level and cause with attacks that got no threshold at all, only their AUC and TPRs measured: no
     population (and no calibration members or shadow model for them), or a population too small or too tied to
     calibrate any threshold (the population warning above gives the counts)."""
     warnings = []
     for level in LEVELS:
-        bare = [r for r in results if r["level"] == level and r["slice"] == "all" and not r["thresholds"]]
+        bare = [r for r in on_all_data(results, level) if not r.thresholds]
         by_cause: dict[str, list[str]] = {}
         for result in bare:
-            cause = ("no population data, and no calibration members or shadow model for them" if not result["n_population"]
-                     else f"its population of {result['n_population']} is too small or too tied to calibrate a threshold")
-            by_cause.setdefault(cause, []).append(result["attack"])
+            cause = ("no population data, and no calibration members or shadow model for them" if not result.n_population
+                     else f"its population of {result.n_population} is too small or too tied to calibrate a threshold")
+            by_cause.setdefault(cause, []).append(result.attack)
         for cause, attacks in by_cause.items():
             advice = "give population data (--population)" if cause.startswith("no population") else "give more population data"
             warnings.append(f"{level_names.get(level, level)} level: no threshold could be calibrated for "
@@ -158,10 +164,10 @@ def extreme_score_warnings(found: list[ExtremeScores]) -> list[str]:
             "check the losses that produced them" for e in found]
 
 
-def audit_warnings(document: dict) -> list[str]:
+def audit_warnings(document: dict, results: list[AttackResult]) -> list[str]:
     """Every check above on a report.json document."""
     names = document.get("level_names", {})
-    return (inverted_signal_warnings(document["results"], names) + shadow_mismatch_warnings(document.get("models") or {})
-            + saturated_vote_warnings(document["results"])
-            + population_warnings(document["results"], names) + uncalibrated_warnings(document["results"], names)
+    return (inverted_signal_warnings(results, names) + shadow_mismatch_warnings(document.get("models") or {})
+            + saturated_vote_warnings(results)
+            + population_warnings(results, names) + uncalibrated_warnings(results, names)
             + truncation_warnings(document["data"]) + ungrouped_warnings(document["data"], names))
