@@ -11,6 +11,7 @@ import pytest
 from lmaudit.metrics.blind import blind_scores, group_means
 from lmaudit.metrics.roc import auc
 from lmaudit.metrics.validity import blind_validity
+from lmaudit.report.document import RankedAttack
 from lmaudit.report.validity import ranking_with_lift, shift_caveats, with_lift
 
 WORDS = "patient admitted with chest pain fever cough stable discharged home follow up clinic blood pressure".split()
@@ -56,14 +57,17 @@ def test_a_shift_is_a_caveat_with_the_lift_of_the_verdicts_strongest_attack(audi
     # the verdict's set first: the other site
     ordered = pd.concat([samples[samples["nonmember_set"] != "same"], samples[samples["nonmember_set"] == "same"]])
     validity = blind_validity(ordered.drop(columns="text"), texts, bootstrap=200)
-    ranking = {"sample": [{"attack": "loss", "signal": "mlm_energy", "auc": 0.9},
-                          {"attack": "zlib", "signal": "mlm_energy", "auc": 0.6}]}
+    def ranked(attack: str, auc: float) -> RankedAttack:
+        return RankedAttack(attack=attack, signal="mlm_energy", auc=auc, auc_ci=(auc - 0.1, auc + 0.1), tpr_at_fpr={},
+                            n_members=10, n_nonmembers=10, description="", paper="", access="")
+
+    ranking = {"sample": [ranked("loss", 0.9), ranked("zlib", 0.6)]}
     validity = with_lift(validity, ranking)
     sample = validity["sets"]["other"]["levels"]["sample"]
     assert sample["lift"] == pytest.approx(0.9 - sample["auc"]) and sample["strongest_attack"] == "loss on mlm_energy"
     assert "lift" not in validity["sets"]["same"]["levels"]["sample"]  # only the verdict's set
     rows = ranking_with_lift(ranking, validity)["sample"]  # every row, against the verdict's set
-    assert [row["lift_over_blind"] for row in rows] == pytest.approx([0.9 - sample["auc"], 0.6 - sample["auc"]])
+    assert [row.lift_over_blind for row in rows] == pytest.approx([0.9 - sample["auc"], 0.6 - sample["auc"]])
     [caveat], elsewhere = shift_caveats(validity, {"sample": "note", "group": "patient"})
     assert "the other non-members" in caveat and "goes" in caveat and "same" not in caveat.split(":")[0]
     assert "how the data was collected" in caveat and elsewhere == []  # the verdict's own set: it bears on the verdict
