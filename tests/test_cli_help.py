@@ -14,7 +14,7 @@ from lmaudit.cli import main
 from lmaudit.cli.help import OTHER, GroupedCommand
 
 GROUPED = (("audit",), ("score",), ("attack",), ("dataset-inference",), ("extract",), ("train", "mlm"), ("train", "clm"),
-           ("train", "classifier"), ("canaries", "audit"), ("plan",))
+           ("train", "classifier"), ("canaries", "audit"), ("plan",), ("erasure",))
 HEADING = re.compile(r"^(\S[^:]*):$")
 
 

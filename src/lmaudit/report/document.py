@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lmaudit.attacks.base import Skipped
 from lmaudit.config import RELEASES
 from lmaudit.errors import InputError
+from lmaudit.metrics.erasure import Change, Equivalence, ErasureFinding, PrivLeak, Separation
 from lmaudit.metrics.permutation_tests import LeakageTests
 from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
@@ -291,6 +292,30 @@ class CanaryReportDocument(Header):
     integrity: Integrity | None = None
 
 
+class ErasureDocument(Header):
+    """erasure.json: the erased subjects' texts against never-trained ones under each model, the verdict per subject and
+    for all, PrivLeak and the equivalence test, the retained subjects' exposure, the utility (audit/erasure.py)."""
+
+    attack: str
+    level: float
+    subjects: list[str]
+    counts: dict[str, dict[str, int]]
+    probes: list[Separation]
+    before: Separation
+    change: Separation
+    findings: list[ErasureFinding]
+    equivalence: Equivalence
+    utility: Change
+    privleak: PrivLeak | None = None
+    retain_exposure: Change | None = None
+    statements: list[str]
+    models: dict[str, Section]
+    provenance: Section
+    config: Section
+    environment: Environment
+    integrity: Integrity | None = None
+
+
 class StudyDocument(Header):
     """study.json: a study's cells (settings, measurements, each attack's summary) and its analysis."""
 
@@ -316,7 +341,7 @@ class FinetuneDocument(Header):
 DOCUMENT_MODELS: dict[str, type[Header]] = {
     "report.json": ReportDocument, "extraction.json": ExtractionDocument,
     "reconstruction.json": ReconstructionDocument, "dataset_inference.json": DatasetInferenceDocument,
-    "canary_report.json": CanaryReportDocument, "study.json": StudyDocument, "sweep.json": SweepDocument,
+    "canary_report.json": CanaryReportDocument, "erasure.json": ErasureDocument, "study.json": StudyDocument, "sweep.json": SweepDocument,
     "finetune.json": FinetuneDocument}
 
 

@@ -1,5 +1,5 @@
 """The documents lmaudit writes (report.json, extraction.json, reconstruction.json, dataset_inference.json,
-canary_report.json, study.json, sweep.json, finetune.json): one header, one strict JSON form, one staged writer, and
+canary_report.json, erasure.json, study.json, sweep.json, finetune.json): one header, one strict JSON form, one staged writer, and
 the rule that an output folder holds one run's result.
 
 Every document opens with the same header (`schema_version`, `kind`, `lmaudit_version`, `created`) and is written by
@@ -33,12 +33,14 @@ DOCUMENTS = {"report.json": ("audit", "an audit's report"),
              "reconstruction.json": ("reconstruction", "a reconstruction's result"),
              "dataset_inference.json": ("dataset_inference", "a dataset inference's result"),
              "canary_report.json": ("canary_audit", "a canary audit's report"),
+             "erasure.json": ("erasure", "an erasure audit's result"),
              "study.json": ("study", "a study's table"),
              "sweep.json": ("dp_sweep", "a DP sweep's table"),
              "finetune.json": ("finetune_comparison", "a fine-tuning comparison")}
 # The documents of which a folder holds one: an audit's, extraction's, ... results never share a folder (a study's or a
 # fine-tuning comparison's table sits beside the reports it tabulates).
-EXCLUSIVE = ("report.json", "extraction.json", "reconstruction.json", "dataset_inference.json", "canary_report.json")
+EXCLUSIVE = ("report.json", "extraction.json", "reconstruction.json", "dataset_inference.json", "canary_report.json",
+             "erasure.json")
 # The documents that carry their own canonical SHA-256 (report/integrity.py): every result of an audit of one model,
 # so that a folder holding several (a bundle) is verified whole.
 SEALED = dict.fromkeys(EXCLUSIVE, REPORT_KEY)

@@ -1,0 +1,187 @@
+"""`lmaudit erasure`: does the model still hold the subjects (patients, users) whose data was erased?
+
+The erased subjects' texts (forget) and never-trained texts of the same kind (holdout), with an optional sample of
+the subjects kept (retain), are scored by the model before erasure, after it, and, when given, a model retrained
+without them, each through the audit's own signals and attacks (`audit/run.py:signals_and_attacks`, one store). One
+declared attack scores membership (the loss, or the likelihood ratio against the references); `metrics/erasure.py`
+tests and estimates, `report/erasure_words.py` words the verdict. Writes erasure.json (no text) into the output folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.attacks.base import AttackScores
+from lmaudit.audit.corpus import checked_audit_corpus
+from lmaudit.audit.erasure_settings import ErasureSettings, erasure_probes
+from lmaudit.audit.records import resolve
+from lmaudit.audit.run import model_files, signals_and_attacks
+from lmaudit.config import AuditConfig
+from lmaudit.data.corpus import combine_corpora, generated_id_prefixes, load_corpus
+from lmaudit.data.roles import MEMBER, NONMEMBER, NONMEMBER_SET
+from lmaudit.errors import InputError, row_location
+from lmaudit.locks import output_lock
+from lmaudit.metrics.erasure import (
+    auc_change,
+    equivalence,
+    erasure_findings,
+    mean_change,
+    privleak_interval,
+    separation,
+)
+from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.models.source import ModelSource
+from lmaudit.report.build import environment_info
+from lmaudit.report.documents import refuse_another_run, write_document
+from lmaudit.report.erasure_words import erasure_statements
+from lmaudit.report.integrity import data_hashes
+
+RESULT_FILE = "erasure.json"
+SETS = ("forget", "holdout", "retain")  # the option and the set name of each file, in the corpus's NONMEMBER_SET
+
+
+def erasure_corpus(erasure: ErasureSettings, config: AuditConfig) -> pd.DataFrame:
+    """The forget (as members), holdout and retain (as non-member sets) texts, checked: the forget texts all with a
+    subject id, no set empty, no subject in two sets (InputError naming both rows)."""
+    files = {name: path for name, path in zip(SETS, (erasure.forget, erasure.holdout, erasure.retain), strict=True)
+             if path is not None}
+    prefixes = generated_id_prefixes(files.values())
+    parts = {}
+    for name, path in files.items():
+        part = load_corpus(path, MEMBER if name == "forget" else NONMEMBER, id_prefix=prefixes[str(path)],
+                           names=config.columns)
+        if part.empty:
+            raise InputError(f"{path}: --{name} holds no texts; give the {name} subjects' texts")
+        part[NONMEMBER_SET] = None if name == "forget" else name
+        parts[name] = part
+    unnamed = parts["forget"][parts["forget"]["group_id"].isna()]
+    if len(unnamed):
+        raise InputError(f"{row_location(unnamed.iloc[0])}: a forget text without a group_id; every erased text needs "
+                         "its subject's id (the patient or user the request is about)")
+    seen: dict[str, pd.Series] = {}
+    for name, part in parts.items():
+        for _, row in part.dropna(subset=["group_id"]).drop_duplicates("group_id").iterrows():
+            first = seen.setdefault(str(row["group_id"]), row)
+            if first is not row:
+                raise InputError(f"subject '{row['group_id']}' is in --{set_of(first)} ({row_location(first)}) and "
+                                 f"--{name} ({row_location(row)}); each subject belongs to one set: the holdout "
+                                 "subjects were never trained on, the retained ones never erased")
+    return checked_audit_corpus(combine_corpora(list(parts.values())))
+
+
+def set_of(row: pd.Series) -> str:
+    """The set (forget, holdout, retain) a corpus row belongs to."""
+    return "forget" if row["role"] == MEMBER else str(row[NONMEMBER_SET])
+
+
+def check_comparable(before: ModelSource, after: ModelSource, name: str, trust_remote_code: bool) -> None:
+    """Refuse a model whose architecture or tokenizer differs from the model before erasure: erasure changes weights,
+    and scores of texts tokenized differently are no comparison."""
+    from lmaudit.models.config_json import architecture_difference
+    from lmaudit.models.tokenizer import tokenizer_difference
+
+    difference = (architecture_difference(before, after)
+                  or tokenizer_difference(before, after, trust_remote_code))
+    if difference is not None:
+        raise InputError(f"{after.folder}: --{name} differs from --before ({difference}); give the same model after "
+                         "erasure (its weights changed, its architecture and tokenizer not)")
+
+
+def membership_scores(config: AuditConfig, source: ModelSource, corpus: pd.DataFrame, attack: str,
+                      progress: bool) -> tuple[pd.DataFrame, dict]:
+    """Per text (sample_id order of `corpus`): the declared attack's membership score and the model's loss under
+    `source`, and the model's files for the provenance."""
+    resolved = resolve(config.model_copy(update={"target": source.folder, "adapter": source.adapter}), progress)
+    scored, attacks, _ = signals_and_attacks(resolved, corpus)
+    chosen = declared_attack(attacks, attack)
+    frame = chosen.frame.set_index("id")["score"]
+    samples = scored.samples.set_index("sample_id")
+    loss = samples[f"target_{resolved.signal.signal}"]
+    ids = corpus["sample_id"]
+    return (pd.DataFrame({"score": frame.loc[ids].to_numpy(float), "loss": loss.loc[ids].to_numpy(float)}),
+            model_files(resolved)["target"])
+
+
+def declared_attack(attacks: list[AttackScores], name: str) -> AttackScores:
+    """The sample-level scores of the attack `name`; InputError naming those that ran when it did not."""
+    for attack in attacks:
+        if attack.attack == name and attack.level == "sample":
+            return attack
+    ran = sorted({attack.attack for attack in attacks if attack.level == "sample"})
+    raise InputError(f"--attack {name}: did not run on these models ({', '.join(ran)} did); choose one of them")
+
+
+def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool = False,
+                  overwrite: bool = False) -> dict:
+    """Run the erasure audit (module docstring), write erasure.json into `config.out` and return its document."""
+    data = data_hashes([path for path in (erasure.forget, erasure.holdout, erasure.retain) if path])
+    corpus = erasure_corpus(erasure, config)
+    models = erasure.sources()
+    for name, source in models.items():
+        if name != "before":
+            check_comparable(models["before"], source, name, config.placement.trust_remote_code)
+    attack = erasure.attack or ("likelihood_ratio" if config.reference else "loss")
+    given = {**config.model_dump(mode="json"), "erasure": erasure.model_dump(mode="json")}
+    with output_lock(config.out):
+        refuse_another_run(config.out, given, overwrite, RESULT_FILE)
+        scored, files = {}, {}
+        for name, source in models.items():
+            scored[name], files[name] = membership_scores(config, source, corpus, attack, progress)
+        document = erasure_document(corpus, scored, erasure, attack, config.evaluation)
+        document |= {"models": files, "provenance": {"data": data}, "config": given,
+                     "environment": environment_info(config.placement.device)}
+        return write_document(config.out, RESULT_FILE, document)
+
+
+def subject_names(corpus: pd.DataFrame) -> np.ndarray:
+    """(n,) each text's subject as erasure.json names it: its group id, or 'text:<sample id>' for a holdout or retained
+    text without one (a subject of its own)."""
+    groups = corpus["group_id"]
+    return np.where(groups.notna(), groups.astype(str), "text:" + corpus["sample_id"].astype(str))
+
+
+def erasure_document(corpus: pd.DataFrame, scored: dict[str, pd.DataFrame], erasure: ErasureSettings, attack: str,
+                     evaluation: EvaluationSettings) -> dict:
+    """erasure.json's findings from each model's per-text scores (aligned with `corpus`): the separations, the
+    difference test, PrivLeak and the equivalence test, the retained subjects' exposure and the utility, the verdict."""
+    sets = np.where(corpus["role"] == MEMBER, "forget", corpus[NONMEMBER_SET].astype(str))
+    subjects = subject_names(corpus)
+    audited = np.isin(sets, ("forget", "holdout"))
+    groups, is_forget = subjects[audited], sets[audited] == "forget"
+    permutations, bootstrap, seed = evaluation.permutations, evaluation.bootstrap, evaluation.seed
+
+    def scores_of(name: str) -> np.ndarray:
+        return scored[name]["score"].to_numpy()[audited]
+
+    probes = {name: separation(name, scores_of(name), groups, is_forget, permutations, seed, bootstrap)
+              for name in erasure_probes(scored)}
+    before = separation("before", scores_of("before"), groups, is_forget, permutations, seed, bootstrap)
+    change = separation("change", scores_of("before") - scores_of("after"), groups, is_forget, permutations, seed,
+                        bootstrap)
+    retrained = scores_of("retrained") if "retrained" in scored else None
+    findings = erasure_findings(list(probes.values()), before, erasure.level)
+    holdout = sets == "holdout"
+    sections = {
+        "attack": attack, "level": erasure.level, "subjects": sorted(set(groups[is_forget])),
+        "counts": {name: {"texts": int((sets == name).sum()), "subjects": len(set(subjects[sets == name]))}
+                   for name in SETS if (sets == name).any()},
+        "probes": [asdict(probe) for probe in probes.values()], "before": asdict(before), "change": asdict(change),
+        "findings": [asdict(finding) for finding in findings],
+        "equivalence": asdict(equivalence(scores_of("after"), scores_of("before"), retrained, groups, is_forget,
+                                          erasure.margin, erasure.level, bootstrap, seed)),
+        "utility": asdict(mean_change("holdout loss", scored["before"]["loss"].to_numpy()[holdout],
+                                      scored["after"]["loss"].to_numpy()[holdout], subjects[holdout], bootstrap, seed)),
+    }
+    if retrained is not None:
+        sections["privleak"] = asdict(privleak_interval(scores_of("after"), retrained, groups, is_forget, bootstrap,
+                                                        seed))
+    if (sets == "retain").any():
+        kept = np.isin(sets, ("retain", "holdout"))
+        sections["retain_exposure"] = asdict(auc_change(
+            "retained subjects' AUC against holdout", scored["before"]["score"].to_numpy()[kept],
+            scored["after"]["score"].to_numpy()[kept], subjects[kept], sets[kept] == "retain", bootstrap, seed))
+    return {**sections, "statements": erasure_statements(findings, list(probes.values()), before, change,
+                                                              erasure.level)}

@@ -1,0 +1,46 @@
+"""What `lmaudit erasure` is given besides an audit's settings: the models before and after erasure (and retrained
+without the erased data), the three sets of texts, and the test's level and equivalence margin. No torch."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lmaudit.models.source import ModelSource
+
+# The after model, as served, and the probes of it that can bring forgotten data back (quantized copies); each is
+# tested for still holding the forget set.
+PROBES = ("after",)
+
+
+class ErasureSettings(BaseModel):
+    """The erasure audit's own settings: model folders (each with an optional PEFT adapter), the forget, holdout and
+    retain files, the declared attack (None: the loss, or the likelihood ratio with references), the family-wise level
+    of the verdict and the equivalence margin (in AUC)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    before: str
+    before_adapter: str | None = None
+    after: str
+    after_adapter: str | None = None
+    retrained: str | None = None
+    retrained_adapter: str | None = None
+    forget: str
+    holdout: str
+    retain: str | None = None
+    attack: str | None = None
+    level: float = Field(0.05, gt=0, lt=0.5, description="the verdict's false-alarm level, family-wise over its tests")
+    margin: float = Field(0.05, gt=0, lt=0.5, description="the equivalence margin: how far (in AUC) the after model "
+                                                          "may be from the retrained one, or from 1/2, and count as it")
+
+    def sources(self) -> dict[str, ModelSource]:
+        """Each model by its part: before, after, and retrained when given."""
+        models = {"before": ModelSource(self.before, self.before_adapter),
+                  "after": ModelSource(self.after, self.after_adapter)}
+        if self.retrained:
+            models["retrained"] = ModelSource(self.retrained, self.retrained_adapter)
+        return models
+
+
+def erasure_probes(scored: dict) -> list[str]:
+    """The probes among the models scored, in PROBES' order."""
+    return [name for name in PROBES if name in scored]

@@ -1,0 +1,278 @@
+"""Was an erased subject forgotten? The numbers of an erasure audit, over membership scores (higher = more likely a
+member) of the erased subjects' texts (forget) and of never-trained texts drawn alike (holdout). No torch.
+
+Every test relabels whole subjects (patients, users; a text without a group id alone): its null is that the forget
+subjects are exchangeable with the holdout subjects under the score tested, which is what "nothing of them remains"
+means when the two sets were drawn alike. Each statistic is an AUC standardised by its Mann-Whitney null standard
+deviation, sqrt((n + m + 1) / (12 n m)) for n and m texts, so that a subject with few texts, whose AUC varies more,
+does not stand out by chance: the pooled test's is the forget texts' AUC against the holdout texts, recomputed under
+random relabellings; one subject's is its texts' AUC against everyone else's, ranked among the holdout subjects' own.
+Intervals resample subjects of each set with replacement, and the models' AUCs under one draw are paired
+(`bootstrap_aucs` draws the same subjects for the same seed whatever the scores).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+from lmaudit.metrics.auc_interval import auc_interval, bootstrap_aucs
+from lmaudit.metrics.permutation_tests import auc_statistics, relabellings
+from lmaudit.metrics.results import Interval, Number
+from lmaudit.metrics.roc import auc
+
+
+@dataclass(frozen=True)
+class SubjectSeparation:
+    """One forget subject's texts against the holdout texts: their AUC, and the share of the holdout subjects (and
+    itself) whose standardised AUC is at least (`p_higher`) or at most (`p_lower`) its own."""
+
+    subject: str
+    texts: int
+    auc: Number
+    p_higher: Number
+    p_lower: Number
+
+
+@dataclass(frozen=True)
+class Separation:
+    """The forget texts against the holdout texts under one score: the AUC with its 95% interval, one-sided permutation
+    p-values for forget scoring higher (still held) and lower (over-unlearnt), and each subject's own test."""
+
+    score: str
+    auc: Number
+    auc_ci: Interval
+    p_higher: Number
+    p_lower: Number
+    forget_subjects: int
+    holdout_subjects: int
+    permutations: int
+    subjects: list[SubjectSeparation]
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Two one-sided tests that the after model's AUC is within `margin` of the reference's (the retrained model's,
+    or 1/2 for a subject never trained on): equivalent where the (1 - 2 level) interval of the difference lies inside
+    (-margin, margin). `before_equivalent`: the same test on the model before erasure, whose passing means the test
+    could not have told a held subject either."""
+
+    reference: str
+    margin: float
+    level: float
+    difference: Number
+    difference_ci: Interval
+    equivalent: bool
+    before_equivalent: bool | None
+
+
+@dataclass(frozen=True)
+class Change:
+    """A quantity before and after erasure and the change (after - before) with its 95% interval, subjects resampled."""
+
+    quantity: str
+    before: Number
+    after: Number
+    change: Number
+    change_ci: Interval
+
+
+@dataclass(frozen=True)
+class PrivLeak:
+    """MUSE's PrivLeak of the after model against the retrained one (percent) and its 95% interval."""
+
+    value: Number
+    ci: Interval
+
+
+def subject_codes(groups: np.ndarray) -> np.ndarray:
+    """(n,) integer codes from 0, one per distinct subject id."""
+    return np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1].ravel()
+
+
+def standardised_aucs(scores: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per subject (code): the AUC of its texts against every other text, and that AUC's distance from 1/2 in
+    Mann-Whitney null standard deviations, sqrt((n + m + 1) / (12 n m)) for n own and m other texts."""
+    ranks = rankdata(scores)
+    sizes = np.bincount(codes).astype(float)
+    others = len(scores) - sizes
+    own_pairs = np.bincount(codes, weights=ranks) - sizes * (sizes + 1) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        aucs = own_pairs / (sizes * others)
+        spread = np.sqrt((sizes + others + 1) / (12 * sizes * others))
+    return aucs, (aucs - 0.5) / spread
+
+
+def subject_separations(scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray) -> list[SubjectSeparation]:
+    """Each forget subject's test (module docstring): its texts with every holdout text, its standardised AUC ranked
+    among the holdout subjects' computed the same way, so that under the null the rank is uniform over H + 1."""
+    scores, groups, is_forget = np.asarray(scores, float), np.asarray(groups, dtype=str), np.asarray(is_forget, bool)
+    out = []
+    for subject in dict.fromkeys(groups[is_forget]):
+        rows = (groups == subject) | ~is_forget
+        codes = subject_codes(groups[rows])
+        own = codes[groups[rows] == subject][0]
+        aucs, z = standardised_aucs(scores[rows], codes)
+        out.append(SubjectSeparation(str(subject), int((groups == subject).sum()), float(aucs[own]),
+                                     float((z >= z[own] - 1e-12).mean()), float((z <= z[own] + 1e-12).mean())))
+    return out
+
+
+def separation(score: str, scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, permutations: int = 1999,
+               seed: int = 0, bootstrap: int = 1000) -> Separation:
+    """The forget texts against the holdout texts under `scores` (module docstring); `groups` names each text's subject
+    (a missing id made unique beforehand), `is_forget` marks the forget texts."""
+    scores, is_forget = np.asarray(scores, float), np.asarray(is_forget, bool)
+    codes = subject_codes(groups)
+    forget_subject = np.zeros(codes.max() + 1, bool)
+    forget_subject[codes[is_forget]] = True
+    members = relabellings(forget_subject, permutations, seed)
+    forget_texts = members @ np.bincount(codes).astype(float)
+    holdout_texts = len(scores) - forget_texts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        statistics = ((auc_statistics(scores, codes, members) - 0.5)
+                      / np.sqrt((forget_texts + holdout_texts + 1) / (12 * forget_texts * holdout_texts)))
+    observed = auc(is_forget, scores)
+    interval = auc_interval(is_forget, scores, observed, codes, bootstrap, seed=seed)
+    return Separation(score, observed, interval, float((statistics >= statistics[0] - 1e-12).mean()),
+                      float((statistics <= statistics[0] + 1e-12).mean()), int(forget_subject.sum()),
+                      int((~forget_subject).sum()), permutations,
+                      subject_separations(scores, np.asarray(groups, dtype=str), is_forget))
+
+
+def privleak(auc_after: float | np.ndarray, auc_retrained: float | np.ndarray) -> float | np.ndarray:
+    """MUSE's PrivLeak in percent, as OpenUnlearning computes it: ((1 - AUC_after) - (1 - AUC_retrained)) /
+    (1 - AUC_retrained) x 100; about -100 when nothing was unlearnt, 0 as retrained, positive when over-unlearnt."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return ((1 - np.asarray(auc_after)) - (1 - np.asarray(auc_retrained))) / (1 - np.asarray(auc_retrained)) * 100
+
+
+def paired_aucs(scores: dict[str, np.ndarray], groups: np.ndarray, is_forget: np.ndarray, bootstrap: int,
+                seed: int) -> dict[str, np.ndarray]:
+    """(bootstrap,) AUCs of the forget against the holdout texts under each score, each draw resampling the same
+    subjects for every score."""
+    codes = subject_codes(groups)
+    return {name: bootstrap_aucs(is_forget, values, codes, bootstrap, seed) for name, values in scores.items()}
+
+
+def percentile_interval(draws: np.ndarray, level: float) -> Interval:
+    """The central `level` interval of bootstrap draws (NaN draws dropped; NaNs where none is left)."""
+    finite = draws[np.isfinite(draws)]
+    if not len(finite):
+        return (math.nan, math.nan)
+    tail = (1 - level) / 2
+    return float(np.quantile(finite, tail)), float(np.quantile(finite, 1 - tail))
+
+
+def privleak_interval(after: np.ndarray, retrained: np.ndarray, groups: np.ndarray, is_forget: np.ndarray,
+                      bootstrap: int = 1000, seed: int = 0) -> PrivLeak:
+    """PrivLeak of the after model against the retrained one, with its 95% interval (subjects resampled, paired)."""
+    observed = float(privleak(auc(is_forget, after), auc(is_forget, retrained)))
+    draws = paired_aucs({"after": after, "retrained": retrained}, groups, is_forget, bootstrap, seed)
+    return PrivLeak(observed, percentile_interval(privleak(draws["after"], draws["retrained"]), 0.95))
+
+
+def equivalence(after: np.ndarray, before: np.ndarray | None, retrained: np.ndarray | None, groups: np.ndarray,
+                is_forget: np.ndarray, margin: float, level: float = 0.05, bootstrap: int = 1000,
+                seed: int = 0) -> Equivalence:
+    """Whether the after model's forget-vs-holdout AUC is within `margin` of the retrained model's (or of 1/2 without
+    one) by two one-sided tests at `level`, and whether the before model would have passed the same test."""
+    scores = {"after": after, **({"before": before} if before is not None else {}),
+              **({"retrained": retrained} if retrained is not None else {})}
+    draws = paired_aucs(scores, groups, is_forget, bootstrap, seed)
+    reference = draws["retrained"] if retrained is not None else 0.5
+    reference_auc = auc(is_forget, retrained) if retrained is not None else 0.5
+
+    def test(name: str) -> tuple[float, Interval, bool]:
+        difference = auc(is_forget, scores[name]) - reference_auc
+        low, high = percentile_interval(draws[name] - reference, 1 - 2 * level)
+        return difference, (low, high), bool(-margin < low and high < margin)
+
+    difference, interval, equivalent = test("after")
+    return Equivalence("the retrained model's AUC" if retrained is not None else "1/2 (never trained on)", margin,
+                       level, difference, interval, equivalent, test("before")[2] if before is not None else None)
+
+
+def mean_change(quantity: str, before: np.ndarray, after: np.ndarray, groups: np.ndarray, bootstrap: int = 1000,
+                seed: int = 0) -> Change:
+    """The mean of `before` and of `after` over the same texts (a per-text loss, say) and the change with its 95%
+    interval, subjects resampled with replacement."""
+    before, after = np.asarray(before, float), np.asarray(after, float)
+    codes = subject_codes(groups)
+    counts = np.bincount(codes).astype(float)
+    sums = np.bincount(codes, weights=after - before)
+    drawn = np.random.default_rng(seed).multinomial(len(counts), np.full(len(counts), 1 / len(counts)), size=bootstrap)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        changes = (drawn @ sums) / (drawn @ counts)
+    return Change(quantity, float(before.mean()), float(after.mean()), float((after - before).mean()),
+                  percentile_interval(changes, 0.95))
+
+
+def auc_change(quantity: str, before: np.ndarray, after: np.ndarray, groups: np.ndarray, is_first: np.ndarray,
+               bootstrap: int = 1000, seed: int = 0) -> Change:
+    """The AUC of the `is_first` texts against the others under the before and the after scores, and the change with
+    its 95% interval (both AUCs from the same resampled subjects)."""
+    draws = paired_aucs({"before": before, "after": after}, groups, is_first, bootstrap, seed)
+    observed_before, observed_after = auc(is_first, before), auc(is_first, after)
+    return Change(quantity, observed_before, observed_after, observed_after - observed_before,
+                  percentile_interval(draws["after"] - draws["before"], 0.95))
+
+
+STILL_DETECTABLE = "still detectable"
+UNLEARNING_DETECTABLE = "the unlearning itself is detectable"
+NOT_DETECTED = "not detected by these tests"
+CANNOT_DECIDE = "cannot decide"
+
+
+@dataclass(frozen=True)
+class ErasureFinding:
+    """The verdict for one subject, or for all of them pooled (`subject` None): the finding, the probes whose test
+    rejected, the level each test of the family was held to, and whether the same test found the subject(s) in the
+    model before erasure (`found_before`: the tests' power, seen)."""
+
+    subject: str | None
+    finding: str
+    rests_on: list[str]
+    test_level: float
+    smallest_p: float
+    found_before: bool
+
+
+def smallest_pooled_p(separation: Separation) -> float:
+    """The smallest p-value the pooled test can give: 1/(B + 1), or one over the number of distinct ways to choose the
+    forget subjects among all when that is fewer."""
+    ways = math.comb(separation.forget_subjects + separation.holdout_subjects, separation.forget_subjects)
+    return max(1 / (separation.permutations + 1), 1 / ways)
+
+
+def decide(higher: list[float], lower: float, before_higher: float, smallest_p: float, level: float,
+           subject: str | None, names: list[str]) -> ErasureFinding:
+    """One verdict from a family of one-sided tests, each at `level` / (number of tests): every probe's test of the
+    forget texts scoring higher (still held), and the after model's test of their scoring lower (over-unlearnt)."""
+    test_level = level / (len(higher) + 1)
+    rejected = [name for name, p in zip(names, higher, strict=True) if p <= test_level]
+    found_before = before_higher <= test_level
+    if rejected:
+        return ErasureFinding(subject, STILL_DETECTABLE, rejected, test_level, smallest_p, found_before)
+    if lower <= test_level:
+        return ErasureFinding(subject, UNLEARNING_DETECTABLE, [names[0]], test_level, smallest_p, found_before)
+    finding = CANNOT_DECIDE if smallest_p > test_level else NOT_DETECTED
+    return ErasureFinding(subject, finding, [], test_level, smallest_p, found_before)
+
+
+def erasure_findings(probes: list[Separation], before: Separation, level: float) -> list[ErasureFinding]:
+    """The pooled verdict, then one per forget subject: each a family of one-sided tests (`decide`) whose chance of
+    any false alarm is at most `level` when nothing of the subjects remains; `probes[0]` is the after model."""
+    names = [probe.score for probe in probes]
+    after = probes[0]
+    findings = [decide([probe.p_higher for probe in probes], after.p_lower, before.p_higher, smallest_pooled_p(after),
+                       level, None, names)]
+    for index, subject in enumerate(after.subjects):
+        own = [probe.subjects[index] for probe in probes]
+        smallest = 1 / (after.holdout_subjects + 1)
+        findings.append(decide([item.p_higher for item in own], subject.p_lower, before.subjects[index].p_higher,
+                               smallest, level, subject.subject, names))
+    return findings

@@ -1,0 +1,134 @@
+"""`lmaudit erasure` end to end on tiny causal LMs trained on generated notes: a model never unlearnt reads "still
+detectable", a model retrained without the erased patients "not detected"; erasure.json is sealed, verified and holds
+no text of the forget set; bad input is refused in one line, nothing written."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lmaudit.data.synth import generate_notes
+from lmaudit.metrics.erasure import NOT_DETECTED, STILL_DETECTABLE
+from tests.helpers import assert_document_round_trips, assert_one_line_error, invoke, member_only_terms, run_cli, terms_written
+from tests.serving.tiny_clm import train_tiny_clm
+
+FORGET, RETAIN = 2, 17  # patients; every other patient of the 60 is holdout
+
+
+@pytest.fixture(scope="module")
+def erasure_files(tmp_path_factory) -> dict[str, Path]:
+    """forget (2 patients with at least 10 notes), retain (17) and holdout (41) files; the model before erasure, trained
+    on forget + retain; the model retrained on retain alone; the tokenizer of both trained on every text (as a retrain
+    keeps its tokenizer)."""
+    root = tmp_path_factory.mktemp("erasure")
+    notes = generate_notes(n_patients=60, seed=3)
+    counts = notes.groupby("group_id").size()
+    forget = list(counts[counts >= 10].index[:FORGET])
+    others = [patient for patient in counts.index if patient not in forget]
+    sets = {"forget": forget, "retain": others[:RETAIN], "holdout": others[RETAIN:]}
+    files = {}
+    for name, patients in sets.items():
+        files[name] = root / f"{name}.csv"
+        notes[notes["group_id"].isin(patients)].to_csv(files[name], index=False)
+    texts = notes["text"].tolist()
+    trained = notes[notes["group_id"].isin(forget + sets["retain"])]
+    files["before"] = train_tiny_clm(root / "before", trained, steps=200, seed=0, vocabulary_texts=texts)
+    retained = notes[notes["group_id"].isin(sets["retain"])]
+    files["retrained"] = train_tiny_clm(root / "retrained", retained, steps=200, seed=1, vocabulary_texts=texts)
+    files["other_tokenizer"] = train_tiny_clm(root / "other", retained, steps=1, seed=2)
+    files["root"] = root
+    return files
+
+
+def erasure_args(files: dict, after: Path, out: Path, *extra) -> list:
+    return ["erasure", "--before", files["before"], "--after", after, "--forget", files["forget"], "--holdout",
+            files["holdout"], "--retain", files["retain"], "--out", out, "--permutations", 999, "--bootstrap", 100,
+            *extra]
+
+
+def test_a_model_never_unlearnt_still_holds_the_erased_patients(erasure_files):
+    """After = before: the pooled verdict and each patient's read "still detectable", resting on the after model; the
+    output is sealed, `lmaudit verify` finds it intact, and it reads back into its model."""
+    out = erasure_files["root"] / "audit-none"
+    output = invoke(*erasure_args(erasure_files, erasure_files["before"], out))
+    assert output.splitlines()[0].startswith(f"All {FORGET} erased subjects: still detectable.")
+    document = pd.read_json(out / "erasure.json", typ="series")
+    findings = document["findings"]
+    assert [finding["finding"] for finding in findings] == [STILL_DETECTABLE] * (FORGET + 1)
+    assert all(finding["found_before"] for finding in findings)
+    assert document["change"]["auc"] == pytest.approx(0.5)  # the two models are the same: nothing changed
+    assert invoke("verify", out).strip().endswith(f"intact: {out}")
+    assert_document_round_trips(out / "erasure.json")
+
+
+def test_a_model_retrained_without_them_is_not_detected(erasure_files):
+    """After = the model retrained without the forget patients: "not detected by these tests", the same tests having
+    found them in the model before; PrivLeak against itself is 0; the change singles them out (they were trained on
+    before, not after), which the statement says is what any erasure does."""
+    out = erasure_files["root"] / "audit-retrained"
+    output = invoke(*erasure_args(erasure_files, erasure_files["retrained"], out,
+                                  "--retrained", erasure_files["retrained"]))
+    document = pd.read_json(out / "erasure.json", typ="series")
+    pooled = document["findings"][0]
+    assert pooled["finding"] == NOT_DETECTED and pooled["found_before"], output
+    assert document["privleak"]["value"] == pytest.approx(0)
+    assert document["equivalence"]["equivalent"] and document["equivalence"]["before_equivalent"] is False
+    assert "singles out the erased subjects" in output
+    assert document["counts"] == {"forget": document["counts"]["forget"], "holdout": document["counts"]["holdout"],
+                                  "retain": document["counts"]["retain"]}
+    assert document["counts"]["holdout"]["subjects"] == 60 - FORGET - RETAIN
+
+
+def test_no_forget_text_is_written(erasure_files):
+    """No word or word pair found only in the forget texts is in any output file (the patients' ids are, by design:
+    the officer asks about them)."""
+    out = erasure_files["root"] / "audit-none"
+    if not (out / "erasure.json").is_file():
+        invoke(*erasure_args(erasure_files, erasure_files["before"], out))
+    forget = pd.read_csv(erasure_files["forget"])["text"]
+    others = pd.concat([pd.read_csv(erasure_files[name])["text"] for name in ("holdout", "retain")])
+    assert terms_written(out, member_only_terms(forget, others)) == {}
+
+
+def bad(files: dict, tmp_path: Path, **changes) -> tuple[int, str, Path]:
+    """The command with some options changed, and its output folder."""
+    out = tmp_path / "out"
+    args = erasure_args(files, changes.pop("after", files["retrained"]), out)
+    for option, value in changes.items():
+        args[args.index(f"--{option}") + 1] = value
+    code, output = run_cli(*args)
+    return code, output, out
+
+
+def test_a_patient_in_forget_and_holdout_is_refused(erasure_files, tmp_path):
+    holdout = pd.read_csv(erasure_files["holdout"])
+    forget = pd.read_csv(erasure_files["forget"])
+    mixed = tmp_path / "holdout.csv"
+    pd.concat([holdout, forget.head(1)]).to_csv(mixed, index=False)
+    code, output, out = bad(erasure_files, tmp_path, holdout=mixed)
+    assert_one_line_error(code, output, f"subject '{forget['group_id'][0]}'", "--forget", "--holdout")
+    assert not out.exists()
+
+
+def test_an_empty_forget_set_is_refused(erasure_files, tmp_path):
+    empty = tmp_path / "forget.csv"
+    pd.read_csv(erasure_files["forget"]).head(0).to_csv(empty, index=False)
+    code, output, out = bad(erasure_files, tmp_path, forget=empty)
+    assert_one_line_error(code, output, str(empty))
+    assert not out.exists()
+
+
+def test_a_forget_text_without_its_subject_is_refused(erasure_files, tmp_path):
+    unnamed = tmp_path / "forget.csv"
+    forget = pd.read_csv(erasure_files["forget"])
+    forget.loc[3, "group_id"] = None
+    forget.to_csv(unnamed, index=False)
+    code, output, out = bad(erasure_files, tmp_path, forget=unnamed)
+    assert_one_line_error(code, output, "row 4", "group_id")
+    assert not out.exists()
+
+
+def test_a_model_with_another_tokenizer_is_refused(erasure_files, tmp_path):
+    code, output, out = bad(erasure_files, tmp_path, after=erasure_files["other_tokenizer"])
+    assert_one_line_error(code, output, "--after differs from --before")
+    assert not out.exists()

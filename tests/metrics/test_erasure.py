@@ -1,0 +1,220 @@
+"""The erasure audit's numbers (metrics/erasure.py) against slow references written from the definitions (scikit-learn's
+AUC, every relabelling enumerated, hand-computed PrivLeak), and the verdict's false-alarm rate under a realistic null
+(several notes per subject sharing a subject effect, ragged counts, ties, few holdout subjects) and its power when
+the forget subjects' texts still score higher (docs/statistics.md)."""
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+from sklearn.metrics import roc_auc_score
+
+from lmaudit.metrics.erasure import (
+    CANNOT_DECIDE,
+    NOT_DETECTED,
+    STILL_DETECTABLE,
+    UNLEARNING_DETECTABLE,
+    auc_change,
+    decide,
+    equivalence,
+    erasure_findings,
+    mean_change,
+    paired_aucs,
+    privleak,
+    privleak_interval,
+    separation,
+    standardised_aucs,
+    subject_separations,
+)
+
+LEVEL = 0.05
+
+
+def simulate(rng: np.random.Generator, forget: int = 1, holdout: int = 39, notes: int = 5, shift: float = 0.0,
+             before_shift: float = 1.0, icc: float = 0.3) -> dict:
+    """Scores of `forget` erased and `holdout` never-trained subjects with 1 to 2 x `notes` notes each (a forget subject
+    exactly `notes`): a subject effect (variance `icc`) + note noise, rounded to tenths (ties). The after model's forget
+    notes are shifted by `shift` (0: nothing of them remains), the before model's by `before_shift`; the two models
+    share the subject effects, each with its own note noise."""
+    counts = np.r_[np.full(forget, notes), rng.integers(1, 2 * notes + 1, size=holdout)]
+    subject = np.repeat(np.arange(forget + holdout), counts)
+    is_forget = subject < forget
+    effect = rng.normal(0, np.sqrt(icc), forget + holdout)[subject]
+
+    def model(forget_shift: float) -> np.ndarray:
+        noise = rng.normal(0, np.sqrt(1 - icc), len(subject))
+        return np.round(effect + noise + forget_shift * is_forget, 1)
+
+    return {"groups": np.array([f"s{i}" for i in subject]), "is_forget": is_forget, "after": model(shift),
+            "before": model(before_shift)}
+
+
+def verdicts(run: dict, permutations: int = 199) -> list:
+    """The pooled and per-subject findings of one simulated audit (the after model the only probe)."""
+    after = separation("after", run["after"], run["groups"], run["is_forget"], permutations, 0, 10)
+    before = separation("before", run["before"], run["groups"], run["is_forget"], permutations, 0, 10)
+    return erasure_findings([after], before, LEVEL)
+
+
+def test_standardised_aucs_are_each_subject_against_every_other_text():
+    """Each subject's AUC equals scikit-learn's for its texts against all the others (ties 1/2)."""
+    rng = np.random.default_rng(0)
+    scores = np.round(rng.normal(size=40), 1)
+    codes = rng.integers(0, 6, size=40)
+    aucs, z = standardised_aucs(scores, codes)
+    for code in range(6):
+        own = codes == code
+        assert aucs[code] == pytest.approx(roc_auc_score(own, scores))
+        n, m = own.sum(), (~own).sum()
+        assert z[code] == pytest.approx((aucs[code] - 0.5) / np.sqrt((n + m + 1) / (12 * n * m)))
+
+
+def test_a_subjects_p_value_is_its_rank_among_the_holdout_subjects():
+    """The p-value is the share of the H + 1 subjects (the forget one with every holdout one) whose standardised AUC,
+    each against the texts of all the others, is at least the forget subject's: computed here by a loop."""
+    run = simulate(np.random.default_rng(1), forget=2, holdout=9, shift=1.0)
+    found = subject_separations(run["after"], run["groups"], run["is_forget"])
+    for entry in found:
+        rows = (run["groups"] == entry.subject) | ~run["is_forget"]
+        groups, scores = run["groups"][rows], run["after"][rows]
+        z = {}
+        for name in set(groups):
+            own = groups == name
+            n, m = own.sum(), (~own).sum()
+            z[name] = (roc_auc_score(own, scores) - 0.5) / np.sqrt((n + m + 1) / (12 * n * m))
+        assert entry.p_higher == pytest.approx(np.mean([value >= z[entry.subject] - 1e-12 for value in z.values()]))
+        assert entry.p_lower == pytest.approx(np.mean([value <= z[entry.subject] + 1e-12 for value in z.values()]))
+        assert entry.auc == pytest.approx(roc_auc_score(groups == entry.subject, scores))
+        assert entry.texts == (run["groups"] == entry.subject).sum()
+
+
+def test_the_pooled_p_values_match_every_relabelling_of_the_subjects():
+    """With 2 forget and 6 holdout subjects there are 28 ways to choose the forget pair: the exact one-sided p-values are
+    the shares of them whose standardised AUC, (AUC - 1/2) / sqrt((n + m + 1) / (12 n m)) with the pair's n texts, is
+    at least (at most) the observed one; 20,000 random relabellings come within 0.015."""
+    run = simulate(np.random.default_rng(2), forget=2, holdout=6, notes=3, shift=0.8)
+    groups, scores = run["groups"], run["after"]
+    names = sorted(set(groups))
+
+    def standardised(chosen: np.ndarray) -> float:
+        n, m = chosen.sum(), (~chosen).sum()
+        return (roc_auc_score(chosen, scores) - 0.5) / np.sqrt((n + m + 1) / (12 * n * m))
+
+    observed = standardised(run["is_forget"])
+    every = [standardised(np.isin(groups, pair)) for pair in combinations(names, 2)]
+    found = separation("after", scores, groups, run["is_forget"], 20000, 3, 50)
+    assert found.auc == pytest.approx(roc_auc_score(run["is_forget"], scores))
+    assert found.p_higher == pytest.approx(np.mean([z >= observed - 1e-12 for z in every]), abs=0.015)
+    assert found.p_lower == pytest.approx(np.mean([z <= observed + 1e-12 for z in every]), abs=0.015)
+    assert 0 < found.p_higher < 1
+    assert (found.forget_subjects, found.holdout_subjects) == (2, 6)
+    assert found.auc_ci[0] <= found.auc <= found.auc_ci[1]
+
+
+def test_privleak_is_musé_s_relative_auc_difference():
+    """Hand-computed: not unlearnt (AUC 1 against a retrained 0.5) -100; as retrained 0; over-unlearnt (0) +100; and
+    a retrained model at 0.6 with the after model at 0.8: ((0.2 - 0.4) / 0.4) x 100 = -50."""
+    assert privleak(1.0, 0.5) == pytest.approx(-100)
+    assert privleak(0.5, 0.5) == pytest.approx(0)
+    assert privleak(0.0, 0.5) == pytest.approx(100)
+    assert privleak(0.8, 0.6) == pytest.approx(-50)
+
+
+def test_bootstrap_draws_are_paired_across_models():
+    """The same subjects are drawn for every score: the draws of one score given twice are equal, and PrivLeak of a
+    model against itself is 0 in every draw."""
+    run = simulate(np.random.default_rng(3), forget=3, shift=0.5)
+    draws = paired_aucs({"a": run["after"], "b": run["after"].copy(), "c": run["before"]}, run["groups"],
+                        run["is_forget"], 200, 4)
+    assert np.array_equal(draws["a"], draws["b"])
+    assert not np.array_equal(draws["a"], draws["c"])
+    same = privleak_interval(run["after"], run["after"], run["groups"], run["is_forget"], 200, 4)
+    assert same.value == pytest.approx(0) and same.ci == pytest.approx((0, 0))
+
+
+def test_equivalence_holds_for_the_same_model_and_not_for_a_held_subject():
+    """An after model equal to the retrained one is within any margin; an after model that still separates the forget
+    texts (AUC far above the retrained model's) is not, and the before model fails it too (the test has power)."""
+    run = simulate(np.random.default_rng(4), forget=5, holdout=40, shift=1.5, before_shift=1.5)
+    retrained = simulate(np.random.default_rng(4), forget=5, holdout=40, shift=0.0)["after"]
+    same = equivalence(retrained, run["before"], retrained, run["groups"], run["is_forget"], 0.05, LEVEL, 200)
+    assert same.equivalent and same.difference == pytest.approx(0) and same.before_equivalent is False
+    held = equivalence(run["after"], run["before"], retrained, run["groups"], run["is_forget"], 0.05, LEVEL, 200)
+    assert not held.equivalent and held.difference > 0.3
+    against_half = equivalence(run["after"], None, None, run["groups"], run["is_forget"], 0.05, LEVEL, 200)
+    assert against_half.difference == pytest.approx(roc_auc_score(run["is_forget"], run["after"]) - 0.5)
+    assert against_half.before_equivalent is None
+
+
+def test_mean_change_and_auc_change_by_hand():
+    """The means and their change are plain means; the AUC change is the difference of scikit-learn's AUCs."""
+    before, after = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.5, 2.5, 3.0, 5.0])
+    groups = np.array(["a", "a", "b", "c"])
+    change = mean_change("loss", before, after, groups, 100)
+    assert (change.before, change.after, change.change) == pytest.approx((2.5, 3.0, 0.5))
+    assert change.change_ci[0] <= change.change <= change.change_ci[1]
+    first = np.array([True, True, False, False])
+    moved = auc_change("auc", after, before[::-1], groups, first, 100)
+    assert moved.change == pytest.approx(roc_auc_score(first, before[::-1]) - roc_auc_score(first, after))
+
+
+def test_decide_holds_each_test_to_the_level_over_the_family():
+    """Two probes and the lower test: each at 0.05 / 3. A probe at 0.01 rejects (still detectable), one at 0.02 does
+    not; the lower test alone gives 'the unlearning itself is detectable'; a smallest p above the test level 'cannot
+    decide'; nothing rejected 'not detected'."""
+    assert decide([0.01, 0.5], 0.9, 0.001, 0.001, LEVEL, None, ["after", "q"]).finding == STILL_DETECTABLE
+    assert decide([0.02, 0.5], 0.9, 0.001, 0.001, LEVEL, None, ["after", "q"]).finding == NOT_DETECTED
+    lower = decide([0.5, 0.5], 0.01, 0.5, 0.001, LEVEL, "s1", ["after", "q"])
+    assert lower.finding == UNLEARNING_DETECTABLE and lower.rests_on == ["after"] and not lower.found_before
+    assert decide([0.5, 0.5], 0.5, 0.5, 0.05, LEVEL, "s1", ["after", "q"]).finding == CANNOT_DECIDE
+    assert decide([0.5], 0.5, 0.5, 0.001, LEVEL, None, ["after"]).test_level == pytest.approx(0.025)
+
+
+def false_alarms(rng: np.random.Generator, runs: int, **design) -> tuple[int, int]:
+    """Audits (of `runs`) in which the pooled finding, and in which any subject's finding, is a detection (still
+    detectable or the unlearning detectable) when nothing of the forget subjects remains."""
+    pooled = subjects = 0
+    for _ in range(runs):
+        findings = verdicts(simulate(rng, **design))
+        detected = [finding.finding in (STILL_DETECTABLE, UNLEARNING_DETECTABLE) for finding in findings]
+        pooled += detected[0]
+        subjects += any(detected[1:])
+    return pooled, subjects
+
+
+@pytest.mark.parametrize("design", [{"forget": 1, "notes": 10}, {"forget": 3, "notes": 4, "icc": 0.6}])
+def test_nothing_left_is_not_detected_at_the_level(design):
+    """300 audits in which the after model treats the forget subjects as never-trained ones (retraining): a detection,
+    pooled or of one subject, is a false alarm; each count stays below the 99.9% quantile of Binomial(300, 0.05)
+    (docs/statistics.md: measured at 4,000 audits per design)."""
+    pooled, subjects = false_alarms(np.random.default_rng(21), 300, **design)
+    assert pooled <= binom.ppf(0.999, 300, LEVEL), pooled
+    if design["forget"] == 1:
+        assert subjects <= binom.ppf(0.999, 300, LEVEL), subjects
+
+
+def test_a_subject_still_held_is_found_and_named():
+    """A subject of 10 notes whose after scores stay 1.5 standard deviations up (no unlearning, as before), on a score
+    that a reference has calibrated (little subject effect left: ICC 0.05): still detectable in at least 80 of 100
+    audits (measured 91 of 100 at another seed; docs/statistics.md), and the power seen on the before model."""
+    rng = np.random.default_rng(22)
+    found = [verdicts(simulate(rng, forget=1, notes=10, shift=1.5, before_shift=1.5, icc=0.05)) for _ in range(100)]
+    assert sum(findings[0].finding == STILL_DETECTABLE for findings in found) >= 80
+    assert sum(findings[1].finding == STILL_DETECTABLE and findings[1].found_before for findings in found) >= 75
+
+
+def test_over_unlearning_is_itself_detectable():
+    """Forget texts pushed 1.5 standard deviations below never-trained ones (gradient ascent run too far): the
+    unlearning itself is detectable in at least 80 of 100 audits (calibrated scores, ICC 0.05; measured 91 of 100 at
+    another seed)."""
+    rng = np.random.default_rng(23)
+    found = [verdicts(simulate(rng, forget=1, notes=10, shift=-1.5, icc=0.05)) for _ in range(100)]
+    assert sum(findings[0].finding == UNLEARNING_DETECTABLE for findings in found) >= 80
+
+
+def test_too_few_holdout_subjects_cannot_decide():
+    """With 9 holdout subjects one subject's p-value is at least 1/10, above 0.05 / 2: that subject's verdict is
+    'cannot decide', however far its texts stand out."""
+    run = simulate(np.random.default_rng(24), forget=1, holdout=9, notes=10, shift=3.0)
+    assert verdicts(run)[1].finding == CANNOT_DECIDE
