@@ -127,8 +127,9 @@ class PlacementSettings(BaseModel):
                                           "of fp32; the signal store keeps each dtype's values apart)")
     device_map: Literal["auto"] | None = Field(None, description="auto: spread a model too large for one GPU over the "
                                                "GPUs and the CPU (accelerate)")
-    quantization: Literal[QUANTIZATIONS] | None = Field(None, description="load the weights in 8 or 4 bits "
-                                                        "(bitsandbytes, CUDA only; the gpu extra)")
+    quantization: Literal[QUANTIZATIONS] | None = Field(None, description="load the weights in 8 or 4 bits: "
+                                                        "8bit, 4bit by bitsandbytes (CUDA only; the gpu extra), "
+                                                        "rtn8, rtn4 rounded to nearest in process (any device)")
     backend: Literal["local", "ray"] = Field("local", description="where the signals are computed: local = in this "
                                              "process; ray = on the workers of a Ray cluster (the ray extra)")
     ray_address: str | None = Field(None, description="backend ray: the cluster to join ('auto': the one this machine "

@@ -50,11 +50,10 @@ def simulate(rng: np.random.Generator, forget: int = 1, holdout: int = 39, notes
             "before": model(before_shift)}
 
 
-def verdicts(run: dict, permutations: int = 199) -> list:
-    """The pooled and per-subject findings of one simulated audit (the after model the only probe)."""
-    after = separation("after", run["after"], run["groups"], run["is_forget"], permutations, 0, 10)
-    before = separation("before", run["before"], run["groups"], run["is_forget"], permutations, 0, 10)
-    return erasure_findings([after], before, LEVEL)
+def verdicts(run: dict, permutations: int = 199, probes: tuple[str, ...] = ("after",)) -> list:
+    """The pooled and per-subject findings of one simulated audit."""
+    return erasure_findings({name: run[name] for name in probes}, run["before"], run["groups"], run["is_forget"],
+                            LEVEL, permutations)
 
 
 def test_standardised_aucs_are_each_subject_against_every_other_text():
@@ -159,16 +158,34 @@ def test_mean_change_and_auc_change_by_hand():
     assert moved.change == pytest.approx(roc_auc_score(first, before[::-1]) - roc_auc_score(first, after))
 
 
-def test_decide_holds_each_test_to_the_level_over_the_family():
-    """Two probes and the lower test: each at 0.05 / 3. A probe at 0.01 rejects (still detectable), one at 0.02 does
-    not; the lower test alone gives 'the unlearning itself is detectable'; a smallest p above the test level 'cannot
-    decide'; nothing rejected 'not detected'."""
-    assert decide([0.01, 0.5], 0.9, 0.001, 0.001, LEVEL, None, ["after", "q"]).finding == STILL_DETECTABLE
-    assert decide([0.02, 0.5], 0.9, 0.001, 0.001, LEVEL, None, ["after", "q"]).finding == NOT_DETECTED
-    lower = decide([0.5, 0.5], 0.01, 0.5, 0.001, LEVEL, "s1", ["after", "q"])
-    assert lower.finding == UNLEARNING_DETECTABLE and lower.rests_on == ["after"] and not lower.found_before
-    assert decide([0.5, 0.5], 0.5, 0.5, 0.05, LEVEL, "s1", ["after", "q"]).finding == CANNOT_DECIDE
-    assert decide([0.5], 0.5, 0.5, 0.001, LEVEL, None, ["after"]).test_level == pytest.approx(0.025)
+def test_decide_corrects_the_family_by_min_p_over_the_same_null_rows():
+    """Two probes tested on the same 20 null rows (the observed first): the family-wise p-value of each test is the
+    share of rows whose smallest raw p-value reaches the test's own, computed here by loops. Two identical probes cost
+    nothing (min-P sees they are one), where Bonferroni would halve the level."""
+    rng = np.random.default_rng(5)
+    null = rng.normal(size=(20, 1))
+    null[0] = 2.5
+    statistics = np.column_stack([null[:, 0], null[:, 0]])
+    finding = decide(statistics, ["after", "copy"], null[:, 0], 0.05, LEVEL, None)
+    columns = [statistics[:, 0], statistics[:, 1], -statistics[:, 0]]
+    raw = np.array([[np.mean(column >= column[row]) for column in columns] for row in range(20)])
+    expected = [np.mean(raw.min(axis=1) <= raw[0, j]) for j in range(3)]
+    assert list(finding.family_p_values.values()) == pytest.approx(expected)
+    assert finding.family_p_values["after"] == pytest.approx(finding.family_p_values["copy"])
+    assert finding.family_p_values["after"] == pytest.approx(2 / 20)  # the upper and the lower test: min-P is 2p here
+    assert finding.finding == NOT_DETECTED and finding.before_p_value == pytest.approx(1 / 20)
+
+
+def test_decide_words_each_outcome():
+    """Still detectable where a probe's test rejects, the unlearning detectable where the lower one does, cannot
+    decide where the smallest p-value the tests can give is above the level, not detected otherwise."""
+    up = np.r_[10.0, np.linspace(-1, 1, 99)][:, None]
+    assert decide(up, ["after"], up[:, 0], 0.01, LEVEL, None).finding == STILL_DETECTABLE
+    lower = decide(-up, ["after"], up[:, 0], 0.01, LEVEL, "s1")
+    assert lower.finding == UNLEARNING_DETECTABLE and lower.rests_on == ["after, lower"] and lower.found_before
+    middle = np.r_[0.0, np.linspace(-1, 1, 99)][:, None]
+    assert decide(middle, ["after"], middle[:, 0], 0.01, LEVEL, None).finding == NOT_DETECTED
+    assert decide(up[:10], ["after"], up[:10, 0], 0.1, LEVEL, None).finding == CANNOT_DECIDE
 
 
 def false_alarms(rng: np.random.Generator, runs: int, **design) -> tuple[int, int]:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from lmaudit.attacks.base import AttackScores
 from lmaudit.audit.corpus import checked_audit_corpus
-from lmaudit.audit.erasure_settings import ErasureSettings, erasure_probes
+from lmaudit.audit.erasure_settings import ErasureSettings
 from lmaudit.audit.records import resolve
 from lmaudit.audit.run import model_files, signals_and_attacks
 from lmaudit.config import AuditConfig
@@ -130,6 +130,10 @@ def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool 
         scored, files = {}, {}
         for name, source in models.items():
             scored[name], files[name] = membership_scores(config, source, corpus, attack, progress)
+        for quantization in erasure.quantized:
+            placement = config.placement.model_copy(update={"quantization": quantization})
+            scored[f"after_{quantization}"], _ = membership_scores(config.model_copy(update={"placement": placement}),
+                                                                  models["after"], corpus, attack, progress)
         document = erasure_document(corpus, scored, erasure, attack, config.evaluation)
         document |= {"models": files, "provenance": {"data": data}, "config": given,
                      "environment": environment_info(config.placement.device)}
@@ -157,12 +161,13 @@ def erasure_document(corpus: pd.DataFrame, scored: dict[str, pd.DataFrame], eras
         return scored[name]["score"].to_numpy()[audited]
 
     probes = {name: separation(name, scores_of(name), groups, is_forget, permutations, seed, bootstrap)
-              for name in erasure_probes(scored)}
+              for name in erasure.probes()}
     before = separation("before", scores_of("before"), groups, is_forget, permutations, seed, bootstrap)
     change = separation("change", scores_of("before") - scores_of("after"), groups, is_forget, permutations, seed,
                         bootstrap)
     retrained = scores_of("retrained") if "retrained" in scored else None
-    findings = erasure_findings(list(probes.values()), before, erasure.level)
+    findings = erasure_findings({name: scores_of(name) for name in probes}, scores_of("before"), groups, is_forget,
+                                erasure.level, permutations, seed)
     holdout = sets == "holdout"
     sections = {
         "attack": attack, "level": erasure.level, "subjects": sorted(set(groups[is_forget])),
@@ -183,5 +188,4 @@ def erasure_document(corpus: pd.DataFrame, scored: dict[str, pd.DataFrame], eras
         sections["retain_exposure"] = asdict(auc_change(
             "retained subjects' AUC against holdout", scored["before"]["score"].to_numpy()[kept],
             scored["after"]["score"].to_numpy()[kept], subjects[kept], sets[kept] == "retain", bootstrap, seed))
-    return {**sections, "statements": erasure_statements(findings, list(probes.values()), before, change,
-                                                              erasure.level)}
+    return {**sections, "statements": erasure_statements(findings, probes["after"], change, erasure.level)}

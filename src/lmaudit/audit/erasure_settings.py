@@ -3,19 +3,17 @@ without the erased data), the three sets of texts, and the test's level and equi
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from lmaudit.models.source import ModelSource
-
-# The after model, as served, and the probes of it that can bring forgotten data back (quantized copies); each is
-# tested for still holding the forget set.
-PROBES = ("after",)
+from lmaudit.models.source import QUANTIZATIONS, ModelSource
 
 
 class ErasureSettings(BaseModel):
     """The erasure audit's own settings: model folders (each with an optional PEFT adapter), the forget, holdout and
     retain files, the declared attack (None: the loss, or the likelihood ratio with references), the family-wise level
-    of the verdict and the equivalence margin (in AUC)."""
+    of the verdict, the equivalence margin (in AUC) and the quantizations the after model is probed in."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     before: str
@@ -31,6 +29,9 @@ class ErasureSettings(BaseModel):
     level: float = Field(0.05, gt=0, lt=0.5, description="the verdict's false-alarm level, family-wise over its tests")
     margin: float = Field(0.05, gt=0, lt=0.5, description="the equivalence margin: how far (in AUC) the after model "
                                                           "may be from the retrained one, or from 1/2, and count as it")
+    quantized: tuple[Literal[QUANTIZATIONS], ...] = Field(
+        ("rtn8", "rtn4"), description="the after model is also tested loaded in each of these quantizations, which "
+                                      "can bring forgotten data back (Zhang et al., ICLR 2025)")
 
     def sources(self) -> dict[str, ModelSource]:
         """Each model by its part: before, after, and retrained when given."""
@@ -41,6 +42,6 @@ class ErasureSettings(BaseModel):
         return models
 
 
-def erasure_probes(scored: dict) -> list[str]:
-    """The probes among the models scored, in PROBES' order."""
-    return [name for name in PROBES if name in scored]
+    def probes(self) -> list[str]:
+        """The names of the models tested for still holding the forget set: the after model, then each quantized."""
+        return ["after", *(f"after_{quantization}" for quantization in self.quantized)]

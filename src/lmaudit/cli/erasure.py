@@ -21,6 +21,7 @@ from lmaudit.cli.options import (
 )
 from lmaudit.config import given, validated
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.models.source import QUANTIZATIONS
 
 
 def model_option(name: str, required: bool, what: str):
@@ -35,7 +36,7 @@ def model_option(name: str, required: bool, what: str):
 @click.command(cls=GroupedCommand, groups={
     "Models": "--before --before-adapter --after --after-adapter --retrained --retrained-adapter --reference",
     "Data": f"--forget --holdout --retain {COLUMN_NAMES}",
-    "Test": "--attack --level --margin --permutations --bootstrap",
+    "Test": "--attack --level --margin --quantized --no-quantized --permutations --bootstrap",
     "Output": "--out --cache-dir --overwrite", "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES,
 }, epilog="lmaudit erasure --before model --after model-erased --out erasure \\\n"
           "    --forget forget.csv --holdout holdout.csv")
@@ -60,6 +61,10 @@ def model_option(name: str, required: bool, what: str):
          help="The verdict's false-alarm level, family-wise over each verdict's tests.")
 @setting(ErasureSettings, "margin", type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
          help="Equivalence margin in AUC: how close to the retrained model (or to 1/2) counts as the same.")
+@click.option("--quantized", multiple=True, type=click.Choice(QUANTIZATIONS),
+              help="Also test the after model loaded in this quantization; repeat for several  (default: rtn8 and "
+                   "rtn4, rounded to nearest on any device; 8bit and 4bit need bitsandbytes and CUDA).")
+@click.option("--no-quantized", is_flag=True, help="Test the after model as saved only.")
 @setting(EvaluationSettings, "permutations", type=click.IntRange(min=100), from_config=True,
          help="Random relabellings of whole subjects in the pooled tests; p-values resolve 1/(permutations+1).")
 @setting(EvaluationSettings, "bootstrap", type=click.IntRange(min=10), from_config=True,
@@ -76,6 +81,8 @@ def erasure(overwrite: bool, **options) -> None:
     from lmaudit.config import load_config
 
     own = given({field: options.pop(field) for field in ErasureSettings.model_fields if field in options})
+    if options.pop("no_quantized"):
+        own["quantized"] = ()
     settings = validated(own, "the erasure options", ErasureSettings)
     config = load_config(None, {**options, "target": settings.after, "adapter": settings.after_adapter,
                                 "members": settings.forget,

@@ -120,7 +120,8 @@ def placement_options(from_config: bool) -> Decorator:
         option("device_map", type=click.Choice(["auto"]), default_text="none: one device",
                help="auto: spread a model too large for one GPU over the GPUs and the CPU (accelerate)."),
         option("quantization", type=click.Choice(QUANTIZATIONS), default_text="none",
-               help="Load the weights in 8 or 4 bits (bitsandbytes, CUDA; pip install 'lmaudit[gpu]')."),
+               help="Load the weights in 8 or 4 bits: 8bit, 4bit by bitsandbytes (CUDA; pip install 'lmaudit[gpu]'); "
+                    "rtn8, rtn4 rounded to nearest in process, on any device (docs/erasure.md)."),
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from lmaudit.metrics.auc_interval import auc_interval, bootstrap_aucs
-from lmaudit.metrics.permutation_tests import auc_statistics, relabellings
+from lmaudit.metrics.permutation_tests import auc_statistics, min_p_adjusted, relabellings
 from lmaudit.metrics.results import Interval, Number
 from lmaudit.metrics.roc import auc
 
@@ -106,26 +106,20 @@ def standardised_aucs(scores: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray
     return aucs, (aucs - 0.5) / spread
 
 
-def subject_separations(scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray) -> list[SubjectSeparation]:
-    """Each forget subject's test (module docstring): its texts with every holdout text, its standardised AUC ranked
-    among the holdout subjects' computed the same way, so that under the null the rank is uniform over H + 1."""
-    scores, groups, is_forget = np.asarray(scores, float), np.asarray(groups, dtype=str), np.asarray(is_forget, bool)
-    out = []
-    for subject in dict.fromkeys(groups[is_forget]):
-        rows = (groups == subject) | ~is_forget
-        codes = subject_codes(groups[rows])
-        own = codes[groups[rows] == subject][0]
-        aucs, z = standardised_aucs(scores[rows], codes)
-        out.append(SubjectSeparation(str(subject), int((groups == subject).sum()), float(aucs[own]),
-                                     float((z >= z[own] - 1e-12).mean()), float((z <= z[own] + 1e-12).mean())))
-    return out
+def subject_statistics(scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, subject: str) -> np.ndarray:
+    """(H + 1,) the standardised AUC of `subject` (first), then of each holdout subject, each computed over the
+    subject's texts with every holdout text: under the null the subject's rank among them is uniform."""
+    rows = (groups == subject) | ~is_forget
+    codes = subject_codes(groups[rows])
+    own = codes[groups[rows] == subject][0]
+    _, z = standardised_aucs(scores[rows], codes)
+    return np.r_[z[own], np.delete(z, own)]
 
 
-def separation(score: str, scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, permutations: int = 1999,
-               seed: int = 0, bootstrap: int = 1000) -> Separation:
-    """The forget texts against the holdout texts under `scores` (module docstring); `groups` names each text's subject
-    (a missing id made unique beforehand), `is_forget` marks the forget texts."""
-    scores, is_forget = np.asarray(scores, float), np.asarray(is_forget, bool)
+def pooled_statistics(scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, permutations: int,
+                      seed: int) -> np.ndarray:
+    """(permutations + 1,) the forget texts' standardised AUC against the holdout texts (first), then under random
+    relabellings of as many subjects as forget ones, each standardised with the texts its chosen subjects have."""
     codes = subject_codes(groups)
     forget_subject = np.zeros(codes.max() + 1, bool)
     forget_subject[codes[is_forget]] = True
@@ -133,14 +127,38 @@ def separation(score: str, scores: np.ndarray, groups: np.ndarray, is_forget: np
     forget_texts = members @ np.bincount(codes).astype(float)
     holdout_texts = len(scores) - forget_texts
     with np.errstate(invalid="ignore", divide="ignore"):
-        statistics = ((auc_statistics(scores, codes, members) - 0.5)
-                      / np.sqrt((forget_texts + holdout_texts + 1) / (12 * forget_texts * holdout_texts)))
+        return ((auc_statistics(scores, codes, members) - 0.5)
+                / np.sqrt((forget_texts + holdout_texts + 1) / (12 * forget_texts * holdout_texts)))
+
+
+def at_least(statistics: np.ndarray) -> float:
+    """The share of a null's values (the observed one first, and among them) at least the observed one."""
+    return float((statistics >= statistics[0] - 1e-12).mean())
+
+
+def subject_separations(scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray) -> list[SubjectSeparation]:
+    """Each forget subject's test (module docstring), both directions."""
+    out = []
+    for subject in dict.fromkeys(groups[is_forget]):
+        z = subject_statistics(scores, groups, is_forget, subject)
+        rows = groups == subject
+        out.append(SubjectSeparation(str(subject), int(rows.sum()), auc(rows[rows | ~is_forget],
+                                                                         scores[rows | ~is_forget]),
+                                     at_least(z), at_least(-z)))
+    return out
+
+
+def separation(score: str, scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, permutations: int = 1999,
+               seed: int = 0, bootstrap: int = 1000) -> Separation:
+    """The forget texts against the holdout texts under `scores` (module docstring); `groups` names each text's subject
+    (a missing id made unique beforehand), `is_forget` marks the forget texts."""
+    scores, groups, is_forget = np.asarray(scores, float), np.asarray(groups, dtype=str), np.asarray(is_forget, bool)
+    statistics = pooled_statistics(scores, groups, is_forget, permutations, seed)
     observed = auc(is_forget, scores)
-    interval = auc_interval(is_forget, scores, observed, codes, bootstrap, seed=seed)
-    return Separation(score, observed, interval, float((statistics >= statistics[0] - 1e-12).mean()),
-                      float((statistics <= statistics[0] + 1e-12).mean()), int(forget_subject.sum()),
-                      int((~forget_subject).sum()), permutations,
-                      subject_separations(scores, np.asarray(groups, dtype=str), is_forget))
+    interval = auc_interval(is_forget, scores, observed, subject_codes(groups), bootstrap, seed=seed)
+    forget_subjects = len(set(groups[is_forget]))
+    return Separation(score, observed, interval, at_least(statistics), at_least(-statistics), forget_subjects,
+                      len(set(groups)) - forget_subjects, permutations, subject_separations(scores, groups, is_forget))
 
 
 def privleak(auc_after: float | np.ndarray, auc_retrained: float | np.ndarray) -> float | np.ndarray:
@@ -229,50 +247,57 @@ CANNOT_DECIDE = "cannot decide"
 
 @dataclass(frozen=True)
 class ErasureFinding:
-    """The verdict for one subject, or for all of them pooled (`subject` None): the finding, the probes whose test
-    rejected, the level each test of the family was held to, and whether the same test found the subject(s) in the
-    model before erasure (`found_before`: the tests' power, seen)."""
+    """The verdict for one subject, or for all of them pooled (`subject` None): the finding, the tests that rejected
+    (a probe's name for "still held", 'after, lower' for "over-unlearnt"), each test's family-wise p-value, the smallest
+    p-value the tests can give, and whether the same test found the subject(s) in the model before erasure
+    (`found_before`, at `before_p_value`: the tests' power, seen)."""
 
     subject: str | None
     finding: str
     rests_on: list[str]
-    test_level: float
+    family_p_values: dict[str, Number]
     smallest_p: float
     found_before: bool
+    before_p_value: Number
 
 
-def smallest_pooled_p(separation: Separation) -> float:
-    """The smallest p-value the pooled test can give: 1/(B + 1), or one over the number of distinct ways to choose the
-    forget subjects among all when that is fewer."""
-    ways = math.comb(separation.forget_subjects + separation.holdout_subjects, separation.forget_subjects)
-    return max(1 / (separation.permutations + 1), 1 / ways)
-
-
-def decide(higher: list[float], lower: float, before_higher: float, smallest_p: float, level: float,
-           subject: str | None, names: list[str]) -> ErasureFinding:
-    """One verdict from a family of one-sided tests, each at `level` / (number of tests): every probe's test of the
-    forget texts scoring higher (still held), and the after model's test of their scoring lower (over-unlearnt)."""
-    test_level = level / (len(higher) + 1)
-    rejected = [name for name, p in zip(names, higher, strict=True) if p <= test_level]
-    found_before = before_higher <= test_level
+def decide(statistics: np.ndarray, names: list[str], before: np.ndarray, smallest_p: float, level: float,
+           subject: str | None) -> ErasureFinding:
+    """One verdict from the null's statistics ((null rows, the observed first) x probes, larger = still held) and the
+    before model's: each probe's test of still held and the first probe's (the after model's) of over-unlearnt,
+    family-wise by Westfall and Young's min-P over the same null rows, so that any false alarm of the family has
+    chance at most `level` whatever the probes' correlation."""
+    family = min_p_adjusted(np.column_stack([statistics, -statistics[:, 0]]))
+    tests = [*names, f"{names[0]}, lower"]
+    p_values = dict(zip(tests, (float(p) for p in family), strict=True))
+    before_p = at_least(before)
+    found_before = before_p <= level
+    rejected = [name for name, p in zip(names, family, strict=False) if p <= level]
     if rejected:
-        return ErasureFinding(subject, STILL_DETECTABLE, rejected, test_level, smallest_p, found_before)
-    if lower <= test_level:
-        return ErasureFinding(subject, UNLEARNING_DETECTABLE, [names[0]], test_level, smallest_p, found_before)
-    finding = CANNOT_DECIDE if smallest_p > test_level else NOT_DETECTED
-    return ErasureFinding(subject, finding, [], test_level, smallest_p, found_before)
+        return ErasureFinding(subject, STILL_DETECTABLE, rejected, p_values, smallest_p, found_before, before_p)
+    if family[-1] <= level:
+        return ErasureFinding(subject, UNLEARNING_DETECTABLE, [tests[-1]], p_values, smallest_p, found_before,
+                              before_p)
+    finding = CANNOT_DECIDE if smallest_p > level else NOT_DETECTED
+    return ErasureFinding(subject, finding, [], p_values, smallest_p, found_before, before_p)
 
 
-def erasure_findings(probes: list[Separation], before: Separation, level: float) -> list[ErasureFinding]:
-    """The pooled verdict, then one per forget subject: each a family of one-sided tests (`decide`) whose chance of
-    any false alarm is at most `level` when nothing of the subjects remains; `probes[0]` is the after model."""
-    names = [probe.score for probe in probes]
-    after = probes[0]
-    findings = [decide([probe.p_higher for probe in probes], after.p_lower, before.p_higher, smallest_pooled_p(after),
-                       level, None, names)]
-    for index, subject in enumerate(after.subjects):
-        own = [probe.subjects[index] for probe in probes]
-        smallest = 1 / (after.holdout_subjects + 1)
-        findings.append(decide([item.p_higher for item in own], subject.p_lower, before.subjects[index].p_higher,
-                               smallest, level, subject.subject, names))
+def erasure_findings(probes: dict[str, np.ndarray], before: np.ndarray, groups: np.ndarray, is_forget: np.ndarray,
+                     level: float, permutations: int = 1999, seed: int = 0) -> list[ErasureFinding]:
+    """The pooled verdict, then one per forget subject (`decide`), from each probe's scores (the after model first)
+    and the before model's, all aligned with `groups` and `is_forget`."""
+    groups, is_forget = np.asarray(groups, dtype=str), np.asarray(is_forget, bool)
+    names = list(probes)
+    pooled = np.column_stack([pooled_statistics(np.asarray(values, float), groups, is_forget, permutations, seed)
+                              for values in probes.values()])
+    forget_subjects = len(set(groups[is_forget]))
+    holdout_subjects = len(set(groups)) - forget_subjects
+    ways = math.comb(forget_subjects + holdout_subjects, forget_subjects)
+    findings = [decide(pooled, names, pooled_statistics(np.asarray(before, float), groups, is_forget, permutations,
+                                                        seed), max(1 / (permutations + 1), 1 / ways), level, None)]
+    for subject in dict.fromkeys(groups[is_forget]):
+        own = np.column_stack([subject_statistics(np.asarray(values, float), groups, is_forget, subject)
+                               for values in probes.values()])
+        findings.append(decide(own, names, subject_statistics(np.asarray(before, float), groups, is_forget, subject),
+                               1 / (holdout_subjects + 1), level, str(subject)))
     return findings

@@ -16,6 +16,7 @@ from lmaudit.models.folders import (
     resolve_model_folder,
     warn_remote_code,
 )
+from lmaudit.models.rounding import ROUNDING, round_weights
 from lmaudit.models.source import DEFAULT_PLACEMENT, TORCH_DTYPE_NAMES, ModelSource, Placement, as_source
 from lmaudit.models.tied_embeddings import check_output_embeddings
 from lmaudit.models.tokenizer import load_tokenizer
@@ -111,14 +112,16 @@ def _load(model: str | Path | ModelSource, auto_class, kind: str, advice: str, p
                          f"initialised at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): the "
                          f"folder holds a {', '.join(config.architectures or ['model of another kind'])}, not a "
                          f"{kind}; {advice}")
-    if placement.device_map is None and placement.quantization is None:  # weights as saved, on the CPU
+    if placement.device_map is None and not placement.bitsandbytes:  # weights as saved, on the CPU
         check_output_embeddings(network, folder)
     if source.adapter is not None:
-        network = with_adapter(network, Path(source.adapter), merge=placement.quantization is None)
+        network = with_adapter(network, Path(source.adapter), merge=not placement.bitsandbytes)
+    if placement.quantization in ROUNDING:
+        round_weights(network, placement.quantization)
     tokenizer = load_tokenizer(folder, placement.trust_remote_code)
     fuse_activations(network)
     network.eval()
-    if placement.device_map is None and placement.quantization is None:
+    if placement.device_map is None and not placement.bitsandbytes:
         network.to(placement.device)
     return LoadedModel(model=network, tokenizer=tokenizer)
 
@@ -141,7 +144,7 @@ def _weight_options(placement: Placement) -> dict:
     options: dict = {"dtype": getattr(torch, TORCH_DTYPE_NAMES[placement.dtype])}
     if placement.device_map is not None:
         options["device_map"] = placement.device_map
-    if placement.quantization is not None:
+    if placement.bitsandbytes:
         options["quantization_config"] = _quantization_config(placement)
         options.setdefault("device_map", placement.device if placement.device != "cpu" else "auto")
     return options

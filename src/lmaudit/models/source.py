@@ -8,7 +8,8 @@ from pathlib import Path
 ADAPTER_CONFIG = "adapter_config.json"
 SUMMARY_FILE = "lmaudit_training.json"  # what `lmaudit train` writes next to a model or adapter
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16")
-QUANTIZATIONS = ("8bit", "4bit")
+BITSANDBYTES = ("8bit", "4bit")  # bitsandbytes' quantizations, CUDA only
+QUANTIZATIONS = (*BITSANDBYTES, "rtn8", "rtn4")  # and round-to-nearest in process, any device (models/rounding.py)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ def as_source(model: str | Path | ModelSource) -> ModelSource:
 @dataclass(frozen=True)
 class Placement:
     """How weights are loaded and where they run: the device, the weights' dtype, an accelerate device map ('auto'
-    spreads a model larger than one GPU over the GPUs and the CPU), bitsandbytes quantization, and whether code shipped
+    spreads a model larger than one GPU over the GPUs and the CPU), quantization (bitsandbytes', or round-to-nearest in
+    process), and whether code shipped
     with the model may run. dtype and quantization change the numbers, so they are part of the weights' fingerprint."""
 
     device: str = "cpu"
@@ -74,6 +76,11 @@ class Placement:
     device_map: str | None = None
     quantization: str | None = None
     trust_remote_code: bool = False
+
+    @property
+    def bitsandbytes(self) -> bool:
+        """Whether bitsandbytes loads the weights quantized (they then stay where it put them, and take no merge)."""
+        return self.quantization in BITSANDBYTES
 
 
 DEFAULT_PLACEMENT = Placement()  # fp32 weights on the CPU

@@ -13,7 +13,8 @@ from lmaudit.metrics.erasure import (
 )
 from lmaudit.report.formatting import with_interval
 
-PROBE_WORDS = {"after": "the model after erasure"}
+PROBE_WORDS = {"after": "as saved", "after_rtn8": "rounded to 8 bits", "after_rtn4": "rounded to 4 bits",
+               "after_8bit": "in bitsandbytes' 8 bits", "after_4bit": "in bitsandbytes' 4 bits"}
 NEVER_PROOF = ("Not detected never means erased: a provider can keep data that these tests do not find (Zhang et al., "
                "ICML 2024).")
 
@@ -23,33 +24,32 @@ def p_text(value: float) -> str:
     return f"p = {value:.3g}"
 
 
-def finding_sentence(finding: ErasureFinding, after: Separation, before: Separation) -> str:
+def finding_sentence(finding: ErasureFinding, after: Separation, level: float) -> str:
     """One finding in words, opening with who it is about and the finding, then what it rests on."""
     if finding.subject is None:
-        who, auc, interval = f"All {after.forget_subjects} erased subjects", after.auc, after.auc_ci
-        own, earlier = after, before
+        who, auc_text = f"All {after.forget_subjects} erased subjects", with_interval(after.auc, after.auc_ci)
     else:
-        index = [subject.subject for subject in after.subjects].index(finding.subject)
-        own, earlier = after.subjects[index], before.subjects[index]
-        who, auc, interval = f"Subject '{finding.subject}' ({own.texts} texts)", own.auc, None
-    auc_text = with_interval(auc, interval) if interval is not None else f"{auc:.3f}"
-    level = f"each test at level {finding.test_level:.3g}"
+        own = next(subject for subject in after.subjects if subject.subject == finding.subject)
+        who, auc_text = f"Subject '{finding.subject}' ({own.texts} texts)", f"{own.auc:.3f}"
+    tested = f"level {level:.3g}, family-wise over {len(finding.family_p_values)} tests"
     if finding.finding == STILL_DETECTABLE:
-        probes = " and ".join(PROBE_WORDS.get(name, name) for name in finding.rests_on)
-        return (f"{who}: still detectable. {probes[0].upper() + probes[1:]} tells their texts from never-trained ones "
-                f"(AUC {auc_text}, {p_text(own.p_higher)}; {level}).")
+        probes = ", ".join(PROBE_WORDS.get(name, name) for name in finding.rests_on)
+        p_value = min(finding.family_p_values[name] for name in finding.rests_on)
+        return (f"{who}: still detectable. The model after erasure ({probes}) tells their texts from never-trained "
+                f"ones (AUC {auc_text}, {p_text(p_value)}; {tested}).")
     if finding.finding == UNLEARNING_DETECTABLE:
         return (f"{who}: the unlearning itself is detectable. Their texts now score below never-trained ones (AUC "
-                f"{auc_text}, {p_text(own.p_lower)}; {level}): no unseen text is treated so, which singles them out.")
+                f"{auc_text}, {p_text(finding.family_p_values[finding.rests_on[0]])}; {tested}): no unseen text is "
+                "treated so, which singles them out.")
     if finding.finding == CANNOT_DECIDE:
         return (f"{who}: cannot decide. With {after.holdout_subjects} holdout subjects the smallest p-value these tests "
-                f"can give is {finding.smallest_p:.3g}, above their level {finding.test_level:.3g}; give more holdout "
-                "subjects.")
-    power = (f"The same tests found them in the model before erasure ({p_text(earlier.p_higher)}), so they could have."
-             if finding.found_before else
-             f"The same tests did not find them in the model before erasure either ({p_text(earlier.p_higher)}): this "
-             "says little about the model after it.")
-    return f"{who}: {NOT_DETECTED} (AUC {auc_text}, {p_text(own.p_higher)}; {level}). {power}"
+                f"can give is {finding.smallest_p:.3g}, above the level {level:.3g}; give more holdout subjects.")
+    power = (f"The same test found them in the model before erasure ({p_text(finding.before_p_value)}), so it could "
+             "have." if finding.found_before else
+             f"The same test did not find them in the model before erasure either ({p_text(finding.before_p_value)}): "
+             "this says little about the model after it.")
+    return (f"{who}: {NOT_DETECTED} (AUC {auc_text}, smallest {p_text(min(finding.family_p_values.values()))}; "
+            f"{tested}). {power}")
 
 
 def change_sentence(change: Separation, level: float) -> str:
@@ -63,12 +63,11 @@ def change_sentence(change: Separation, level: float) -> str:
             f"{p_text(change.p_higher)}; level {level:.3g}).")
 
 
-def erasure_statements(findings: list[ErasureFinding], probes: list[Separation], before: Separation,
-                       change: Separation, level: float) -> list[str]:
+def erasure_statements(findings: list[ErasureFinding], after: Separation, change: Separation,
+                       level: float) -> list[str]:
     """The verdict's sentences: all erased subjects, each subject, the change between the models, and the caveat that
     no test proves erasure (after a "not detected")."""
-    after = probes[0]
-    lines = [finding_sentence(finding, after, before) for finding in findings]
+    lines = [finding_sentence(finding, after, level) for finding in findings]
     lines.append(change_sentence(change, level))
     if any(finding.finding == NOT_DETECTED for finding in findings):
         lines.append(NEVER_PROOF)
