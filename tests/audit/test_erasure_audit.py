@@ -12,16 +12,16 @@ from lmaudit.metrics.erasure import NOT_DETECTED, STILL_DETECTABLE
 from tests.helpers import assert_document_round_trips, assert_one_line_error, invoke, member_only_terms, run_cli, terms_written
 from tests.serving.tiny_clm import train_tiny_clm
 
-FORGET, RETAIN = 2, 17  # patients; every other patient of the 60 is holdout
+FORGET, RETAIN = 2, 17  # patients; every other patient of the 100 is holdout
 
 
 @pytest.fixture(scope="module")
 def erasure_files(tmp_path_factory) -> dict[str, Path]:
-    """forget (2 patients with at least 10 notes), retain (17) and holdout (41) files; the model before erasure, trained
+    """forget (2 patients with at least 10 notes), retain (17) and holdout (81) files; the model before erasure, trained
     on forget + retain; the model retrained on retain alone; the tokenizer of both trained on every text (as a retrain
     keeps its tokenizer)."""
     root = tmp_path_factory.mktemp("erasure")
-    notes = generate_notes(n_patients=60, seed=3)
+    notes = generate_notes(n_patients=100, seed=3)
     counts = notes.groupby("group_id").size()
     forget = list(counts[counts >= 10].index[:FORGET])
     others = [patient for patient in counts.index if patient not in forget]
@@ -32,9 +32,9 @@ def erasure_files(tmp_path_factory) -> dict[str, Path]:
         notes[notes["group_id"].isin(patients)].to_csv(files[name], index=False)
     texts = notes["text"].tolist()
     trained = notes[notes["group_id"].isin(forget + sets["retain"])]
-    files["before"] = train_tiny_clm(root / "before", trained, steps=200, seed=0, vocabulary_texts=texts)
+    files["before"] = train_tiny_clm(root / "before", trained, steps=300, seed=0, vocabulary_texts=texts)
     retained = notes[notes["group_id"].isin(sets["retain"])]
-    files["retrained"] = train_tiny_clm(root / "retrained", retained, steps=200, seed=1, vocabulary_texts=texts)
+    files["retrained"] = train_tiny_clm(root / "retrained", retained, steps=300, seed=1, vocabulary_texts=texts)
     files["other_tokenizer"] = train_tiny_clm(root / "other", retained, steps=1, seed=2)
     files["root"] = root
     return files
@@ -76,7 +76,7 @@ def test_a_model_retrained_without_them_is_not_detected(erasure_files):
     assert "singles out the erased subjects" in output
     assert document["counts"] == {"forget": document["counts"]["forget"], "holdout": document["counts"]["holdout"],
                                   "retain": document["counts"]["retain"]}
-    assert document["counts"]["holdout"]["subjects"] == 60 - FORGET - RETAIN
+    assert document["counts"]["holdout"]["subjects"] == 100 - FORGET - RETAIN
 
 
 def test_no_forget_text_is_written(erasure_files):
@@ -132,3 +132,20 @@ def test_a_model_with_another_tokenizer_is_refused(erasure_files, tmp_path):
     code, output, out = bad(erasure_files, tmp_path, after=erasure_files["other_tokenizer"])
     assert_one_line_error(code, output, "--after differs from --before")
     assert not out.exists()
+
+
+def test_the_relearning_probe_relearns_half_of_every_subject():
+    """Half of each subject's texts rounded down are relearnt, drawn by the seed, so that every subject keeps at least
+    one to test; the probes are the after model, each quantization, and the relearnt model unless --after-adapter."""
+    import numpy as np
+
+    from lmaudit.audit.erasure_settings import ErasureSettings
+    from lmaudit.audit.relearning import relearned_rows
+
+    subjects = np.array(["a"] * 5 + ["b"] + ["c"] * 2)
+    relearned = relearned_rows(subjects, 0)
+    assert [int(relearned[subjects == name].sum()) for name in "abc"] == [2, 0, 1]
+    assert not np.array_equal(relearned_rows(np.repeat(subjects, 3), 0), relearned_rows(np.repeat(subjects, 3), 1))
+    settings = ErasureSettings(before="b", after="a", forget="f", holdout="h")
+    assert settings.probes() == ["after", "after_rtn8", "after_rtn4", "after_relearned"]
+    assert settings.model_copy(update={"after_adapter": "x", "quantized": ()}).probes() == ["after"]

@@ -158,22 +158,23 @@ def test_mean_change_and_auc_change_by_hand():
     assert moved.change == pytest.approx(roc_auc_score(first, before[::-1]) - roc_auc_score(first, after))
 
 
-def test_decide_corrects_the_family_by_min_p_over_the_same_null_rows():
-    """Two probes tested on the same 20 null rows (the observed first): the family-wise p-value of each test is the
-    share of rows whose smallest raw p-value reaches the test's own, computed here by loops. Two identical probes cost
-    nothing (min-P sees they are one), where Bonferroni would halve the level."""
+def test_decide_corrects_the_family_by_max_t_over_the_same_null_rows():
+    """Two probes and the lower test on the same 20 null rows (the observed first): each test's family-wise p-value is
+    the share of rows whose largest standardised statistic (each test centred and scaled over the rows) reaches the
+    test's own, computed here by loops. A copy of a probe costs nothing, and a subject far above every null row gets
+    the smallest p-value the rows allow, 1/20, however many tests there are."""
     rng = np.random.default_rng(5)
-    null = rng.normal(size=(20, 1))
-    null[0] = 2.5
-    statistics = np.column_stack([null[:, 0], null[:, 0]])
-    finding = decide(statistics, ["after", "copy"], null[:, 0], 0.05, LEVEL, None)
-    columns = [statistics[:, 0], statistics[:, 1], -statistics[:, 0]]
-    raw = np.array([[np.mean(column >= column[row]) for column in columns] for row in range(20)])
-    expected = [np.mean(raw.min(axis=1) <= raw[0, j]) for j in range(3)]
+    null = rng.normal(size=20)
+    null[0] = 6.0
+    statistics = np.column_stack([null, null])
+    finding = decide(statistics, ["after", "copy"], null, 0.05, LEVEL, None)
+    columns = [null, null, -null]
+    standard = [(column - column.mean()) / column.std() for column in columns]
+    largest = [max(column[row] for column in standard) for row in range(20)]
+    expected = [np.mean([largest[row] >= column[0] for row in range(20)]) for column in standard]
     assert list(finding.family_p_values.values()) == pytest.approx(expected)
-    assert finding.family_p_values["after"] == pytest.approx(finding.family_p_values["copy"])
-    assert finding.family_p_values["after"] == pytest.approx(2 / 20)  # the upper and the lower test: min-P is 2p here
-    assert finding.finding == NOT_DETECTED and finding.before_p_value == pytest.approx(1 / 20)
+    assert finding.family_p_values["after"] == finding.family_p_values["copy"] == pytest.approx(1 / 20)
+    assert finding.finding == STILL_DETECTABLE and finding.before_p_value == pytest.approx(1 / 20)
 
 
 def test_decide_words_each_outcome():
@@ -235,3 +236,22 @@ def test_too_few_holdout_subjects_cannot_decide():
     'cannot decide', however far its texts stand out."""
     run = simulate(np.random.default_rng(24), forget=1, holdout=9, notes=10, shift=3.0)
     assert verdicts(run)[1].finding == CANNOT_DECIDE
+
+
+def test_a_probe_testing_some_texts_only_is_tested_under_the_same_relabellings():
+    """A probe with NaN scores (texts it does not test, as the relearning probe's relearned half) gives the statistics
+    of its tested texts alone, under the same relabellings as a probe of every text: with the other half's scores
+    changed arbitrarily, the pooled statistics are unchanged."""
+    from lmaudit.metrics.erasure import pooled_statistics, subject_statistics
+
+    run = simulate(np.random.default_rng(6), forget=2, holdout=12, notes=6, shift=0.7)
+    half = np.arange(len(run["after"])) % 2 == 0
+    partial = np.where(half, run["after"], np.nan)
+    other = np.where(half, run["after"], run["after"] + 100)
+    kept = pooled_statistics(partial, run["groups"], run["is_forget"], 99, 0)
+    expected = pooled_statistics(run["after"][half], run["groups"][half], run["is_forget"][half], 99, 0)
+    assert np.allclose(kept, expected, equal_nan=True)
+    assert not np.allclose(kept, pooled_statistics(other, run["groups"], run["is_forget"], 99, 0))
+    subject = run["groups"][run["is_forget"]][0]
+    assert np.allclose(subject_statistics(partial, run["groups"], run["is_forget"], subject),
+                       subject_statistics(run["after"][half], run["groups"][half], run["is_forget"][half], subject))

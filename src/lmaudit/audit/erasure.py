@@ -18,6 +18,7 @@ from lmaudit.attacks.base import AttackScores
 from lmaudit.audit.corpus import checked_audit_corpus
 from lmaudit.audit.erasure_settings import ErasureSettings
 from lmaudit.audit.records import resolve
+from lmaudit.audit.relearning import relearned_folder, relearned_model, relearned_rows
 from lmaudit.audit.run import model_files, signals_and_attacks
 from lmaudit.config import AuditConfig
 from lmaudit.data.corpus import combine_corpora, generated_id_prefixes, load_corpus
@@ -90,6 +91,43 @@ def check_comparable(before: ModelSource, after: ModelSource, name: str, trust_r
                          "erasure (its weights changed, its architecture and tokenizer not)")
 
 
+def language_model_family(source: ModelSource) -> str:
+    """'mlm' or 'clm': the family of the model before erasure; InputError for a classifier (its membership signal
+    needs a shadow model, which erasure does not train) or an architecture lmaudit does not know."""
+    from lmaudit.models.config_json import model_family
+    from lmaudit.models.folders import checked_source
+
+    checked_source(source)
+    family = model_family(source)
+    if family not in ("mlm", "clm"):
+        raise InputError(f"{source.folder}: --before is a {family}; lmaudit erasure audits masked and causal language "
+                         "models")
+    return family
+
+
+def probe_scores(config: AuditConfig, erasure: ErasureSettings, family: str, corpus: pd.DataFrame, attack: str,
+                 progress: bool) -> dict[str, pd.DataFrame]:
+    """The probes' scores beyond the after model as saved: loaded in each quantization, and relearnt on half of every
+    subject's texts (its relearned texts' scores NaN: the probe tests the other half only)."""
+    after = erasure.sources()["after"]
+    scored = {}
+    for quantization in erasure.quantized:
+        placement = config.placement.model_copy(update={"quantization": quantization})
+        scored[f"after_{quantization}"], _ = membership_scores(config.model_copy(update={"placement": placement}),
+                                                              after, corpus, attack, progress)
+    if "after_relearned" in erasure.probes():
+        audited = corpus["role"].eq(MEMBER) | corpus[NONMEMBER_SET].eq("holdout")
+        relearned = np.zeros(len(corpus), bool)
+        relearned[audited.to_numpy()] = relearned_rows(subject_names(corpus[audited]), config.evaluation.seed)
+        model = relearned_model(after, family, corpus.loc[relearned, "text"].tolist(), relearned_folder(config.out),
+                                erasure.relearn_epochs, erasure.relearn_learning_rate, config.evaluation.seed,
+                                config.placement.device, progress)
+        frame, _ = membership_scores(config, model, corpus, attack, progress)
+        frame.loc[relearned, "score"] = np.nan
+        scored["after_relearned"] = frame
+    return scored
+
+
 def membership_scores(config: AuditConfig, source: ModelSource, corpus: pd.DataFrame, attack: str,
                       progress: bool) -> tuple[pd.DataFrame, dict]:
     """Per text (sample_id order of `corpus`): the declared attack's membership score and the model's loss under
@@ -120,6 +158,7 @@ def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool 
     data = data_hashes([path for path in (erasure.forget, erasure.holdout, erasure.retain) if path])
     corpus = erasure_corpus(erasure, config)
     models = erasure.sources()
+    family = language_model_family(models["before"])
     for name, source in models.items():
         if name != "before":
             check_comparable(models["before"], source, name, config.placement.trust_remote_code)
@@ -130,10 +169,7 @@ def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool 
         scored, files = {}, {}
         for name, source in models.items():
             scored[name], files[name] = membership_scores(config, source, corpus, attack, progress)
-        for quantization in erasure.quantized:
-            placement = config.placement.model_copy(update={"quantization": quantization})
-            scored[f"after_{quantization}"], _ = membership_scores(config.model_copy(update={"placement": placement}),
-                                                                  models["after"], corpus, attack, progress)
+        scored |= probe_scores(config, erasure, family, corpus, attack, progress)
         document = erasure_document(corpus, scored, erasure, attack, config.evaluation)
         document |= {"models": files, "provenance": {"data": data}, "config": given,
                      "environment": environment_info(config.placement.device)}

@@ -42,6 +42,13 @@ class ErasureSettings(BaseModel):
         return models
 
 
+    relearn_epochs: int = Field(1, ge=0, description="epochs of the relearning probe: the after model fine-tuned on "
+                                                     "half of every subject's texts, tested on the other half (0: none)")
+    relearn_learning_rate: float | None = Field(None, gt=0, description="the relearning probe's AdamW learning rate "
+                                                                        "(default: fine-tuning's, 5e-5)")
+
     def probes(self) -> list[str]:
-        """The names of the models tested for still holding the forget set: the after model, then each quantized."""
-        return ["after", *(f"after_{quantization}" for quantization in self.quantized)]
+        """The names of the models tested for still holding the forget set: the after model, each quantized, and the
+        after model relearnt (without an adapter: the probe fine-tunes whole weights)."""
+        relearned = ["after_relearned"] if self.relearn_epochs and self.after_adapter is None else []
+        return ["after", *(f"after_{quantization}" for quantization in self.quantized), *relearned]

@@ -36,7 +36,8 @@ def model_option(name: str, required: bool, what: str):
 @click.command(cls=GroupedCommand, groups={
     "Models": "--before --before-adapter --after --after-adapter --retrained --retrained-adapter --reference",
     "Data": f"--forget --holdout --retain {COLUMN_NAMES}",
-    "Test": "--attack --level --margin --quantized --no-quantized --permutations --bootstrap",
+    "Test": "--attack --level --margin --quantized --no-quantized --relearn-epochs --relearn-learning-rate "
+            "--permutations --bootstrap",
     "Output": "--out --cache-dir --overwrite", "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES,
 }, epilog="lmaudit erasure --before model --after model-erased --out erasure \\\n"
           "    --forget forget.csv --holdout holdout.csv")
@@ -64,7 +65,12 @@ def model_option(name: str, required: bool, what: str):
 @click.option("--quantized", multiple=True, type=click.Choice(QUANTIZATIONS),
               help="Also test the after model loaded in this quantization; repeat for several  (default: rtn8 and "
                    "rtn4, rounded to nearest on any device; 8bit and 4bit need bitsandbytes and CUDA).")
-@click.option("--no-quantized", is_flag=True, help="Test the after model as saved only.")
+@click.option("--no-quantized", is_flag=True, help="Test the after model unquantized only.")
+@setting(ErasureSettings, "relearn_epochs", type=click.IntRange(min=0),
+         help="Relearning probe: fine-tune the after model this many epochs on half of every subject's texts, test "
+              "the other half (0: no probe; not with --after-adapter).")
+@setting(ErasureSettings, "relearn_learning_rate", type=click.FloatRange(min=0, min_open=True),
+         default_text="5e-5, fine-tuning's", help="The relearning probe's AdamW learning rate.")
 @setting(EvaluationSettings, "permutations", type=click.IntRange(min=100), from_config=True,
          help="Random relabellings of whole subjects in the pooled tests; p-values resolve 1/(permutations+1).")
 @setting(EvaluationSettings, "bootstrap", type=click.IntRange(min=10), from_config=True,

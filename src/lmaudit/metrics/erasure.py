@@ -20,7 +20,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from lmaudit.metrics.auc_interval import auc_interval, bootstrap_aucs
-from lmaudit.metrics.permutation_tests import auc_statistics, min_p_adjusted, relabellings
+from lmaudit.metrics.permutation_tests import auc_statistics, max_t_adjusted, relabellings
 from lmaudit.metrics.results import Interval, Number
 from lmaudit.metrics.roc import auc
 
@@ -107,9 +107,10 @@ def standardised_aucs(scores: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray
 
 
 def subject_statistics(scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, subject: str) -> np.ndarray:
-    """(H + 1,) the standardised AUC of `subject` (first), then of each holdout subject, each computed over the
-    subject's texts with every holdout text: under the null the subject's rank among them is uniform."""
-    rows = (groups == subject) | ~is_forget
+    """(H + 1,) the standardised AUC of `subject` (first), then of each holdout subject in the order of their ids, each
+    computed over the subject's texts with every holdout text (a NaN score: a text this probe does not test): under
+    the null the subject's rank among them is uniform."""
+    rows = ((groups == subject) | ~is_forget) & np.isfinite(scores)
     codes = subject_codes(groups[rows])
     own = codes[groups[rows] == subject][0]
     _, z = standardised_aucs(scores[rows], codes)
@@ -119,15 +120,18 @@ def subject_statistics(scores: np.ndarray, groups: np.ndarray, is_forget: np.nda
 def pooled_statistics(scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, permutations: int,
                       seed: int) -> np.ndarray:
     """(permutations + 1,) the forget texts' standardised AUC against the holdout texts (first), then under random
-    relabellings of as many subjects as forget ones, each standardised with the texts its chosen subjects have."""
+    relabellings of as many subjects as forget ones, each standardised with the texts its chosen subjects have. The
+    relabellings depend on the subjects and the seed only, so that every probe is tested under the same ones, its NaN
+    scores (texts it does not test) left out."""
     codes = subject_codes(groups)
     forget_subject = np.zeros(codes.max() + 1, bool)
     forget_subject[codes[is_forget]] = True
     members = relabellings(forget_subject, permutations, seed)
-    forget_texts = members @ np.bincount(codes).astype(float)
-    holdout_texts = len(scores) - forget_texts
+    tested = np.isfinite(scores)
+    forget_texts = members @ np.bincount(codes[tested], minlength=len(forget_subject)).astype(float)
+    holdout_texts = tested.sum() - forget_texts
     with np.errstate(invalid="ignore", divide="ignore"):
-        return ((auc_statistics(scores, codes, members) - 0.5)
+        return ((auc_statistics(scores[tested], codes[tested], members) - 0.5)
                 / np.sqrt((forget_texts + holdout_texts + 1) / (12 * forget_texts * holdout_texts)))
 
 
@@ -150,9 +154,11 @@ def subject_separations(scores: np.ndarray, groups: np.ndarray, is_forget: np.nd
 
 def separation(score: str, scores: np.ndarray, groups: np.ndarray, is_forget: np.ndarray, permutations: int = 1999,
                seed: int = 0, bootstrap: int = 1000) -> Separation:
-    """The forget texts against the holdout texts under `scores` (module docstring); `groups` names each text's subject
-    (a missing id made unique beforehand), `is_forget` marks the forget texts."""
+    """The forget texts against the holdout texts under `scores` (module docstring; NaN: a text not tested); `groups`
+    names each text's subject (a missing id made unique beforehand), `is_forget` marks the forget texts."""
     scores, groups, is_forget = np.asarray(scores, float), np.asarray(groups, dtype=str), np.asarray(is_forget, bool)
+    tested = np.isfinite(scores)
+    scores, groups, is_forget = scores[tested], groups[tested], is_forget[tested]
     statistics = pooled_statistics(scores, groups, is_forget, permutations, seed)
     observed = auc(is_forget, scores)
     interval = auc_interval(is_forget, scores, observed, subject_codes(groups), bootstrap, seed=seed)
@@ -265,9 +271,11 @@ def decide(statistics: np.ndarray, names: list[str], before: np.ndarray, smalles
            subject: str | None) -> ErasureFinding:
     """One verdict from the null's statistics ((null rows, the observed first) x probes, larger = still held) and the
     before model's: each probe's test of still held and the first probe's (the after model's) of over-unlearnt,
-    family-wise by Westfall and Young's min-P over the same null rows, so that any false alarm of the family has
-    chance at most `level` whatever the probes' correlation."""
-    family = min_p_adjusted(np.column_stack([statistics, -statistics[:, 0]]))
+    family-wise by Westfall and Young's max-T over the same null rows, so that any false alarm of the family has
+    chance at most `level` whatever the probes' correlation. Max-T, not min-P: with one subject the null has only
+    H + 1 rows, and min-P would stop at every row on which some test peaks, where a subject far above every null row
+    stands out by max-T."""
+    family = max_t_adjusted(np.column_stack([statistics, -statistics[:, 0]]))
     tests = [*names, f"{names[0]}, lower"]
     p_values = dict(zip(tests, (float(p) for p in family), strict=True))
     before_p = at_least(before)
@@ -284,8 +292,9 @@ def decide(statistics: np.ndarray, names: list[str], before: np.ndarray, smalles
 
 def erasure_findings(probes: dict[str, np.ndarray], before: np.ndarray, groups: np.ndarray, is_forget: np.ndarray,
                      level: float, permutations: int = 1999, seed: int = 0) -> list[ErasureFinding]:
-    """The pooled verdict, then one per forget subject (`decide`), from each probe's scores (the after model first)
-    and the before model's, all aligned with `groups` and `is_forget`."""
+    """The pooled verdict, then one per forget subject (`decide`), from each probe's scores (the after model first;
+    NaN where a probe does not test a text, each subject keeping at least one) and the before model's, all aligned
+    with `groups` and `is_forget`."""
     groups, is_forget = np.asarray(groups, dtype=str), np.asarray(is_forget, bool)
     names = list(probes)
     pooled = np.column_stack([pooled_statistics(np.asarray(values, float), groups, is_forget, permutations, seed)
