@@ -20,6 +20,8 @@ from pathlib import Path
 from markdown_section import markdown_table, publish
 
 from lmaudit.metrics.settings import EvaluationSettings
+from lmaudit.studies import erasure_null
+from lmaudit.studies.erasure_null import ErasureScenario
 from lmaudit.studies.null_lab import (
     Rate,
     attack_epsilon_rate,
@@ -118,8 +120,40 @@ def gate_section(runs: int) -> list[Rate]:
     return rates
 
 
+ERASURE_NULL = (
+    ErasureScenario("one subject x 10 notes / 39 holdout (1-20 notes), ICC 0.3", 1, 39, 10),
+    ErasureScenario("one subject x 5 notes / 19 holdout, ICC 0.3, 3 probes", 1, 19, 5, probes=2),
+    ErasureScenario("3 subjects x 4 notes / 39 holdout, ICC 0.6", 3, 39, 4, icc=0.6),
+    ErasureScenario("5 subjects x 10 notes / 100 holdout, ICC 0.3, 4 probes (the command's)", 5, 100, 10, probes=3),
+)
+
+
+def erasure_section(runs: int) -> list[Rate]:
+    rates = []
+    for scenario in ERASURE_NULL:
+        rates += erasure_null.verdict_rates(scenario, 20 * runs)
+    for icc in (0.05, 0.3):
+        for notes in (3, 5, 10, 20):
+            for shift in (1.0, 1.5):
+                held = ErasureScenario(f"one subject x {notes} notes / 39 holdout, ICC {icc:g}, 4 probes", 1, 39,
+                                       notes, icc=icc, shift=shift, before_shift=shift, probes=3)
+                rates.append(erasure_null.power_rate(held, max(50, runs)))
+    over = ErasureScenario("one subject x 10 notes / 39 holdout, ICC 0.05", 1, 39, 10, icc=0.05, shift=-1.5)
+    rates += erasure_null.verdict_rates(over, max(50, runs))[:1]
+    alike = ErasureScenario("2 subjects x 8 notes / 39 holdout, ICC 0.3", 2, 39, 8, shift=1.0, before_shift=1.0)
+    rates += [erasure_null.change_rate(alike, 10 * runs), erasure_null.change_rate(alike.with_shift(0.0), runs)]
+    for scenario, margin in ((ErasureScenario("100 subjects x 10 notes / 200 holdout, ICC 0.1", 100, 200, 10,
+                                              icc=0.1), 0.05),
+                             (ErasureScenario("20 subjects x 10 notes / 80 holdout, ICC 0.1", 20, 80, 10, icc=0.1), 0.1),
+                             (ErasureScenario("5 subjects x 10 notes / 40 holdout, ICC 0.3", 5, 40, 10), 0.1),
+                             (ErasureScenario("one subject x 20 notes / 40 holdout, ICC 0.3", 1, 40, 20), 0.1)):
+        rates += [erasure_null.equivalence_rate(scenario, 5 * runs, True, margin),
+                  erasure_null.equivalence_rate(scenario, runs, False, margin)]
+    return rates
+
+
 SECTIONS = {"verdict": verdict_section, "intervals": interval_section, "validity": validity_section,
-            "bounds": bound_section, "gate": gate_section}
+            "bounds": bound_section, "gate": gate_section, "erasure": erasure_section}
 
 
 def shown(value: float) -> str:

@@ -27,27 +27,20 @@ from lmaudit.metrics.erasure import (
     standardised_aucs,
     subject_separations,
 )
+from lmaudit.studies.erasure_null import ErasureScenario, change_rate, equivalence_rate, simulated_erasure, verdict_rates
 
 LEVEL = 0.05
 
 
 def simulate(rng: np.random.Generator, forget: int = 1, holdout: int = 39, notes: int = 5, shift: float = 0.0,
              before_shift: float = 1.0, icc: float = 0.3) -> dict:
-    """Scores of `forget` erased and `holdout` never-trained subjects with 1 to 2 x `notes` notes each (a forget subject
-    exactly `notes`): a subject effect (variance `icc`) + note noise, rounded to tenths (ties). The after model's forget
-    notes are shifted by `shift` (0: nothing of them remains), the before model's by `before_shift`; the two models
-    share the subject effects, each with its own note noise."""
-    counts = np.r_[np.full(forget, notes), rng.integers(1, 2 * notes + 1, size=holdout)]
-    subject = np.repeat(np.arange(forget + holdout), counts)
-    is_forget = subject < forget
-    effect = rng.normal(0, np.sqrt(icc), forget + holdout)[subject]
-
-    def model(forget_shift: float) -> np.ndarray:
-        noise = rng.normal(0, np.sqrt(1 - icc), len(subject))
-        return np.round(effect + noise + forget_shift * is_forget, 1)
-
-    return {"groups": np.array([f"s{i}" for i in subject]), "is_forget": is_forget, "after": model(shift),
-            "before": model(before_shift)}
+    """One simulated audit of the null laboratory (studies/erasure_null.py): `forget` erased and `holdout` never-trained
+    subjects, a forget subject's `notes` notes, the after model's forget notes shifted by `shift` standard deviations
+    (0: nothing of them remains), the before model's by `before_shift`; scores rounded to tenths."""
+    scenario = ErasureScenario("test", forget, holdout, notes, icc, shift, before_shift)
+    run = simulated_erasure(scenario, rng)
+    return {"groups": run["groups"], "is_forget": run["is_forget"], "after": run["probes"]["after"],
+            "before": run["before"]}
 
 
 def verdicts(run: dict, permutations: int = 199, probes: tuple[str, ...] = ("after",)) -> list:
@@ -189,27 +182,29 @@ def test_decide_words_each_outcome():
     assert decide(up[:10], ["after"], up[:10, 0], 0.1, LEVEL, None).finding == CANNOT_DECIDE
 
 
-def false_alarms(rng: np.random.Generator, runs: int, **design) -> tuple[int, int]:
-    """Audits (of `runs`) in which the pooled finding, and in which any subject's finding, is a detection (still
-    detectable or the unlearning detectable) when nothing of the forget subjects remains."""
-    pooled = subjects = 0
-    for _ in range(runs):
-        findings = verdicts(simulate(rng, **design))
-        detected = [finding.finding in (STILL_DETECTABLE, UNLEARNING_DETECTABLE) for finding in findings]
-        pooled += detected[0]
-        subjects += any(detected[1:])
-    return pooled, subjects
-
-
-@pytest.mark.parametrize("design", [{"forget": 1, "notes": 10}, {"forget": 3, "notes": 4, "icc": 0.6}])
-def test_nothing_left_is_not_detected_at_the_level(design):
+@pytest.mark.parametrize("scenario", [
+    ErasureScenario("one subject of 10 notes, 39 holdout, ICC 0.3", 1, 39, 10),
+    ErasureScenario("3 subjects of 4 notes, 39 holdout, ICC 0.6", 3, 39, 4, icc=0.6),
+    ErasureScenario("one subject of 5 notes, 19 holdout, 3 probes", 1, 19, 5, probes=2)])
+def test_nothing_left_is_not_detected_at_the_level(scenario):
     """300 audits in which the after model treats the forget subjects as never-trained ones (retraining): a detection,
-    pooled or of one subject, is a false alarm; each count stays below the 99.9% quantile of Binomial(300, 0.05)
+    pooled or of the one subject, is a false alarm; each count stays below the 99.9% quantile of Binomial(300, 0.05)
     (docs/statistics.md: measured at 4,000 audits per design)."""
-    pooled, subjects = false_alarms(np.random.default_rng(21), 300, **design)
-    assert pooled <= binom.ppf(0.999, 300, LEVEL), pooled
-    if design["forget"] == 1:
-        assert subjects <= binom.ppf(0.999, 300, LEVEL), subjects
+    for rate in verdict_rates(scenario, 300, LEVEL, 199, seed=21):
+        assert rate.events <= binom.ppf(0.999, rate.runs, LEVEL), rate
+
+
+def test_the_change_and_the_equivalence_keep_their_level():
+    """The change test fires at most at the level when before and after treat the forget subjects alike, and finds a
+    retraining's change (before +1.5 sd, after 0) nearly always; equivalence within 0.05 is claimed at most at the
+    level at the margin's boundary, and mostly where nothing remains in a design of 20 subjects within 0.1 (measured 33
+    of 40; within 0.05 it needs about 100 subjects, docs/statistics.md)."""
+    alike = ErasureScenario("alike", 2, 39, 8, shift=1.0, before_shift=1.0)
+    assert change_rate(alike, 300, LEVEL, 199, seed=31).events <= binom.ppf(0.999, 300, LEVEL)
+    assert change_rate(ErasureScenario("retrained", 2, 39, 8), 100, LEVEL, 199, seed=32).events >= 90
+    boundary = ErasureScenario("boundary", 20, 80, 10, icc=0.1)
+    assert equivalence_rate(boundary, 200, True, 0.1, seed=33).events <= binom.ppf(0.999, 200, LEVEL)
+    assert equivalence_rate(boundary, 50, False, 0.1, seed=34).events >= 30
 
 
 def test_a_subject_still_held_is_found_and_named():

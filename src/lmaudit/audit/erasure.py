@@ -37,7 +37,7 @@ from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import ModelSource
 from lmaudit.report.build import environment_info
 from lmaudit.report.documents import refuse_another_run, write_document
-from lmaudit.report.erasure_words import erasure_statements
+from lmaudit.report.erasure_words import erasure_statements, estimate_sentences
 from lmaudit.report.integrity import data_hashes
 
 RESULT_FILE = "erasure.json"
@@ -205,23 +205,25 @@ def erasure_document(corpus: pd.DataFrame, scored: dict[str, pd.DataFrame], eras
     findings = erasure_findings({name: scores_of(name) for name in probes}, scores_of("before"), groups, is_forget,
                                 erasure.level, permutations, seed)
     holdout = sets == "holdout"
+    tested_equivalence = equivalence(scores_of("after"), scores_of("before"), retrained, groups, is_forget,
+                                     erasure.margin, erasure.level, bootstrap, seed)
+    utility = mean_change("holdout loss", scored["before"]["loss"].to_numpy()[holdout],
+                          scored["after"]["loss"].to_numpy()[holdout], subjects[holdout], bootstrap, seed)
+    leak = (privleak_interval(scores_of("after"), retrained, groups, is_forget, bootstrap, seed)
+            if retrained is not None else None)
+    kept = np.isin(sets, ("retain", "holdout"))
+    retain = (auc_change("retained subjects' AUC against holdout", scored["before"]["score"].to_numpy()[kept],
+                         scored["after"]["score"].to_numpy()[kept], subjects[kept], sets[kept] == "retain", bootstrap,
+                         seed) if (sets == "retain").any() else None)
     sections = {
         "attack": attack, "level": erasure.level, "subjects": sorted(set(groups[is_forget])),
         "counts": {name: {"texts": int((sets == name).sum()), "subjects": len(set(subjects[sets == name]))}
                    for name in SETS if (sets == name).any()},
         "probes": [asdict(probe) for probe in probes.values()], "before": asdict(before), "change": asdict(change),
-        "findings": [asdict(finding) for finding in findings],
-        "equivalence": asdict(equivalence(scores_of("after"), scores_of("before"), retrained, groups, is_forget,
-                                          erasure.margin, erasure.level, bootstrap, seed)),
-        "utility": asdict(mean_change("holdout loss", scored["before"]["loss"].to_numpy()[holdout],
-                                      scored["after"]["loss"].to_numpy()[holdout], subjects[holdout], bootstrap, seed)),
+        "findings": [asdict(finding) for finding in findings], "equivalence": asdict(tested_equivalence),
+        "utility": asdict(utility), **({"privleak": asdict(leak)} if leak else {}),
+        **({"retain_exposure": asdict(retain)} if retain else {}),
     }
-    if retrained is not None:
-        sections["privleak"] = asdict(privleak_interval(scores_of("after"), retrained, groups, is_forget, bootstrap,
-                                                        seed))
-    if (sets == "retain").any():
-        kept = np.isin(sets, ("retain", "holdout"))
-        sections["retain_exposure"] = asdict(auc_change(
-            "retained subjects' AUC against holdout", scored["before"]["score"].to_numpy()[kept],
-            scored["after"]["score"].to_numpy()[kept], subjects[kept], sets[kept] == "retain", bootstrap, seed))
-    return {**sections, "statements": erasure_statements(findings, probes["after"], change, erasure.level)}
+    statements = erasure_statements(findings, probes["after"], change, erasure.level, tested_equivalence,
+                                    estimate_sentences(utility, leak, retain))
+    return {**sections, "statements": statements}

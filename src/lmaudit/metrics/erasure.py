@@ -216,7 +216,7 @@ def equivalence(after: np.ndarray, before: np.ndarray | None, retrained: np.ndar
         return difference, (low, high), bool(-margin < low and high < margin)
 
     difference, interval, equivalent = test("after")
-    return Equivalence("the retrained model's AUC" if retrained is not None else "1/2 (never trained on)", margin,
+    return Equivalence("the retrained model" if retrained is not None else "never-trained texts (AUC 1/2)", margin,
                        level, difference, interval, equivalent, test("before")[2] if before is not None else None)
 
 

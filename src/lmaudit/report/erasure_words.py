@@ -8,7 +8,10 @@ from lmaudit.metrics.erasure import (
     NOT_DETECTED,
     STILL_DETECTABLE,
     UNLEARNING_DETECTABLE,
+    Change,
+    Equivalence,
     ErasureFinding,
+    PrivLeak,
     Separation,
 )
 from lmaudit.report.formatting import with_interval
@@ -64,12 +67,40 @@ def change_sentence(change: Separation, level: float) -> str:
             f"{p_text(change.p_higher)}; level {level:.3g}).")
 
 
-def erasure_statements(findings: list[ErasureFinding], after: Separation, change: Separation,
-                       level: float) -> list[str]:
-    """The verdict's sentences: all erased subjects, each subject, the change between the models, and the caveat that
-    no test proves erasure (after a "not detected")."""
+def equivalence_sentence(equivalence: Equivalence) -> str:
+    """Whether the after model was shown as unseen as the reference (two one-sided tests), and the power seen."""
+    interval = f"[{equivalence.difference_ci[0]:+.3f}, {equivalence.difference_ci[1]:+.3f}]"
+    said = (f"Shown as unseen as {equivalence.reference}: the AUC differs by {equivalence.difference:+.3f}, its "
+            f"{1 - 2 * equivalence.level:.0%} interval {interval} inside the margin of {equivalence.margin:g}"
+            if equivalence.equivalent else
+            f"Not shown as unseen as {equivalence.reference} within {equivalence.margin:g}: the AUC differs by "
+            f"{equivalence.difference:+.3f}, its {1 - 2 * equivalence.level:.0%} interval {interval}")
+    if equivalence.before_equivalent:
+        return f"{said}; the model before erasure passes the same test, so it shows nothing."
+    return f"{said}."
+
+
+def estimate_sentences(utility: Change, privleak: PrivLeak | None, retain: Change | None) -> list[str]:
+    """The estimates beside the tests: PrivLeak, the holdout loss (utility) and the retained subjects' exposure."""
+    lines = []
+    if privleak is not None:
+        lines.append(f"PrivLeak against the retrained model: {privleak.value:+.1f}% [{privleak.ci[0]:+.1f}%, "
+                     f"{privleak.ci[1]:+.1f}%] (0 as retrained, -100 never unlearnt, positive over-unlearnt).")
+    lines.append(f"Utility: the holdout loss went from {utility.before:.3f} to {utility.after:.3f} nats per token "
+                 f"({utility.change:+.3f} [{utility.change_ci[0]:+.3f}, {utility.change_ci[1]:+.3f}]).")
+    if retain is not None:
+        lines.append(f"The retained subjects' exposure (their AUC against holdout) went from {retain.before:.3f} to "
+                     f"{retain.after:.3f} ({retain.change:+.3f} [{retain.change_ci[0]:+.3f}, "
+                     f"{retain.change_ci[1]:+.3f}]).")
+    return lines
+
+
+def erasure_statements(findings: list[ErasureFinding], after: Separation, change: Separation, level: float,
+                       equivalence: Equivalence, estimates: list[str]) -> list[str]:
+    """The verdict's sentences: all erased subjects, each subject, the change between the models, the equivalence
+    test, the caveat that no test proves erasure (after a "not detected"), then the estimates."""
     lines = [finding_sentence(finding, after, level) for finding in findings]
-    lines.append(change_sentence(change, level))
+    lines += [change_sentence(change, level), equivalence_sentence(equivalence)]
     if any(finding.finding == NOT_DETECTED for finding in findings):
         lines.append(NEVER_PROOF)
-    return lines
+    return lines + estimates
