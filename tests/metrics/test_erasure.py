@@ -127,7 +127,8 @@ def test_bootstrap_draws_are_paired_across_models():
 
 def test_equivalence_holds_for_the_same_model_and_not_for_a_held_subject():
     """An after model equal to the retrained one is within any margin; an after model that still separates the forget
-    texts (AUC far above the retrained model's) is not, and the before model fails it too (the test has power)."""
+    texts (AUC far above the retrained model's) is not, and the before model fails it too (the test has power); with
+    one erased subject it is not tested, however close the models."""
     run = simulate(np.random.default_rng(4), forget=5, holdout=40, shift=1.5, before_shift=1.5)
     retrained = simulate(np.random.default_rng(4), forget=5, holdout=40, shift=0.0)["after"]
     same = equivalence(retrained, run["before"], retrained, run["groups"], run["is_forget"], 0.05, LEVEL, 200)
@@ -137,6 +138,9 @@ def test_equivalence_holds_for_the_same_model_and_not_for_a_held_subject():
     against_half = equivalence(run["after"], None, None, run["groups"], run["is_forget"], 0.05, LEVEL, 200)
     assert against_half.difference == pytest.approx(roc_auc_score(run["is_forget"], run["after"]) - 0.5)
     assert against_half.before_equivalent is None
+    one = simulate(np.random.default_rng(4), forget=1, holdout=40)
+    alone = equivalence(one["after"], None, one["after"], one["groups"], one["is_forget"], 0.4, LEVEL, 200)
+    assert not alone.equivalent and np.isnan(alone.difference_ci).all()  # one subject: the bootstrap cannot tell
 
 
 def test_mean_change_and_auc_change_by_hand():

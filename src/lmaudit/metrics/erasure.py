@@ -18,11 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import rankdata
+from scipy.stats import t as student_t
 
 from lmaudit.metrics.auc_interval import auc_interval, bootstrap_aucs
 from lmaudit.metrics.permutation_tests import auc_statistics, max_t_adjusted, relabellings
 from lmaudit.metrics.results import Interval, Number
 from lmaudit.metrics.roc import auc
+
+
+MIN_EQUIVALENCE_SUBJECTS = 5  # fewer erased subjects: the bootstrap cannot see how much subjects differ
 
 
 @dataclass(frozen=True)
@@ -203,17 +207,26 @@ def equivalence(after: np.ndarray, before: np.ndarray | None, retrained: np.ndar
                 is_forget: np.ndarray, margin: float, level: float = 0.05, bootstrap: int = 1000,
                 seed: int = 0) -> Equivalence:
     """Whether the after model's forget-vs-holdout AUC is within `margin` of the retrained model's (or of 1/2 without
-    one) by two one-sided tests at `level`, and whether the before model would have passed the same test."""
+    one) by two one-sided tests at `level`, and whether the before model would have passed the same test. The
+    difference's interval is t-based on the paired bootstrap's spread, with G - 1 degrees of freedom and the spread
+    scaled by sqrt(G / (G - 1)) for the G subjects of the smaller set (a bootstrap of few clusters is too narrow);
+    with fewer than MIN_EQUIVALENCE_SUBJECTS it is not tested (its interval is NaN)."""
     scores = {"after": after, **({"before": before} if before is not None else {}),
               **({"retrained": retrained} if retrained is not None else {})}
+    groups, is_forget = np.asarray(groups, dtype=str), np.asarray(is_forget, bool)
+    fewest = min(len(set(groups[is_forget])), len(set(groups[~is_forget])))
     draws = paired_aucs(scores, groups, is_forget, bootstrap, seed)
     reference = draws["retrained"] if retrained is not None else 0.5
     reference_auc = auc(is_forget, retrained) if retrained is not None else 0.5
 
     def test(name: str) -> tuple[float, Interval, bool]:
         difference = auc(is_forget, scores[name]) - reference_auc
-        low, high = percentile_interval(draws[name] - reference, 1 - 2 * level)
-        return difference, (low, high), bool(-margin < low and high < margin)
+        if fewest < MIN_EQUIVALENCE_SUBJECTS:
+            return difference, (math.nan, math.nan), False
+        spread = float(np.nanstd(draws[name] - reference)) * math.sqrt(fewest / (fewest - 1))
+        half = student_t.ppf(1 - level, fewest - 1) * spread
+        return difference, (difference - half, difference + half), bool(-margin < difference - half
+                                                                        and difference + half < margin)
 
     difference, interval, equivalent = test("after")
     return Equivalence("the retrained model" if retrained is not None else "never-trained texts (AUC 1/2)", margin,

@@ -51,8 +51,8 @@ class ErasureScenario:
 
 
 def simulated_erasure(scenario: ErasureScenario, rng: np.random.Generator) -> dict:
-    """Per note: subject id, whether it is a forget note, and the before, after and probes' scores (module docstring);
-    the models share the subject effects, each draws its own note noise."""
+    """Per note: subject id, whether it is a forget note, and the before, after, probes' and a retrained model's
+    scores (module docstring); the models share the subject effects, each draws its own note noise."""
     counts = np.r_[np.full(scenario.forget, scenario.notes),
                    rng.integers(1, 2 * scenario.notes + 1, size=scenario.holdout)]
     subject = np.repeat(np.arange(scenario.forget + scenario.holdout), counts)
@@ -67,7 +67,7 @@ def simulated_erasure(scenario: ErasureScenario, rng: np.random.Generator) -> di
     for index in range(scenario.probes):
         probes[f"probe_{index + 1}"] = np.round(after + rng.normal(0, scenario.probe_noise, len(subject)), 1)
     return {"groups": np.array([f"s{i}" for i in subject]), "is_forget": is_forget, "probes": probes,
-            "before": np.round(model(scenario.before_shift), 1)}
+            "before": np.round(model(scenario.before_shift), 1), "retrained": np.round(model(0.0), 1)}
 
 
 def verdict_rates(scenario: ErasureScenario, runs: int, level: float = 0.05, permutations: int = 999,
@@ -105,20 +105,21 @@ def change_rate(scenario: ErasureScenario, runs: int, level: float = 0.05, permu
 
 
 def equivalence_rate(scenario: ErasureScenario, runs: int, at_margin: bool, margin: float = 0.05, level: float = 0.05,
-                     seed: int = 0) -> Rate:
-    """How often the after model is called equivalent to unseen (within `margin` of AUC 1/2): `at_margin`, with its
-    forget notes shifted so that their AUC is 1/2 + `margin` (the null's boundary; stated: at most `level`), else
-    shifted as the scenario says (power where it is 0)."""
+                     seed: int = 0, retrained: bool = False) -> Rate:
+    """How often the after model is called equivalent to unseen (within `margin` of AUC 1/2, or of a `retrained`
+    model's AUC): `at_margin`, with its forget notes shifted so that their AUC is 1/2 + `margin` (the null's boundary;
+    stated: at most `level`), else shifted as the scenario says (power where it is 0)."""
     rng = np.random.default_rng(seed)
     shift = float(np.sqrt(2) * norm.ppf(0.5 + margin)) if at_margin else scenario.shift
     shifted = replace(scenario, shift=shift)
     fired = 0
     for _ in range(runs):
         run = simulated_erasure(shifted, rng)
-        fired += equivalence(run["probes"]["after"], None, None, run["groups"], run["is_forget"], margin, level, 200,
-                             int(rng.integers(1 << 30))).equivalent
-    truth = f"AUC 1/2 + {margin:g} (the margin)" if at_margin else shifted.truth
-    return Rate(f"erasure: equivalent within {margin:g}", scenario.name, truth, fired, runs,
+        fired += equivalence(run["probes"]["after"], None, run["retrained"] if retrained else None, run["groups"],
+                             run["is_forget"], margin, level, 200, int(rng.integers(1 << 30))).equivalent
+    against = "a retrained model's AUC" if retrained else "1/2"
+    truth = f"AUC {against} + {margin:g} (the margin)" if at_margin else shifted.truth
+    return Rate(f"erasure: equivalent to {against} within {margin:g}", scenario.name, truth, fired, runs,
                 level if at_margin else None)
 
 

@@ -1,0 +1,186 @@
+"""Unlearning test beds for `lmaudit erasure` (docs/results.md, "Erasure test beds"). A tiny causal LM is trained by
+lmaudit on generated notes (the demo's recipe); one patient of at least 10 notes is erased; a reference is trained on
+other patients of another hospital (the fine-tune's public base). Then the erasure audit, with its default probes
+(as saved, rounded to 8 and 4 bits, relearnt), reads each way of erasing:
+
+* none: the model before erasure, unchanged (it must read "still detectable");
+* retrain: retrained without the patient, as the before model was trained (the gold standard: "not detected");
+* ascent-K: gradient ascent on the patient's notes for K steps (the curve from detectable to not, and where
+  over-unlearning becomes detectable);
+* suppress-K: gradient difference for K steps (ascent on the patient's notes, descent on the retained ones), an
+  unlearning that keeps the model's use while pushing the patient's text down, which a probe must catch.
+
+Each seed draws new notes, a new patient and new models. Beside them, the cost: the erasure audit's seconds against
+one `lmaudit audit` of the after model with the same reference on the same texts, both from an empty signal store.
+
+    python benchmarks/erasure.py [--seeds 3] [--patients 80] [--epochs 60] [--work runs/erasure] [--out docs/results.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+from markdown_section import machine_line, markdown_table, publish
+
+from lmaudit.audit.erasure import audit_erasure
+from lmaudit.audit.erasure_settings import ErasureSettings
+from lmaudit.audit.run import run_audit
+from lmaudit.config import load_config
+from lmaudit.data.corpus import write_table
+from lmaudit.data.synth import generate_notes
+from lmaudit.studies.setup import demo_recipe, train_language_model_unless_done
+
+ASCENT_STEPS = (2, 8, 32, 128)
+SUPPRESS_STEPS = (8, 32, 128)
+LEARNING_RATE = 1e-4  # AdamW on the trained tiny model, for ascent and difference alike
+HOLDOUT, RETAIN = 39, 30  # patients
+
+
+def write_sets(patients: int, seed: int, folder: Path) -> dict[str, Path]:
+    """forget (one patient of at least 10 notes), holdout (HOLDOUT patients) and retain (the others) files, and the
+    reference's notes of other patients (another hospital's ids)."""
+    notes = generate_notes(patients, seed)
+    counts = notes.groupby("group_id").size().sample(frac=1, random_state=seed)
+    forget = counts[counts >= 10].index[0]
+    others = [patient for patient in counts.index if patient != forget]
+    sets = {"forget": [forget], "holdout": others[:HOLDOUT], "retain": others[HOLDOUT:HOLDOUT + RETAIN]}
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, chosen in sets.items():
+        files[name] = folder / f"{name}.parquet"
+        write_table(notes[notes["group_id"].isin(chosen)], files[name])
+    files["public"] = folder / "public.parquet"
+    write_table(generate_notes(RETAIN, seed + 7919, id_prefix="R-"), files["public"])
+    return files
+
+
+def texts(path: Path) -> list[str]:
+    return pd.read_parquet(path)["text"].tolist()
+
+
+def unlearn(before: Path, forget: list[str], retain: list[str] | None, steps: int, out: Path) -> Path:
+    """The before model after `steps` AdamW steps that raise its loss on the forget texts (all in one batch), and, with
+    `retain`, lower it on as many retained texts drawn in turn (gradient difference); saved to `out`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (out / "model.safetensors").is_file():
+        return out
+    model = AutoModelForCausalLM.from_pretrained(before, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(before, local_files_only=True)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+
+    def loss_of(batch: list[str]):
+        encoded = tokenizer(batch, truncation=True, max_length=128, padding=True, return_tensors="pt")
+        labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
+        return model(**encoded, labels=labels).loss
+
+    model.train()
+    for step in range(steps):
+        loss = -loss_of(forget)
+        if retain:
+            start = step * len(forget) % len(retain)
+            loss = loss + loss_of((retain * 2)[start:start + len(forget)])
+        loss.backward()
+        optimiser.step()
+        optimiser.zero_grad()
+    model.eval()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def erasure_of(files: dict, before: Path, after: Path, reference: Path, out: Path) -> tuple[dict, float]:
+    """The erasure audit's document and its seconds (a fresh signal store)."""
+    config = load_config(None, {"target": str(after), "reference": [str(reference)], "members": str(files["forget"]),
+                                "nonmembers": {"holdout": str(files["holdout"]), "retain": str(files["retain"])},
+                                "out": str(out)})
+    settings = ErasureSettings(before=str(before), after=str(after), forget=str(files["forget"]),
+                               holdout=str(files["holdout"]), retain=str(files["retain"]))
+    started = time.perf_counter()
+    document = audit_erasure(config, settings, overwrite=True)
+    return document, time.perf_counter() - started
+
+
+def audit_seconds(files: dict, target: Path, reference: Path, out: Path) -> float:
+    """Seconds of one `lmaudit audit` of `target` with the reference: members forget + retain, non-members holdout."""
+    members = out.parent / f"{out.name}-members.parquet"
+    write_table(pd.concat([pd.read_parquet(files["forget"]), pd.read_parquet(files["retain"])]), members)
+    config = load_config(None, {"target": str(target), "reference": [str(reference)], "members": str(members),
+                                "nonmembers": str(files["holdout"]), "out": str(out)})
+    started = time.perf_counter()
+    run_audit(config, overwrite=True)
+    return time.perf_counter() - started
+
+
+def row(seed: int, bed: str, document: dict, seconds: float) -> dict:
+    pooled, probes = document["findings"][0], {probe["score"]: probe for probe in document["probes"]}
+    return {"seed": seed, "bed": bed, "verdict": pooled["finding"], "rests on": ", ".join(pooled["rests_on"]) or "-",
+            "AUC as saved": f"{probes['after']['auc']:.3f}", "AUC relearnt": f"{probes['after_relearned']['auc']:.3f}",
+            "AUC 4 bits": f"{probes['after_rtn4']['auc']:.3f}",
+            "p (family)": f"{min(pooled['family_p_values'].values()):.3g}",
+            "found before": "yes" if pooled["found_before"] else "no",
+            "change p": f"{document['change']['p_higher']:.3g}",
+            "holdout loss": f"{document['utility']['before']:.2f} -> {document['utility']['after']:.2f}",
+            "seconds": f"{seconds:.0f}"}
+
+
+def beds(seed: int, patients: int, epochs: int, work: Path) -> tuple[list[dict], float]:
+    """Every bed of one seed, and the erasure audit's cost against one audit (the retrain bed's models)."""
+    folder = work / f"seed-{seed}"
+    files = write_sets(patients, seed, folder / "data")
+    recipe = demo_recipe(epochs)
+    trained = texts(files["forget"]) + texts(files["retain"])
+    before, retrained, reference = folder / "before", folder / "retrained", folder / "reference"
+    train_language_model_unless_done("clm", trained, before, recipe.__class__(**{**recipe.__dict__, "seed": seed}),
+                                     "before")
+    train_language_model_unless_done("clm", texts(files["retain"]), retrained,
+                                     recipe.__class__(**{**recipe.__dict__, "seed": seed, "tokenizer_dir": before}),
+                                     "retrained")
+    train_language_model_unless_done("clm", texts(files["public"]), reference,
+                                     recipe.__class__(**{**recipe.__dict__, "seed": seed + 1, "tokenizer_dir": before}),
+                                     "reference")
+    afters = {"none": before, "retrain": retrained}
+    for steps in ASCENT_STEPS:
+        afters[f"ascent-{steps}"] = unlearn(before, texts(files["forget"]), None, steps, folder / f"ascent-{steps}")
+    for steps in SUPPRESS_STEPS:
+        afters[f"suppress-{steps}"] = unlearn(before, texts(files["forget"]), texts(files["retain"]), steps,
+                                              folder / f"suppress-{steps}")
+    rows, ratio = [], float("nan")
+    for bed, after in afters.items():
+        document, seconds = erasure_of(files, before, after, reference, folder / f"erasure-{bed}")
+        rows.append(row(seed, bed, document, seconds))
+        if bed == "retrain":
+            ratio = seconds / audit_seconds(files, after, reference, folder / "audit-retrain")
+        print(rows[-1], flush=True)
+    return rows, ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--patients", type=int, default=80, help="patients generated per seed")
+    parser.add_argument("--epochs", type=int, default=60, help="epochs of the before, retrained and reference models")
+    parser.add_argument("--work", type=Path, default=Path("runs/erasure"))
+    parser.add_argument("--out", type=Path, help="markdown file whose section to replace (docs/results.md)")
+    arguments = parser.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    started, rows, ratios = time.time(), [], []
+    for seed in range(arguments.seeds):
+        seed_rows, ratio = beds(seed, arguments.patients, arguments.epochs, arguments.work)
+        rows += seed_rows
+        ratios.append(ratio)
+    header = (f"`python benchmarks/erasure.py --seeds {arguments.seeds} --patients {arguments.patients} --epochs "
+              f"{arguments.epochs}` at {commit} ({machine_line()} {time.time() - started:.0f} s in all). The erasure "
+              f"audit took {', '.join(f'{r:.2f}' for r in ratios)} times one `lmaudit audit` of the retrained model "
+              "with the same reference on the same texts (forget and retain as members, holdout as non-members), "
+              "each from an empty signal store.\n\n")
+    publish(header + markdown_table(rows), arguments.out, "erasure-test-beds")
+
+
+if __name__ == "__main__":
+    main()
