@@ -25,7 +25,6 @@ from lmaudit.metrics.permutation_tests import auc_statistics, max_t_adjusted, re
 from lmaudit.metrics.results import Interval, Number
 from lmaudit.metrics.roc import auc
 
-
 MIN_EQUIVALENCE_SUBJECTS = 5  # fewer erased subjects: the bootstrap cannot see how much subjects differ
 
 
