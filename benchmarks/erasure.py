@@ -34,8 +34,8 @@ from lmaudit.data.corpus import write_table
 from lmaudit.data.synth import generate_notes
 from lmaudit.studies.setup import demo_recipe, train_language_model_unless_done
 
-ASCENT_STEPS = (2, 8, 32, 128)
-SUPPRESS_STEPS = (8, 32, 128)
+ASCENT_STEPS = (2, 8, 16, 32, 128)
+SUPPRESS_STEPS = (8, 16, 24, 32, 64)
 LEARNING_RATE = 1e-4  # AdamW on the trained tiny model, for ascent and difference alike
 HOLDOUT, RETAIN = 39, 30  # patients
 

@@ -29,7 +29,7 @@ class ErasureScenario:
     drawn from 1 to twice as many), the subject effect's share of a score's variance (`icc`), the after model's shift
     of the forget notes (`shift`, standard deviations; 0 = nothing remains) and the before model's, the probes beside
     the after model (each the after model's scores plus independent noise of `probe_noise` standard deviations), and
-    scores rounded to tenths (ties)."""
+    scores rounded to tenths (ties) unless not `rounded`."""
 
     name: str
     forget: int
@@ -40,6 +40,7 @@ class ErasureScenario:
     before_shift: float = 1.5
     probes: int = 0
     probe_noise: float = 0.3
+    rounded: bool = True
 
     def with_shift(self, shift: float) -> ErasureScenario:
         """The same design with the after model's forget notes shifted by `shift` standard deviations."""
@@ -62,12 +63,15 @@ def simulated_erasure(scenario: ErasureScenario, rng: np.random.Generator) -> di
     def model(shift: float) -> np.ndarray:
         return effect + rng.normal(0, np.sqrt(1 - scenario.icc), len(subject)) + shift * is_forget
 
+    def rounded(scores: np.ndarray) -> np.ndarray:
+        return np.round(scores, 1) if scenario.rounded else scores
+
     after = model(scenario.shift)
-    probes = {"after": np.round(after, 1)}
+    probes = {"after": rounded(after)}
     for index in range(scenario.probes):
-        probes[f"probe_{index + 1}"] = np.round(after + rng.normal(0, scenario.probe_noise, len(subject)), 1)
+        probes[f"probe_{index + 1}"] = rounded(after + rng.normal(0, scenario.probe_noise, len(subject)))
     return {"groups": np.array([f"s{i}" for i in subject]), "is_forget": is_forget, "probes": probes,
-            "before": np.round(model(scenario.before_shift), 1), "retrained": np.round(model(0.0), 1)}
+            "before": rounded(model(scenario.before_shift)), "retrained": rounded(model(0.0))}
 
 
 def verdict_rates(scenario: ErasureScenario, runs: int, level: float = 0.05, permutations: int = 999,
@@ -108,10 +112,11 @@ def equivalence_rate(scenario: ErasureScenario, runs: int, at_margin: bool, marg
                      seed: int = 0, retrained: bool = False) -> Rate:
     """How often the after model is called equivalent to unseen (within `margin` of AUC 1/2, or of a `retrained`
     model's AUC): `at_margin`, with its forget notes shifted so that their AUC is 1/2 + `margin` (the null's boundary;
-    stated: at most `level`), else shifted as the scenario says (power where it is 0)."""
+    stated: at most `level`; scores not rounded, whose ties would pull the AUC inside the margin), else shifted as the
+    scenario says (power where it is 0)."""
     rng = np.random.default_rng(seed)
     shift = float(np.sqrt(2) * norm.ppf(0.5 + margin)) if at_margin else scenario.shift
-    shifted = replace(scenario, shift=shift)
+    shifted = replace(scenario, shift=shift, rounded=scenario.rounded and not at_margin)
     fired = 0
     for _ in range(runs):
         run = simulated_erasure(shifted, rng)
