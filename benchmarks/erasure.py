@@ -19,6 +19,7 @@ one `lmaudit audit` of the after model with the same reference on the same texts
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -94,8 +95,16 @@ def unlearn(before: Path, forget: list[str], retain: list[str] | None, steps: in
     return out
 
 
+def emptied(out: Path) -> Path:
+    """`out`, its signal store and relearnt model (beside it) removed: an audit from nothing stored."""
+    for folder in (out, out.parent / f"{out.name}.signals", out.parent / f"{out.name}.relearned"):
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def erasure_of(files: dict, before: Path, after: Path, reference: Path, out: Path) -> tuple[dict, float]:
-    """The erasure audit's document and its seconds (a fresh signal store)."""
+    """The erasure audit's document and its seconds (an empty signal store)."""
+    emptied(out)
     config = load_config(None, {"target": str(after), "reference": [str(reference)], "members": str(files["forget"]),
                                 "nonmembers": {"holdout": str(files["holdout"]), "retain": str(files["retain"])},
                                 "out": str(out)})
@@ -107,7 +116,9 @@ def erasure_of(files: dict, before: Path, after: Path, reference: Path, out: Pat
 
 
 def audit_seconds(files: dict, target: Path, reference: Path, out: Path) -> float:
-    """Seconds of one `lmaudit audit` of `target` with the reference: members forget + retain, non-members holdout."""
+    """Seconds of one `lmaudit audit` of `target` with the reference: members forget + retain, non-members holdout
+    (an empty signal store)."""
+    emptied(out)
     members = out.parent / f"{out.name}-members.parquet"
     write_table(pd.concat([pd.read_parquet(files["forget"]), pd.read_parquet(files["retain"])]), members)
     config = load_config(None, {"target": str(target), "reference": [str(reference)], "members": str(members),

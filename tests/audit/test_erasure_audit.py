@@ -63,8 +63,8 @@ def test_a_model_never_unlearnt_still_holds_the_erased_patients(erasure_files):
 
 def test_a_model_retrained_without_them_is_not_detected(erasure_files):
     """After = the model retrained without the forget patients: "not detected by these tests", the same tests having
-    found them in the model before; PrivLeak against itself is 0; the change singles them out (they were trained on
-    before, not after), which the statement says is what any erasure does."""
+    found them in the model before; PrivLeak against itself is 0; equivalence not tested with 2 erased patients; the
+    change singles them out (they were trained on before, not after), which the statement says any erasure does."""
     out = erasure_files["root"] / "audit-retrained"
     output = invoke(*erasure_args(erasure_files, erasure_files["retrained"], out,
                                   "--retrained", erasure_files["retrained"]))
@@ -72,7 +72,7 @@ def test_a_model_retrained_without_them_is_not_detected(erasure_files):
     pooled = document["findings"][0]
     assert pooled["finding"] == NOT_DETECTED and pooled["found_before"], output
     assert document["privleak"]["value"] == pytest.approx(0)
-    assert document["equivalence"]["equivalent"] and document["equivalence"]["before_equivalent"] is False
+    assert not document["equivalence"]["equivalent"] and "Equivalence to the retrained model not tested" in output
     assert "singles out the erased subjects" in output
     assert document["counts"] == {"forget": document["counts"]["forget"], "holdout": document["counts"]["holdout"],
                                   "retain": document["counts"]["retain"]}
@@ -149,3 +149,39 @@ def test_the_relearning_probe_relearns_half_of_every_subject():
     settings = ErasureSettings(before="b", after="a", forget="f", holdout="h")
     assert settings.probes() == ["after", "after_rtn8", "after_rtn4", "after_relearned"]
     assert settings.model_copy(update={"after_adapter": "x", "quantized": ()}).probes() == ["after"]
+
+
+def test_a_holdout_patient_the_split_trained_on_is_refused(erasure_files, tmp_path):
+    """A --holdout file in a folder `lmaudit split` wrote (split.json beside it): a patient of its train.parquet among
+    the holdout patients is refused, naming the row and the split's file."""
+    from lmaudit.data.corpus import write_table
+
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    (plan / "split.json").write_text("{}", encoding="utf-8")
+    retain = pd.read_csv(erasure_files["retain"])
+    write_table(retain, plan / "train.parquet")
+    holdout = plan / "nonmembers.parquet"
+    write_table(pd.concat([pd.read_csv(erasure_files["holdout"]), retain.head(2)]), holdout)
+    code, output, out = bad(erasure_files, tmp_path, holdout=holdout)
+    assert_one_line_error(code, output, f"subject '{retain['group_id'][0]}' of --holdout", "train.parquet")
+    assert not out.exists()
+
+
+def test_the_page_shows_the_verdict_and_is_sealed(erasure_files):
+    """erasure.html opens with the statements and tables every finding and probe, and erasure.json records its
+    SHA-256: an edited page is found by `lmaudit verify` (exit 3)."""
+    import hashlib
+    import json
+
+    out = erasure_files["root"] / "audit-none"
+    if not (out / "erasure.json").is_file():
+        invoke(*erasure_args(erasure_files, erasure_files["before"], out))
+    document = json.loads((out / "erasure.json").read_text(encoding="utf-8"))
+    page = (out / "erasure.html").read_text(encoding="utf-8")
+    assert document["outputs"]["erasure.html"] == hashlib.sha256(page.encode()).hexdigest()
+    assert document["statements"][0].replace("'", "&#39;") in page
+    assert page.count("<tr>") == 1 + len(document["findings"]) + 1 + len(document["probes"]) + 2
+    (out / "erasure.html").write_text(page.replace("still detectable", "not detected"), encoding="utf-8")
+    code, output = run_cli("verify", out)
+    assert code == 3 and "erasure.html" in output, output

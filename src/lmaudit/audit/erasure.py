@@ -10,6 +10,7 @@ tests and estimates, `report/erasure_words.py` words the verdict. Writes erasure
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,11 +37,15 @@ from lmaudit.metrics.erasure import (
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import ModelSource
 from lmaudit.report.build import environment_info
-from lmaudit.report.documents import refuse_another_run, write_document
-from lmaudit.report.erasure_words import erasure_statements, estimate_sentences
+from lmaudit.report.document import typed_document
+from lmaudit.report.documents import headed, refuse_another_run, write_document
+from lmaudit.report.erasure_words import erasure_page, erasure_statements, estimate_sentences
+from lmaudit.report.html import render_template
 from lmaudit.report.integrity import data_hashes
+from lmaudit.strict_json import json_ready
 
 RESULT_FILE = "erasure.json"
+PAGE_FILE = "erasure.html"
 SETS = ("forget", "holdout", "retain")  # the option and the set name of each file, in the corpus's NONMEMBER_SET
 
 
@@ -58,6 +63,7 @@ def erasure_corpus(erasure: ErasureSettings, config: AuditConfig) -> pd.DataFram
             raise InputError(f"{path}: --{name} holds no texts; give the {name} subjects' texts")
         part[NONMEMBER_SET] = None if name == "forget" else name
         parts[name] = part
+    check_never_trained(parts["holdout"], Path(erasure.holdout))
     unnamed = parts["forget"][parts["forget"]["group_id"].isna()]
     if len(unnamed):
         raise InputError(f"{row_location(unnamed.iloc[0])}: a forget text without a group_id; every erased text needs "
@@ -71,6 +77,22 @@ def erasure_corpus(erasure: ErasureSettings, config: AuditConfig) -> pd.DataFram
                                  f"--{name} ({row_location(row)}); each subject belongs to one set: the holdout "
                                  "subjects were never trained on, the retained ones never erased")
     return checked_audit_corpus(combine_corpora(list(parts.values())))
+
+
+def check_never_trained(holdout: pd.DataFrame, path: Path) -> None:
+    """Refuse holdout texts of a subject that `lmaudit split`'s records (split.json beside the file) put in training:
+    a holdout subject must never have been trained on."""
+    from lmaudit.data.plan import MANIFEST, PLAN_FILES
+
+    train = path.parent / PLAN_FILES[MEMBER]
+    if not (path.parent / MANIFEST).is_file() or not train.is_file():
+        return
+    trained = set(pd.read_parquet(train, columns=["group_id"])["group_id"].dropna().astype(str))
+    crossing = holdout[holdout["group_id"].astype(str).isin(trained)]
+    if len(crossing):
+        raise InputError(f"{row_location(crossing.iloc[0])}: subject '{crossing['group_id'].iloc[0]}' of --holdout is "
+                         f"in {train}, which {MANIFEST} says was trained on; give holdout subjects the split held out "
+                         "(nonmembers.parquet, population.parquet)")
 
 
 def set_of(row: pd.Series) -> str:
@@ -173,7 +195,9 @@ def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool 
         document = erasure_document(corpus, scored, erasure, attack, config.evaluation)
         document |= {"models": files, "provenance": {"data": data}, "config": given,
                      "environment": environment_info(config.placement.device)}
-        return write_document(config.out, RESULT_FILE, document)
+        typed = typed_document(RESULT_FILE, json_ready(headed(RESULT_FILE, document)))
+        page = render_template("erasure.html.j2", report=typed, page=erasure_page(typed))
+        return write_document(config.out, RESULT_FILE, document, page=(PAGE_FILE, page))
 
 
 def subject_names(corpus: pd.DataFrame) -> np.ndarray:

@@ -3,8 +3,11 @@ the tests found, what each finding rests on, and how much a "not detected" is wo
 
 from __future__ import annotations
 
+import math
+
 from lmaudit.metrics.erasure import (
     CANNOT_DECIDE,
+    MIN_EQUIVALENCE_SUBJECTS,
     NOT_DETECTED,
     STILL_DETECTABLE,
     UNLEARNING_DETECTABLE,
@@ -14,6 +17,7 @@ from lmaudit.metrics.erasure import (
     PrivLeak,
     Separation,
 )
+from lmaudit.report.document import ErasureDocument
 from lmaudit.report.formatting import with_interval
 
 PROBE_WORDS = {"after": "as saved", "after_rtn8": "rounded to 8 bits", "after_rtn4": "rounded to 4 bits",
@@ -69,6 +73,9 @@ def change_sentence(change: Separation, level: float) -> str:
 
 def equivalence_sentence(equivalence: Equivalence) -> str:
     """Whether the after model was shown as unseen as the reference (two one-sided tests), and the power seen."""
+    if math.isnan(equivalence.difference_ci[0]):
+        return (f"Equivalence to {equivalence.reference} not tested: with fewer than {MIN_EQUIVALENCE_SUBJECTS} erased "
+                "subjects a bootstrap of subjects cannot see how much they differ.")
     interval = f"[{equivalence.difference_ci[0]:+.3f}, {equivalence.difference_ci[1]:+.3f}]"
     said = (f"Shown as unseen as {equivalence.reference}: the AUC differs by {equivalence.difference:+.3f}, its "
             f"{1 - 2 * equivalence.level:.0%} interval {interval} inside the margin of {equivalence.margin:g}"
@@ -104,3 +111,24 @@ def erasure_statements(findings: list[ErasureFinding], after: Separation, change
     if any(finding.finding == NOT_DETECTED for finding in findings):
         lines.append(NEVER_PROOF)
     return lines + estimates
+
+
+def probe_row(name: str, separation: Separation) -> dict[str, str]:
+    """One row of the page's probes table."""
+    return {"model": PROBE_WORDS.get(name, name), "AUC [95%]": with_interval(separation.auc, separation.auc_ci),
+            "p higher": f"{separation.p_higher:.3g}", "p lower": f"{separation.p_lower:.3g}",
+            "subjects (forget / holdout)": f"{separation.forget_subjects} / {separation.holdout_subjects}"}
+
+
+def erasure_page(document: ErasureDocument) -> dict:
+    """What erasure.html lays out, worded: the counts, the findings per subject and the probes' separations."""
+    counts = "; ".join(f"{name}: {count['texts']} texts of {count['subjects']} subjects"
+                       for name, count in document.counts.items())
+    findings = [{"subject": finding.subject or "all", "finding": finding.finding,
+                 "rests on": ", ".join(PROBE_WORDS.get(name, name) for name in finding.rests_on) or "-",
+                 "smallest family-wise p": f"{min(finding.family_p_values.values()):.3g}",
+                 "before erasure, p": f"{finding.before_p_value:.3g}"} for finding in document.findings]
+    probes = [probe_row(probe.score, probe) for probe in document.probes]
+    probes += [probe_row("the model before erasure", document.before),
+               probe_row("the change, before minus after", document.change)]
+    return {"counts": f"{counts}.", "findings": findings, "probes": probes}
