@@ -8,12 +8,19 @@ other patients of another hospital (the fine-tune's public base). Then the erasu
 * ascent-K: gradient ascent on the patient's notes for K steps (the curve from detectable to not, and where
   over-unlearning becomes detectable);
 * suppress-K: gradient difference for K steps (ascent on the patient's notes, descent on the retained ones), an
-  unlearning that keeps the model's use while pushing the patient's text down, which a probe must catch.
+  unlearning that keeps the model's use while pushing the patient's text down;
+* output-K: the same with only the last block and the final layer norm moving: the text pushed down at the output
+  while the layers below keep it, an unlearning that only suppresses output, which a probe must catch.
 
 Each seed draws new notes, a new patient and new models. Beside them, the cost: the erasure audit's seconds against
 one `lmaudit audit` of the after model with the same reference on the same texts, both from an empty signal store.
 
-    python benchmarks/erasure.py [--seeds 3] [--patients 80] [--epochs 60] [--work runs/erasure] [--out docs/results.md]
+    python benchmarks/erasure.py [--seeds 3] [--first-seed 0] [--beds none,retrain,ascent,suppress,output]
+        [--tokenizer retain|trained] [--patients 80] [--epochs 60] [--work runs/erasure] [--out docs/results.md]
+
+Every model of a seed shares one tokenizer, fit by default on the retained and public notes (never the erased
+patient's), as a fine-tune's comes from its base; `--tokenizer trained` fits it on the before model's training text,
+as a model trained from scratch does, which the retrained model then keeps.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +45,7 @@ from lmaudit.studies.setup import demo_recipe, train_language_model_unless_done
 
 ASCENT_STEPS = (2, 8, 16, 32, 128)
 SUPPRESS_STEPS = (8, 16, 24, 32, 64)
+OUTPUT_SIDE_STEPS = (32, 64, 128)
 LEARNING_RATE = 1e-4  # AdamW on the trained tiny model, for ascent and difference alike
 HOLDOUT, RETAIN = 39, 30  # patients
 
@@ -63,17 +72,23 @@ def texts(path: Path) -> list[str]:
     return pd.read_parquet(path)["text"].tolist()
 
 
-def unlearn(before: Path, forget: list[str], retain: list[str] | None, steps: int, out: Path) -> Path:
+def unlearn(before: Path, forget: list[str], retain: list[str] | None, steps: int, out: Path,
+            output_side: bool = False) -> Path:
     """The before model after `steps` AdamW steps that raise its loss on the forget texts (all in one batch), and, with
-    `retain`, lower it on as many retained texts drawn in turn (gradient difference); saved to `out`."""
+    `retain`, lower it on as many retained texts drawn in turn (gradient difference); with `output_side`, only the last
+    block and the final layer norm move (the text is pushed down at the output, the layers below keep it); saved to
+    `out`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if (out / "model.safetensors").is_file():
+    if (out / "model.safetensors").is_file():  # made by an earlier run of the same seed
         return out
     model = AutoModelForCausalLM.from_pretrained(before, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(before, local_files_only=True)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    last = f"transformer.h.{model.config.n_layer - 1}."
+    moving = [parameter for name, parameter in model.named_parameters()
+              if not output_side or name.startswith((last, "transformer.ln_f"))]
+    optimiser = torch.optim.AdamW(moving, lr=LEARNING_RATE)
 
     def loss_of(batch: list[str]):
         encoded = tokenizer(batch, truncation=True, max_length=128, padding=True, return_tensors="pt")
@@ -140,33 +155,52 @@ def row(seed: int, bed: str, document: dict, seconds: float) -> dict:
             "seconds": f"{seconds:.0f}"}
 
 
-def beds(seed: int, patients: int, epochs: int, work: Path) -> tuple[list[dict], float]:
-    """Every bed of one seed, and the erasure audit's cost against one audit (the retrain bed's models)."""
+def shared_tokenizer(files: dict, folder: Path, fitted_on: str) -> Path:
+    """The tokenizer every model of a seed shares, saved in `folder`: fit on the retained patients' and the public
+    notes (`fitted_on` 'retain'), never on the erased patient's, as a fine-tune's tokenizer comes from its base; or on
+    the before model's training text, forget included ('trained'), as a model trained from scratch fits its own."""
+    from lmaudit.models.tokenizer import train_tokenizer
+
+    if not (folder / "tokenizer_config.json").is_file():
+        texts_fitted = texts(files["retain"]) + (texts(files["public"]) if fitted_on == "retain"
+                                                 else texts(files["forget"]))
+        train_tokenizer(texts_fitted).save_pretrained(folder)
+    return folder
+
+
+def beds(seed: int, patients: int, epochs: int, work: Path, chosen: tuple[str, ...],
+         fitted_on: str) -> tuple[list[dict], float]:
+    """The `chosen` beds of one seed (those starting with one of its names), and the erasure audit's cost against one
+    audit (the retrain bed's models)."""
     folder = work / f"seed-{seed}"
     files = write_sets(patients, seed, folder / "data")
+    tokenizer = shared_tokenizer(files, folder / f"tokenizer-{fitted_on}", fitted_on)
     recipe = demo_recipe(epochs)
-    trained = texts(files["forget"]) + texts(files["retain"])
-    before, retrained, reference = folder / "before", folder / "retrained", folder / "reference"
-    train_language_model_unless_done("clm", trained, before, recipe.__class__(**{**recipe.__dict__, "seed": seed}),
-                                     "before")
-    train_language_model_unless_done("clm", texts(files["retain"]), retrained,
-                                     recipe.__class__(**{**recipe.__dict__, "seed": seed, "tokenizer_dir": before}),
-                                     "retrained")
-    train_language_model_unless_done("clm", texts(files["public"]), reference,
-                                     recipe.__class__(**{**recipe.__dict__, "seed": seed + 1, "tokenizer_dir": before}),
-                                     "reference")
+    before, retrained, reference = (folder / f"{name}-{fitted_on}" for name in ("before", "retrained", "reference"))
+    for name, data, model, offset in (("before", texts(files["forget"]) + texts(files["retain"]), before, 0),
+                                      ("retrained", texts(files["retain"]), retrained, 0),
+                                      ("reference", texts(files["public"]), reference, 1)):
+        train_language_model_unless_done("clm", data, model, replace(recipe, seed=seed + offset,
+                                                                     tokenizer_dir=str(tokenizer)), name)
     afters = {"none": before, "retrain": retrained}
     for steps in ASCENT_STEPS:
-        afters[f"ascent-{steps}"] = unlearn(before, texts(files["forget"]), None, steps, folder / f"ascent-{steps}")
+        afters[f"ascent-{steps}"] = folder / f"ascent-{steps}-{fitted_on}"
     for steps in SUPPRESS_STEPS:
-        afters[f"suppress-{steps}"] = unlearn(before, texts(files["forget"]), texts(files["retain"]), steps,
-                                              folder / f"suppress-{steps}")
+        afters[f"suppress-{steps}"] = folder / f"suppress-{steps}-{fitted_on}"
+    for steps in OUTPUT_SIDE_STEPS:
+        afters[f"output-{steps}"] = folder / f"output-{steps}-{fitted_on}"
     rows, ratio = [], float("nan")
     for bed, after in afters.items():
-        document, seconds = erasure_of(files, before, after, reference, folder / f"erasure-{bed}")
-        rows.append(row(seed, bed, document, seconds))
+        if not bed.startswith(chosen):
+            continue
+        if bed.startswith(("ascent", "suppress", "output")):
+            steps = int(bed.split("-")[1])
+            unlearn(before, texts(files["forget"]), None if bed.startswith("ascent") else texts(files["retain"]),
+                    steps, after, output_side=bed.startswith("output"))
+        document, seconds = erasure_of(files, before, after, reference, folder / f"erasure-{bed}-{fitted_on}")
+        rows.append({"tokenizer fit on": fitted_on, **row(seed, bed, document, seconds)})
         if bed == "retrain":
-            ratio = seconds / audit_seconds(files, after, reference, folder / "audit-retrain")
+            ratio = seconds / audit_seconds(files, after, reference, folder / f"audit-retrain-{fitted_on}")
         print(rows[-1], flush=True)
     return rows, ratio
 
@@ -174,23 +208,32 @@ def beds(seed: int, patients: int, epochs: int, work: Path) -> tuple[list[dict],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--patients", type=int, default=80, help="patients generated per seed")
     parser.add_argument("--epochs", type=int, default=60, help="epochs of the before, retrained and reference models")
+    parser.add_argument("--beds", default="none,retrain,ascent,suppress,output",
+                        help="comma-separated beds (name prefixes)")
+    parser.add_argument("--tokenizer", choices=["retain", "trained"], default="retain",
+                        help="what the shared tokenizer is fit on (shared_tokenizer)")
     parser.add_argument("--work", type=Path, default=Path("runs/erasure"))
     parser.add_argument("--out", type=Path, help="markdown file whose section to replace (docs/results.md)")
+    parser.add_argument("--section", default="erasure-test-beds")
     arguments = parser.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     started, rows, ratios = time.time(), [], []
-    for seed in range(arguments.seeds):
-        seed_rows, ratio = beds(seed, arguments.patients, arguments.epochs, arguments.work)
+    for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
+        seed_rows, ratio = beds(seed, arguments.patients, arguments.epochs, arguments.work,
+                                tuple(arguments.beds.split(",")), arguments.tokenizer)
         rows += seed_rows
         ratios.append(ratio)
-    header = (f"`python benchmarks/erasure.py --seeds {arguments.seeds} --patients {arguments.patients} --epochs "
-              f"{arguments.epochs}` at {commit} ({machine_line()} {time.time() - started:.0f} s in all). The erasure "
-              f"audit took {', '.join(f'{r:.2f}' for r in ratios)} times one `lmaudit audit` of the retrained model "
-              "with the same reference on the same texts (forget and retain as members, holdout as non-members), "
-              "each from an empty signal store.\n\n")
-    publish(header + markdown_table(rows), arguments.out, "erasure-test-beds")
+    command = (f"python benchmarks/erasure.py --seeds {arguments.seeds} --first-seed {arguments.first_seed} --beds "
+               f"{arguments.beds} --tokenizer {arguments.tokenizer} --patients {arguments.patients} --epochs "
+               f"{arguments.epochs}")
+    header = (f"`{command}` at {commit} ({machine_line()} {time.time() - started:.0f} s in all). The erasure audit "
+              f"took {', '.join(f'{r:.2f}' for r in ratios)} times one `lmaudit audit` of the retrained model with the "
+              "same reference on the same texts (forget and retain as members, holdout as non-members), each from an "
+              "empty signal store.\n\n")
+    publish(header + markdown_table(rows), arguments.out, arguments.section)
 
 
 if __name__ == "__main__":
