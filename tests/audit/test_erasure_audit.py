@@ -36,6 +36,8 @@ def erasure_files(tmp_path_factory) -> dict[str, Path]:
     retained = notes[notes["group_id"].isin(sets["retain"])]
     files["retrained"] = train_tiny_clm(root / "retrained", retained, steps=300, seed=1, vocabulary_texts=texts)
     files["other_tokenizer"] = train_tiny_clm(root / "other", retained, steps=1, seed=2)
+    files["public"] = root / "public.csv"
+    generate_notes(n_patients=10, seed=99, id_prefix="PUB-").to_csv(files["public"], index=False)
     files["root"] = root
     return files
 
@@ -62,15 +64,18 @@ def test_a_model_never_unlearnt_still_holds_the_erased_patients(erasure_files):
 
 
 def test_a_model_retrained_without_them_is_not_detected(erasure_files):
-    """After = the model retrained without the forget patients: "not detected by these tests", the same tests having
+    """After = the model retrained without the forget patients, also relearnt on public notes of other patients: "not
+    detected by these tests", the same tests having
     found them in the model before; PrivLeak against itself is 0; equivalence not tested with 2 erased patients; the
     change singles them out (they were trained on before, not after), which the statement says any erasure does."""
     out = erasure_files["root"] / "audit-retrained"
     output = invoke(*erasure_args(erasure_files, erasure_files["retrained"], out,
-                                  "--retrained", erasure_files["retrained"]))
+                                  "--retrained", erasure_files["retrained"], "--relearn-public", erasure_files["public"]))
     document = pd.read_json(out / "erasure.json", typ="series")
     pooled = document["findings"][0]
     assert pooled["finding"] == NOT_DETECTED and pooled["found_before"], output
+    assert [probe["score"] for probe in document["probes"]][-2:] == ["after_relearned", "after_relearned_public"]
+    assert len(pooled["family_p_values"]) == 6  # five probes and the lower test
     assert document["privleak"]["value"] == pytest.approx(0)
     assert not document["equivalence"]["equivalent"] and "Equivalence to the retrained model not tested" in output
     assert "singles out the erased subjects" in output
@@ -185,3 +190,14 @@ def test_the_page_shows_the_verdict_and_is_sealed(erasure_files):
     (out / "erasure.html").write_text(page.replace("still detectable", "not detected"), encoding="utf-8")
     code, output = run_cli("verify", out)
     assert code == 3 and "erasure.html" in output, output
+
+
+def test_public_text_of_an_audited_subject_is_refused(erasure_files, tmp_path):
+    """--relearn-public holding a text of a forget patient (by its id) is no public text: refused, naming the row."""
+    public = tmp_path / "public.csv"
+    forget = pd.read_csv(erasure_files["forget"]).head(1)
+    pd.concat([pd.read_csv(erasure_files["public"]), forget]).to_csv(public, index=False)
+    out = tmp_path / "out"
+    code, output = run_cli(*erasure_args(erasure_files, erasure_files["retrained"], out, "--relearn-public", public))
+    assert_one_line_error(code, output, "public.csv, row", f"subject '{forget['group_id'][0]}'")
+    assert not (out / "erasure.json").exists()

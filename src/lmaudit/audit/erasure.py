@@ -128,11 +128,12 @@ def language_model_family(source: ModelSource) -> str:
 
 
 def probe_scores(config: AuditConfig, erasure: ErasureSettings, family: str, corpus: pd.DataFrame, attack: str,
-                 progress: bool) -> dict[str, pd.DataFrame]:
-    """The probes' scores beyond the after model as saved: loaded in each quantization, and relearnt on half of every
-    subject's texts (its relearned texts' scores NaN: the probe tests the other half only)."""
+                 progress: bool) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """The probes' scores beyond the after model as saved: loaded in each quantization, relearnt on half of every
+    subject's texts (its relearned texts' scores NaN: the probe tests the other half only) and on the related public
+    text; and the warnings about them."""
     after = erasure.sources()["after"]
-    scored = {}
+    scored, warnings = {}, []
     for quantization in erasure.quantized:
         placement = config.placement.model_copy(update={"quantization": quantization})
         scored[f"after_{quantization}"], _ = membership_scores(config.model_copy(update={"placement": placement}),
@@ -147,7 +148,33 @@ def probe_scores(config: AuditConfig, erasure: ErasureSettings, family: str, cor
         frame, _ = membership_scores(config, model, corpus, attack, progress)
         frame.loc[relearned, "score"] = np.nan
         scored["after_relearned"] = frame
-    return scored
+    if "after_relearned_public" in erasure.probes():
+        public, warnings = public_texts(erasure, corpus, config)
+        model = relearned_model(after, family, public, relearned_folder(config.out, "relearned-public"),
+                                erasure.relearn_epochs, erasure.relearn_learning_rate, config.evaluation.seed,
+                                config.placement.device, progress)
+        scored["after_relearned_public"], _ = membership_scores(config, model, corpus, attack, progress)
+    return scored, warnings
+
+
+def public_texts(erasure: ErasureSettings, corpus: pd.DataFrame, config: AuditConfig) -> tuple[list[str], list[str]]:
+    """The related public text's texts, those identical to an audited text left out (templated notes repeat: relearning
+    them would relearn an audited text), and a warning saying how many; InputError where it holds a subject of the
+    forget, holdout or retain sets."""
+    public = load_corpus(erasure.relearn_public, names=config.columns)
+    shared = public[public["group_id"].notna() & public["group_id"].astype(str).isin(
+        set(corpus["group_id"].dropna().astype(str)))]
+    if len(shared):
+        raise InputError(f"{row_location(shared.iloc[0])}: --relearn-public holds subject '{shared['group_id'].iloc[0]}'"
+                         ", who is in the audited sets; give public text that none of the forget, holdout or retain "
+                         "subjects wrote")
+    kept = public[~public["text"].isin(set(corpus["text"]))]
+    if kept.empty:
+        raise InputError(f"{erasure.relearn_public}: --relearn-public holds no text that is not an audited one")
+    left_out = len(public) - len(kept)
+    warnings = ([f"{left_out} of {len(public)} texts of {erasure.relearn_public} are the very text of an audited one "
+                 "(templated notes repeat) and were left out of the relearning"] if left_out else [])
+    return kept["text"].tolist(), warnings
 
 
 def membership_scores(config: AuditConfig, source: ModelSource, corpus: pd.DataFrame, attack: str,
@@ -177,7 +204,8 @@ def declared_attack(attacks: list[AttackScores], name: str) -> AttackScores:
 def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool = False,
                   overwrite: bool = False) -> dict:
     """Run the erasure audit (module docstring), write erasure.json into `config.out` and return its document."""
-    data = data_hashes([path for path in (erasure.forget, erasure.holdout, erasure.retain) if path])
+    data = data_hashes([path for path in (erasure.forget, erasure.holdout, erasure.retain, erasure.relearn_public)
+                        if path])
     corpus = erasure_corpus(erasure, config)
     models = erasure.sources()
     family = language_model_family(models["before"])
@@ -191,9 +219,9 @@ def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool 
         scored, files = {}, {}
         for name, source in models.items():
             scored[name], files[name] = membership_scores(config, source, corpus, attack, progress)
-        scored |= probe_scores(config, erasure, family, corpus, attack, progress)
-        document = erasure_document(corpus, scored, erasure, attack, config.evaluation)
-        document |= {"models": files, "provenance": {"data": data}, "config": given,
+        probed, warnings = probe_scores(config, erasure, family, corpus, attack, progress)
+        document = erasure_document(corpus, scored | probed, erasure, attack, config.evaluation)
+        document |= {"models": files, "provenance": {"data": data}, "config": given, "warnings": warnings,
                      "environment": environment_info(config.placement.device)}
         typed = typed_document(RESULT_FILE, json_ready(headed(RESULT_FILE, document)))
         page = render_template("erasure.html.j2", report=typed, page=erasure_page(typed))

@@ -46,9 +46,14 @@ class ErasureSettings(BaseModel):
                                                      "half of every subject's texts, tested on the other half (0: none)")
     relearn_learning_rate: float | None = Field(None, gt=0, description="the relearning probe's AdamW learning rate "
                                                                         "(default: fine-tuning's, 5e-5)")
+    relearn_public: str | None = Field(None, description="related public text (none of the subjects'): the after model "
+                                                         "is also fine-tuned on it and tested on every text")
 
     def probes(self) -> list[str]:
         """The names of the models tested for still holding the forget set: the after model, each quantized, and the
-        after model relearnt (without an adapter: the probe fine-tunes whole weights)."""
-        relearned = ["after_relearned"] if self.relearn_epochs and self.after_adapter is None else []
+        after model relearnt on half of every subject's texts and on the public text (without an adapter: the probe
+        fine-tunes whole weights)."""
+        relearned = []
+        if self.relearn_epochs and self.after_adapter is None:
+            relearned = ["after_relearned", *(["after_relearned_public"] if self.relearn_public else [])]
         return ["after", *(f"after_{quantization}" for quantization in self.quantized), *relearned]

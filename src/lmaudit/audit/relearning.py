@@ -1,7 +1,8 @@
 """The erasure audit's relearning probe (Hu et al., ICLR 2025): an unlearning that only hides what the model still
 holds comes back after a little training on related text. The after model is fine-tuned briefly on half of every
 subject's texts, forget and holdout alike, and tested on the other half; treated alike, the two sets stay exchangeable
-when nothing of the forget subjects remains, so the probe's test keeps its level (metrics/erasure.py)."""
+when nothing of the forget subjects remains, so the probe's test keeps its level (metrics/erasure.py). Given related
+public text, none of the subjects', the after model is also fine-tuned on it alone and tested on every text."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ def relearned_rows(subjects: np.ndarray, seed: int) -> np.ndarray:
     return relearned
 
 
-def relearned_folder(out: str | Path) -> Path:
-    """Where the relearned model is kept: beside the output folder, never in it (it learnt from the audited texts)."""
+def relearned_folder(out: str | Path, kind: str = "relearned") -> Path:
+    """Where a relearnt model is kept: beside the output folder, never in it (it learnt from the audited texts, or from
+    the public text): `<out>.relearned` and `<out>.relearned-public`."""
     out = Path(out)
-    return out.parent / f"{out.name}.relearned"
+    return out.parent / f"{out.name}.{kind}"
 
 
 def relearned_model(after: ModelSource, family: str, texts: list[str], folder: Path, epochs: int,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from lmaudit.audit.erasure_settings import ErasureSettings
-from lmaudit.cli.app import overwrite_option, progress
+from lmaudit.cli.app import log_warnings, overwrite_option, progress
 from lmaudit.cli.help import GroupedCommand
 from lmaudit.cli.options import (
     COLUMN_NAMES,
@@ -36,8 +36,8 @@ def model_option(name: str, required: bool, what: str):
 @click.command(cls=GroupedCommand, groups={
     "Models": "--before --before-adapter --after --after-adapter --retrained --retrained-adapter --reference",
     "Data": f"--forget --holdout --retain {COLUMN_NAMES}",
-    "Test": "--attack --level --margin --quantized --no-quantized --relearn-epochs --relearn-learning-rate "
-            "--permutations --bootstrap",
+    "Test": "--attack --level --margin --quantized --no-quantized --relearn-epochs --relearn-public "
+            "--relearn-learning-rate --permutations --bootstrap",
     "Output": "--out --cache-dir --overwrite", "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES,
 }, epilog="lmaudit erasure --before model --after model-erased --out erasure \\\n"
           "    --forget forget.csv --holdout holdout.csv")
@@ -69,6 +69,9 @@ def model_option(name: str, required: bool, what: str):
 @setting(ErasureSettings, "relearn_epochs", type=click.IntRange(min=0),
          help="Relearning probe: fine-tune the after model this many epochs on half of every subject's texts, test "
               "the other half (0: no probe; not with --after-adapter).")
+@click.option("--relearn-public", default=None, type=click.Path(),
+              help="Related public text, none of the subjects' (.csv, .jsonl, .parquet): the after model is also "
+                   "relearnt on it for --relearn-epochs and tested on every text.")
 @setting(ErasureSettings, "relearn_learning_rate", type=click.FloatRange(min=0, min_open=True),
          default_text="5e-5, fine-tuning's", help="The relearning probe's AdamW learning rate.")
 @setting(EvaluationSettings, "permutations", type=click.IntRange(min=100), from_config=True,
@@ -95,6 +98,7 @@ def erasure(overwrite: bool, **options) -> None:
                                 "nonmembers": {"holdout": settings.holdout,
                                                **({"retain": settings.retain} if settings.retain else {})}})
     document = audit_erasure(config, settings, progress(), overwrite)
+    log_warnings(document["warnings"])
     for line in document["statements"]:
         click.echo(line)
     click.echo(f"result: {Path(options['out']) / RESULT_FILE}")

@@ -309,6 +309,7 @@ class ErasureDocument(Header):
     privleak: PrivLeak | None = None
     retain_exposure: Change | None = None
     statements: list[str]
+    warnings: list[str] = []
     models: dict[str, Section]
     provenance: Section
     config: Section

@@ -22,7 +22,8 @@ from lmaudit.report.formatting import with_interval
 
 PROBE_WORDS = {"after": "as saved", "after_rtn8": "rounded to 8 bits", "after_rtn4": "rounded to 4 bits",
                "after_8bit": "in bitsandbytes' 8 bits", "after_4bit": "in bitsandbytes' 4 bits",
-               "after_relearned": "relearnt on half of every subject's texts, tested on the other half"}
+               "after_relearned": "relearnt on half of every subject's texts, tested on the other half",
+               "after_relearned_public": "relearnt on the related public text"}
 NEVER_PROOF = ("Not detected never means erased: a provider can keep data that these tests do not find (Zhang et al., "
                "ICML 2024).")
 
