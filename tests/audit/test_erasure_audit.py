@@ -201,3 +201,20 @@ def test_public_text_of_an_audited_subject_is_refused(erasure_files, tmp_path):
     code, output = run_cli(*erasure_args(erasure_files, erasure_files["retrained"], out, "--relearn-public", public))
     assert_one_line_error(code, output, "public.csv, row", f"subject '{forget['group_id'][0]}'")
     assert not (out / "erasure.json").exists()
+
+
+def test_a_classifier_is_refused(erasure_files, tmp_path):
+    """A text classifier before erasure: refused in one line (its membership signal needs a shadow model)."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2ForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(erasure_files["before"])
+    classifier = tmp_path / "classifier"
+    GPT2ForSequenceClassification(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=len(tokenizer),
+                                             pad_token_id=tokenizer.pad_token_id)).save_pretrained(classifier)
+    tokenizer.save_pretrained(classifier)
+    out = tmp_path / "out"
+    args = erasure_args(erasure_files, classifier, out)
+    args[args.index("--before") + 1] = classifier
+    code, output = run_cli(*args)
+    assert_one_line_error(code, output, "--before is a classifier", "masked and causal language models")
+    assert not out.exists()
