@@ -68,11 +68,13 @@ def erasure_corpus(erasure: ErasureSettings, config: AuditConfig) -> pd.DataFram
     if len(unnamed):
         raise InputError(f"{row_location(unnamed.iloc[0])}: a forget text without a group_id; every erased text needs "
                          "its subject's id (the patient or user the request is about)")
-    seen: dict[str, pd.Series] = {}
+    first_rows: dict[str, pd.Series] = {}  # each subject's first row, in the set it was first seen in
     for name, part in parts.items():
         for _, row in part.dropna(subset=["group_id"]).drop_duplicates("group_id").iterrows():
-            first = seen.setdefault(str(row["group_id"]), row)
-            if first is not row:
+            first = first_rows.get(str(row["group_id"]))
+            if first is None:
+                first_rows[str(row["group_id"])] = row
+            else:
                 raise InputError(f"subject '{row['group_id']}' is in --{set_of(first)} ({row_location(first)}) and "
                                  f"--{name} ({row_location(row)}); each subject belongs to one set: the holdout "
                                  "subjects were never trained on, the retained ones never erased")

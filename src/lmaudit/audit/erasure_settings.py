@@ -32,6 +32,12 @@ class ErasureSettings(BaseModel):
     quantized: tuple[Literal[QUANTIZATIONS], ...] = Field(
         ("rtn8", "rtn4"), description="the after model is also tested loaded in each of these quantizations, which "
                                       "can bring forgotten data back (Zhang et al., ICLR 2025)")
+    relearn_epochs: int = Field(1, ge=0, description="epochs of the relearning probe: the after model fine-tuned on "
+                                                     "half of every subject's texts, tested on the other half (0: none)")
+    relearn_learning_rate: float | None = Field(None, gt=0, description="the relearning probe's AdamW learning rate "
+                                                                        "(default: fine-tuning's, 5e-5)")
+    relearn_public: str | None = Field(None, description="related public text (none of the subjects'): the after model "
+                                                         "is also fine-tuned on it and tested on every text")
 
     def sources(self) -> dict[str, ModelSource]:
         """Each model by its part: before, after, and retrained when given."""
@@ -41,13 +47,6 @@ class ErasureSettings(BaseModel):
             models["retrained"] = ModelSource(self.retrained, self.retrained_adapter)
         return models
 
-
-    relearn_epochs: int = Field(1, ge=0, description="epochs of the relearning probe: the after model fine-tuned on "
-                                                     "half of every subject's texts, tested on the other half (0: none)")
-    relearn_learning_rate: float | None = Field(None, gt=0, description="the relearning probe's AdamW learning rate "
-                                                                        "(default: fine-tuning's, 5e-5)")
-    relearn_public: str | None = Field(None, description="related public text (none of the subjects'): the after model "
-                                                         "is also fine-tuned on it and tested on every text")
 
     def probes(self) -> list[str]:
         """The names of the models tested for still holding the forget set: the after model, each quantized, and the

@@ -68,8 +68,7 @@ def as_source(model: str | Path | ModelSource) -> ModelSource:
 class Placement:
     """How weights are loaded and where they run: the device, the weights' dtype, an accelerate device map ('auto'
     spreads a model larger than one GPU over the GPUs and the CPU), quantization (bitsandbytes', or round-to-nearest in
-    process), and whether code shipped
-    with the model may run. dtype and quantization change the numbers, so they are part of the weights' fingerprint."""
+    process), and whether code shipped with the model may run. dtype and quantization change the numbers, so they are part of the weights' fingerprint."""
 
     device: str = "cpu"
     dtype: str = "fp32"
