@@ -59,6 +59,10 @@ def test_a_model_never_unlearnt_still_holds_the_erased_patients(erasure_files):
     assert [finding["finding"] for finding in findings] == [STILL_DETECTABLE] * (FORGET + 1)
     assert all(finding["found_before"] for finding in findings)
     assert document["change"]["auc"] == pytest.approx(0.5)  # the two models are the same: nothing changed
+    before, after = document["extraction"]["models"]  # the same model gives the same texts back
+    assert (before["model"], after["model"]) == ("before", "after") and before["forget_texts"] == after["forget_texts"]
+    assert before["forget_texts"]["units"] + before["holdout_texts"]["units"] > 0
+    assert any(line.startswith("Extraction (greedy, the next 16 tokens") for line in document["statements"])
     assert invoke("verify", out).strip().endswith(f"intact: {out}")
     assert_document_round_trips(out / "erasure.json")
 
@@ -139,6 +143,19 @@ def test_a_model_with_another_tokenizer_is_refused(erasure_files, tmp_path):
     assert not out.exists()
 
 
+def test_a_model_of_another_depth_is_refused(erasure_files, tmp_path):
+    """GPT-2 names its depth n_layer: the after model's config saying 3 layers against 2 is told apart."""
+    import json
+    import shutil
+
+    deeper = shutil.copytree(erasure_files["before"], tmp_path / "deeper")
+    config = json.loads((deeper / "config.json").read_text())
+    (deeper / "config.json").write_text(json.dumps({**config, "n_layer": 3}))
+    code, output, out = bad(erasure_files, tmp_path, after=deeper)
+    assert_one_line_error(code, output, "num_hidden_layers 2 vs 3")
+    assert not out.exists()
+
+
 def test_the_relearning_probe_relearns_half_of_every_subject():
     """Half of each subject's texts rounded down are relearnt, drawn by the seed, so that every subject keeps at least
     one to test; the probes are the after model, each quantization, and the relearnt model unless --after-adapter."""
@@ -174,7 +191,8 @@ def test_a_holdout_patient_the_split_trained_on_is_refused(erasure_files, tmp_pa
 
 
 def test_the_page_shows_the_verdict_and_is_sealed(erasure_files):
-    """erasure.html opens with the statements and tables every finding and probe, and erasure.json records its
+    """erasure.html opens with the statements and tables every finding and probe, and extraction's four rows (before
+    and after, forget and holdout), and erasure.json records its
     SHA-256: an edited page is found by `lmaudit verify` (exit 3)."""
     import hashlib
     import json
@@ -186,7 +204,7 @@ def test_the_page_shows_the_verdict_and_is_sealed(erasure_files):
     page = (out / "erasure.html").read_text(encoding="utf-8")
     assert document["outputs"]["erasure.html"] == hashlib.sha256(page.encode()).hexdigest()
     assert document["statements"][0].replace("'", "&#39;") in page
-    assert page.count("<tr>") == 1 + len(document["findings"]) + 1 + len(document["probes"]) + 2
+    assert page.count("<tr>") == 1 + len(document["findings"]) + 1 + len(document["probes"]) + 2 + 1 + 4
     (out / "erasure.html").write_text(page.replace("still detectable", "not detected"), encoding="utf-8")
     code, output = run_cli("verify", out)
     assert code == 3 and "erasure.html" in output, output

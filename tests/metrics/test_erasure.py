@@ -254,3 +254,20 @@ def test_a_probe_testing_some_texts_only_is_tested_under_the_same_relabellings()
     subject = run["groups"][run["is_forget"]][0]
     assert np.allclose(subject_statistics(partial, run["groups"], run["is_forget"], subject),
                        subject_statistics(run["after"][half], run["groups"][half], run["is_forget"][half], subject))
+
+
+def test_extraction_shares_count_texts_and_subjects_by_hand():
+    """Forget: subject a has 2 of 3 texts reproduced, b none of 1; holdout: c 1 of 2. Texts 2 of 4 and 1 of 2;
+    subjects 1 of 2 and 1 of 1; the per-subject intervals are Clopper-Pearson's on those counts (scipy's)."""
+    from scipy.stats import binomtest
+
+    from lmaudit.metrics.erasure_extraction import extraction_shares
+
+    shares = extraction_shares("after", np.array([1, 1, 0, 0, 1, 0], bool),
+                               np.array([1, 1, 1, 1, 0, 0], bool), np.array(["a", "a", "a", "b", "c", "c"]))
+    assert (shares.forget_texts.exposed, shares.forget_texts.units) == (2, 4)
+    assert (shares.holdout_texts.exposed, shares.holdout_texts.units) == (1, 2)
+    assert (shares.forget_subjects.exposed, shares.forget_subjects.units) == (1, 2)
+    assert (shares.holdout_subjects.exposed, shares.holdout_subjects.units) == (1, 1)
+    exact = binomtest(1, 2).proportion_ci(0.95, method="exact")
+    assert shares.forget_subjects.interval == pytest.approx((exact.low, exact.high))

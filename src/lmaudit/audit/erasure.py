@@ -17,6 +17,7 @@ import pandas as pd
 
 from lmaudit.attacks.base import AttackScores
 from lmaudit.audit.corpus import checked_audit_corpus
+from lmaudit.audit.erasure_extraction import erasure_extraction
 from lmaudit.audit.erasure_settings import ErasureSettings
 from lmaudit.audit.records import resolve
 from lmaudit.audit.relearning import relearned_folder, relearned_model, relearned_rows
@@ -34,12 +35,13 @@ from lmaudit.metrics.erasure import (
     privleak_interval,
     separation,
 )
+from lmaudit.metrics.erasure_extraction import ErasureExtraction
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import ModelSource
 from lmaudit.report.build import environment_info
 from lmaudit.report.document import typed_document
 from lmaudit.report.documents import headed, refuse_another_run, write_document
-from lmaudit.report.erasure_words import erasure_page, erasure_statements, estimate_sentences
+from lmaudit.report.erasure_words import erasure_page, erasure_statements, estimate_sentences, extraction_sentences
 from lmaudit.report.html import render_template
 from lmaudit.report.integrity import data_hashes
 from lmaudit.strict_json import json_ready
@@ -222,8 +224,12 @@ def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool 
         for name, source in models.items():
             scored[name], files[name] = membership_scores(config, source, corpus, attack, progress)
         probed, warnings = probe_scores(config, erasure, family, corpus, attack, progress)
-        document = erasure_document(corpus, scored | probed, erasure, attack, config.evaluation)
-        document |= {"models": files, "provenance": {"data": data}, "config": given, "warnings": warnings,
+        extraction, unextracted = (erasure_extraction(config, models, corpus, erasure.extraction_tokens,
+                                                      subject_names(corpus), progress)
+                                   if family == "clm" and erasure.extraction_tokens else (None, []))
+        document = erasure_document(corpus, scored | probed, erasure, attack, config.evaluation, extraction)
+        document |= {"models": files, "provenance": {"data": data}, "config": given,
+                     "warnings": warnings + unextracted,
                      "environment": environment_info(config.placement.device)}
         typed = typed_document(RESULT_FILE, json_ready(headed(RESULT_FILE, document)))
         page = render_template("erasure.html.j2", report=typed, page=erasure_page(typed))
@@ -238,9 +244,10 @@ def subject_names(corpus: pd.DataFrame) -> np.ndarray:
 
 
 def erasure_document(corpus: pd.DataFrame, scored: dict[str, pd.DataFrame], erasure: ErasureSettings, attack: str,
-                     evaluation: EvaluationSettings) -> dict:
+                     evaluation: EvaluationSettings, extraction: ErasureExtraction | None) -> dict:
     """erasure.json's findings from each model's per-text scores (aligned with `corpus`): the separations, the
-    difference test, PrivLeak and the equivalence test, the retained subjects' exposure and the utility, the verdict."""
+    difference test, PrivLeak and the equivalence test, the retained subjects' exposure and the utility, the verdict;
+    with the extraction estimate (before and after; None: not tested)."""
     sets = np.where(corpus["role"] == MEMBER, "forget", corpus[NONMEMBER_SET].astype(str))
     subjects = subject_names(corpus)
     audited = np.isin(sets, ("forget", "holdout"))
@@ -277,7 +284,9 @@ def erasure_document(corpus: pd.DataFrame, scored: dict[str, pd.DataFrame], eras
         "findings": [asdict(finding) for finding in findings], "equivalence": asdict(tested_equivalence),
         "utility": asdict(utility), **({"privleak": asdict(leak)} if leak else {}),
         **({"retain_exposure": asdict(retain)} if retain else {}),
+        **({"extraction": asdict(extraction)} if extraction else {}),
     }
     statements = erasure_statements(findings, probes["after"], change, erasure.level, tested_equivalence,
-                                    estimate_sentences(utility, leak, retain))
+                                    estimate_sentences(utility, leak, retain)
+                                    + extraction_sentences(extraction))
     return {**sections, "statements": statements}

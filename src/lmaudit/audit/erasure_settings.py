@@ -38,6 +38,8 @@ class ErasureSettings(BaseModel):
                                                                         "(default: fine-tuning's, 5e-5)")
     relearn_public: str | None = Field(None, description="related public text (none of the subjects'): the after model "
                                                          "is also fine-tuned on it and tested on every text")
+    extraction_tokens: int = Field(16, ge=0, description="extraction estimate of a causal LM: each text's first so many "
+                                                         "tokens given, its next so many reproduced? (0: none)")
 
     def sources(self) -> dict[str, ModelSource]:
         """Each model by its part: before, after, and retrained when given."""
@@ -46,7 +48,6 @@ class ErasureSettings(BaseModel):
         if self.retrained:
             models["retrained"] = ModelSource(self.retrained, self.retrained_adapter)
         return models
-
 
     def probes(self) -> list[str]:
         """The names of the models tested for still holding the forget set: the after model, each quantized, and the

@@ -37,7 +37,7 @@ def model_option(name: str, required: bool, what: str):
     "Models": "--before --before-adapter --after --after-adapter --retrained --retrained-adapter --reference",
     "Data": f"--forget --holdout --retain {COLUMN_NAMES}",
     "Test": "--attack --level --margin --quantized --no-quantized --relearn-epochs --relearn-public "
-            "--relearn-learning-rate --permutations --bootstrap",
+            "--relearn-learning-rate --extraction-tokens --permutations --bootstrap",
     "Output": "--out --cache-dir --overwrite", "Signal": SIGNAL_NAMES, "Placement": PLACEMENT_NAMES,
 }, epilog="lmaudit erasure --before model --after model-erased --out erasure \\\n"
           "    --forget forget.csv --holdout holdout.csv")
@@ -74,6 +74,9 @@ def model_option(name: str, required: bool, what: str):
                    "relearnt on it for --relearn-epochs and tested on every text.")
 @setting(ErasureSettings, "relearn_learning_rate", type=click.FloatRange(min=0, min_open=True),
          default_text="5e-5, fine-tuning's", help="The relearning probe's AdamW learning rate.")
+@setting(ErasureSettings, "extraction_tokens", type=click.IntRange(min=0),
+         help="Extraction estimate (causal LMs): does greedy decoding from each text's first N tokens give its next N "
+              "back, before and after erasure? (0: not tested).")
 @setting(EvaluationSettings, "permutations", type=click.IntRange(min=100), from_config=True,
          help="Random relabellings of whole subjects in the pooled tests; p-values resolve 1/(permutations+1).")
 @setting(EvaluationSettings, "bootstrap", type=click.IntRange(min=10), from_config=True,

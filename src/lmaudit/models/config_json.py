@@ -40,15 +40,24 @@ def has_attention(model: str | Path | ModelSource) -> bool:
     return any(key in config for key in ("num_attention_heads", "n_head", "n_heads"))
 
 
-ARCHITECTURE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_layers")
+ARCHITECTURE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads")
 
 
 def architecture_difference(first: str | Path | ModelSource, second: str | Path | ModelSource) -> str | None:
-    """How two models' architectures differ (model type, width, depth, heads), from config.json; None if they don't."""
-    configs = [json.loads((resolve_model_folder(as_source(m).folder) / "config.json").read_text(encoding="utf-8"))
-               for m in (first, second)]
-    differences = [f"{key} {configs[0].get(key)} vs {configs[1].get(key)}" for key in ARCHITECTURE_KEYS
-                   if configs[0].get(key) != configs[1].get(key)]
+    """How two models' architectures differ (model type, width, depth, heads), from config.json read by transformers
+    (whose attribute maps give every family these names: GPT-2's n_embd is its hidden_size); None if they don't."""
+    from transformers import AutoConfig
+
+    configs = []
+    for model in (first, second):
+        folder = resolve_model_folder(as_source(model).folder)
+        try:
+            configs.append(AutoConfig.from_pretrained(folder))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{folder}/config.json: unreadable model config ({error}); give a saved model's "
+                             "folder") from None
+    differences = [f"{key} {getattr(configs[0], key, None)} vs {getattr(configs[1], key, None)}"
+                   for key in ARCHITECTURE_KEYS if getattr(configs[0], key, None) != getattr(configs[1], key, None)]
     return ", ".join(differences) or None
 
 

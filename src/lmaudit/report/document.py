@@ -20,6 +20,7 @@ from lmaudit.attacks.base import Skipped
 from lmaudit.config import RELEASES
 from lmaudit.errors import InputError
 from lmaudit.metrics.erasure import Change, Equivalence, ErasureFinding, PrivLeak, Separation
+from lmaudit.metrics.erasure_extraction import ErasureExtraction
 from lmaudit.metrics.permutation_tests import LeakageTests
 from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
@@ -308,6 +309,7 @@ class ErasureDocument(Header):
     utility: Change
     privleak: PrivLeak | None = None
     retain_exposure: Change | None = None
+    extraction: ErasureExtraction | None = None
     statements: list[str]
     warnings: list[str] = []
     models: dict[str, Section]

@@ -17,6 +17,8 @@ from lmaudit.metrics.erasure import (
     PrivLeak,
     Separation,
 )
+from lmaudit.metrics.erasure_extraction import ErasureExtraction
+from lmaudit.metrics.extraction import ExtractionRate
 from lmaudit.report.document import ErasureDocument
 from lmaudit.report.formatting import with_interval
 
@@ -103,6 +105,35 @@ def estimate_sentences(utility: Change, privleak: PrivLeak | None, retain: Chang
     return lines
 
 
+def share_text(share: ExtractionRate) -> str:
+    """'3 of 40 (7.5% [1.6%, 20.4%])': a share with its 95% interval."""
+    low, high = share.interval
+    return f"{share.exposed} of {share.units} ({share.rate:.1%} [{low:.1%}, {high:.1%}])"
+
+
+def extraction_sentences(extraction: ErasureExtraction | None) -> list[str]:
+    """The extraction estimate, before and after erasure, beside the verdict (not one of its tests)."""
+    if extraction is None:
+        return []
+    shares = {model.model: model for model in extraction.models}
+    before, after = shares["before"], shares["after"]
+    return [f"Extraction (greedy, the next {extraction.tokens} tokens from the first {extraction.tokens}; an estimate, "
+            f"not one of the verdict's tests): the model after erasure gives back {share_text(after.forget_texts)} "
+            f"forget texts, of {after.forget_subjects.exposed} of {after.forget_subjects.units} erased subjects; before "
+            f"erasure {share_text(before.forget_texts)}; never-trained texts after erasure: "
+            f"{share_text(after.holdout_texts)}."]
+
+
+def extraction_rows(extraction: ErasureExtraction | None) -> list[dict[str, str]]:
+    """The page's extraction table: one row per model and set."""
+    if extraction is None:
+        return []
+    return [{"model": {"before": "before erasure", "after": "after erasure"}[model.model], "set": side,
+             "texts reproduced [95%]": share_text(getattr(model, f"{side}_texts")),
+             "subjects with a text reproduced [95%]": share_text(getattr(model, f"{side}_subjects"))}
+            for model in extraction.models for side in ("forget", "holdout")]
+
+
 def erasure_statements(findings: list[ErasureFinding], after: Separation, change: Separation, level: float,
                        equivalence: Equivalence, estimates: list[str]) -> list[str]:
     """The verdict's sentences: all erased subjects, each subject, the change between the models, the equivalence
@@ -132,4 +163,5 @@ def erasure_page(document: ErasureDocument) -> dict:
     probes = [probe_row(probe.score, probe) for probe in document.probes]
     probes += [probe_row("the model before erasure", document.before),
                probe_row("the change, before minus after", document.change)]
-    return {"counts": f"{counts}.", "findings": findings, "probes": probes}
+    return {"counts": f"{counts}.", "findings": findings, "probes": probes,
+            "extraction": extraction_rows(document.extraction)}
