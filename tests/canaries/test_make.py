@@ -22,7 +22,7 @@ from lmaudit.canaries.make import (
     reserved_tokens,
 )
 from lmaudit.errors import InputError
-from tests.helpers import run_cli
+from tests.helpers import assert_one_line_error, run_cli
 
 
 def read(folder, name):
@@ -77,7 +77,38 @@ def test_repeated_canaries_plant_each_planted_one_r_times_each_copy_its_own_grou
     assert len(planted) == 3 * len(included) and planted["group_id"].is_unique  # no per-group cap drops a copy
     assert sorted(planted["sample_id"].str.split(".").str[0]) == sorted(list(included) * 3)
     assert planted.groupby(planted["sample_id"].str.split(".").str[0])["text"].nunique().eq(1).all()
-    assert read_canary_set(tmp_path / "r").repeats == 3
+    assert read_canary_set(tmp_path / "r").repeats == (3,)
+
+
+def test_tiers_deal_the_canaries_in_turn_and_plant_each_as_often_as_its_tier(tmp_path):
+    """--repeat 1,4,16 on 300 canaries: canary i is of tier i mod 3, a planted one copied that many times; the coins
+    are the ones a single count draws (the tiers never move them)."""
+    make_canaries(tmp_path / "t", "secret", 300, seed=4, digits=6, repeats=(1, 4, 16))
+    make_canaries(tmp_path / "u", "secret", 300, seed=4, digits=6)
+    spec, key = read_canary_set(tmp_path / "t"), read(tmp_path / "t", KEY_FILE)
+    assert spec.repeats == (1, 4, 16) and spec.is_curve and spec.group_size == 16
+    assert list(spec.repetition_counts()[:4]) == [1, 4, 16, 1]
+    copies = planted_canaries(tmp_path / "t")["sample_id"].str.split(".").str[0].value_counts()
+    planted = key.loc[key["included"], "sample_id"]
+    expected = pd.Series(spec.repetition_counts(), index=key["sample_id"]).loc[planted]
+    assert copies.loc[planted].tolist() == expected.tolist()
+    assert key["included"].equals(read(tmp_path / "u", KEY_FILE)["included"])
+
+
+@pytest.mark.parametrize("repeat,message", [("0", "distinct repetition counts of at least 1"),
+                                            ("1,1", "distinct repetition counts"), ("x", "separated by commas")])
+def test_a_bad_repetition_count_is_refused_in_one_line(tmp_path, repeat, message):
+    code, output = run_cli("canaries", "make", "--design", "secret", "--n", "300", "--repeat", repeat,
+                           "--out", tmp_path / "c")
+    assert_one_line_error(code, output, message)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_curve_with_too_few_controls_is_refused_and_says_how_many_are_needed(tmp_path):
+    code, output = run_cli("canaries", "make", "--design", "secret", "--n", "120", "--repeat", "1,4,16",
+                           "--seed", "0", "--out", tmp_path / "c")
+    assert_one_line_error(code, output, "needs at least 100 of them as controls", "--n 250")
+    assert not (tmp_path / "c").exists()
 
 
 def test_sample_canaries_are_held_out_rows_one_per_group_with_their_labels(tmp_path):

@@ -10,7 +10,8 @@ canaries, random secrets of the same format are scored too: they give each canar
 population of attacks that need one (RMIA).
 
 The output folder holds canary_report.json, its page canary_report.html, and canary_scores.parquet (one row per
-canary: id, score, loss, exposure; never whether it was planted, nor its text unless asked).
+canary: id, score, loss, exposure, its tier's repetition count; never whether it was planted, nor its text unless
+asked).
 """
 
 from __future__ import annotations
@@ -308,6 +309,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     from lmaudit.metrics.canary_validity import rank_check
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.fdp_one_run import gaussian_bound
+    from lmaudit.metrics.memorisation_curve import memorisation_curve
     from lmaudit.metrics.one_run import one_run_bound
     from lmaudit.models.training_file import read_training_summary
 
@@ -320,7 +322,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     trained = read_training_summary(config.adapter or config.target)  # a LoRA run records it in the adapter
     check_trained_with(trained, config.adapter or config.target, folder)
     dp = recorded_accounting(trained)
-    claimed = compared_epsilon(dp, canary_set.repeats)  # a group's delta for repeated canaries
+    claimed = compared_epsilon(dp, canary_set.group_size)  # a group's delta for repeated canaries
     delta = delta if delta is not None else (claimed[1] if claimed else dp["delta"] if dp else DEFAULT_DELTA)
     secret = canary_set.kind == "secret"
     recorded = {**config.model_dump(), "canaries": str(folder), "attack": attack, "candidates": candidates,
@@ -349,9 +351,16 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
             scores["exposure_sampled"] = [e.sampled for e in found]
             scores["exposure_extrapolated"] = [e.extrapolated for e in found]
             exposure = exposure_summary(scores, included, canary_set.space_bits, candidates)
+        curve = None
+        if canary_set.is_curve:
+            counts = pd.Series(canary_set.repetition_counts(), index=read_table(folder / CANARIES_FILE)["sample_id"])
+            scores["repeats"] = counts.loc[scores["sample_id"]].to_numpy()
+            curve = memorisation_curve(scores["score"].to_numpy(), included, scores["repeats"].to_numpy(),
+                                       scores["exposure_extrapolated"].to_numpy() if exposure else None,
+                                       n_boot=config.evaluation.bootstrap, seed=config.evaluation.seed)
         report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp, white_box_of(trained),
-                               check) | {"config": recorded}
+                               check, curve) | {"config": recorded}
         if config.include_text:
             scores["text"] = canaries.set_index("sample_id").loc[scores["sample_id"], "text"].to_numpy()
-        write_canary_audit(Path(config.out), report, scores)
+        write_canary_audit(Path(config.out), report, scores, curve)
         return CanaryAudit(bound, gaussian, scores, exposure, report)

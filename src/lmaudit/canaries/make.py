@@ -57,7 +57,9 @@ CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.
 @dataclass(frozen=True)
 class CanarySet:
     """How a canary folder was made. `secret_format` and `secret_digits` describe secrets (None for samples);
-    `space_bits` is log2 of the number of secrets the format allows; each planted canary is planted `repeats` times."""
+    `space_bits` is log2 of the number of secrets the format allows; each planted canary is planted as many times as
+    its tier says: canary i (in id order) is of tier i mod len(repeats), so that a curve by repetition has every
+    count (one count: every canary alike)."""
 
     kind: str
     count: int
@@ -67,7 +69,26 @@ class CanarySet:
     secret_digits: int | None = None
     source: str | None = None
     secret_tokens: int | None = None
-    repeats: int = 1
+    repeats: tuple[int, ...] = (1,)
+
+    def __post_init__(self) -> None:
+        # a manifest written before tiers holds one count, and JSON gives a list
+        counts = (self.repeats,) if isinstance(self.repeats, int) else tuple(int(count) for count in self.repeats)
+        object.__setattr__(self, "repeats", counts)
+
+    @property
+    def group_size(self) -> int:
+        """The most copies of one canary planted: the group a DP bound on the canaries is for."""
+        return max(self.repeats)
+
+    @property
+    def is_curve(self) -> bool:
+        """Whether the canaries are planted at several repetition counts (a memorisation curve)."""
+        return len(self.repeats) > 1
+
+    def repetition_counts(self) -> np.ndarray:
+        """(count,) how many copies of each canary (in id order) are planted if its coin says so."""
+        return np.asarray(self.repeats)[np.arange(self.count) % len(self.repeats)]
 
     @property
     def space_bits(self) -> float | None:
@@ -191,11 +212,13 @@ def inclusion(count: int, seed: int, probability: float = INCLUSION_PROBABILITY)
     return np.random.default_rng([seed, 1]).random(count) < probability
 
 
-def copies(planted: pd.DataFrame, repeats: int) -> pd.DataFrame:
-    """The rows to plant: each canary `repeats` times (copy ids canary-0001.2, ...), each copy its own group, so that a
-    per-group cap (DP training) never drops one."""
-    rows = pd.concat([planted.assign(sample_id=planted["sample_id"] + ("" if copy == 1 else f".{copy}"))
-                      for copy in range(1, repeats + 1)], ignore_index=True)
+def copies(planted: pd.DataFrame, repeats: np.ndarray) -> pd.DataFrame:
+    """The rows to plant: each canary as many times as `repeats` says (one count per row; copy ids canary-0001.2, ...),
+    each copy its own group, so that a per-group cap (DP training) never drops one."""
+    repeats = np.asarray(repeats)
+    rows = pd.concat([planted[repeats >= copy].assign(
+        sample_id=planted["sample_id"][repeats >= copy] + ("" if copy == 1 else f".{copy}"))
+        for copy in range(1, int(repeats.max(initial=1)) + 1)], ignore_index=True)
     return rows.assign(group_id=rows["sample_id"])
 
 
@@ -211,25 +234,41 @@ def write_canaries(out: str | Path, canaries: pd.DataFrame, spec: CanarySet) -> 
         raise InputError(f"{out}: already exists; a canary folder holds a key that a trained model depends on, so "
                          f"lmaudit never overwrites one; give a new --out")
     included = inclusion(len(canaries), spec.seed, spec.inclusion_probability)
+    check_controls(spec, int((~included).sum()))
     with staged(out) as (folder,):
         folder.mkdir(parents=True)
         write_table(canaries, folder / CANARIES_FILE)
-        write_table(copies(canaries[included], spec.repeats), folder / INSERT_FILE)
+        write_table(copies(canaries[included], spec.repetition_counts()[included]), folder / INSERT_FILE)
         write_table(pd.DataFrame({"sample_id": canaries["sample_id"], "included": included}), folder / KEY_FILE)
         (folder / MANIFEST_FILE).write_text(json.dumps(asdict(spec), indent=2), encoding="utf-8")
     return out
 
 
+def check_controls(spec: CanarySet, controls: int) -> None:
+    """InputError where a curve by repetition gets fewer unplanted canaries (its controls) than a threshold at 1% FPR
+    needs."""
+    from lmaudit.metrics.memorisation_curve import controls_needed
+
+    needed = controls_needed()
+    if spec.is_curve and controls < needed:
+        raise InputError(f"--n {spec.count}: the coins left {controls} canaries unplanted, and a curve's TPR at 1% FPR "
+                         f"needs at least {needed} of them as controls; give --n {5 * needed // 2} or more (fewer than "
+                         f"{needed} controls then in about 1 draw in 1,000)")
+
+
 def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = None, secret_format: str = DEFAULT_FORMAT,
                   digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None,
-                  exclude: tuple[str | Path, ...] = (), tokens: int = DEFAULT_NEW_TOKENS, repeats: int = 1) -> CanarySet:
-    """Make `count` canaries of design `kind`, each to be planted `repeats` times, and write their folder (seed None:
-    `fresh_seed`); the set's description."""
+                  exclude: tuple[str | Path, ...] = (), tokens: int = DEFAULT_NEW_TOKENS,
+                  repeats: int | tuple[int, ...] = (1,)) -> CanarySet:
+    """Make `count` canaries of design `kind`, planted at the repetition counts `repeats` (one tier each, canaries
+    dealt to them in turn), and write their folder (seed None: `fresh_seed`); the set's description."""
     seed = fresh_seed() if seed is None else seed
+    repeats = (repeats,) if isinstance(repeats, int) else tuple(repeats)
     if count < 2:
         raise InputError("--n: a canary audit needs at least 2 canaries (hundreds for a useful bound)")
-    if repeats < 1:
-        raise InputError("--repeat: each planted canary is planted at least once")
+    if not repeats or min(repeats) < 1 or len(set(repeats)) < len(repeats):
+        raise InputError(f"--repeat {','.join(map(str, repeats))}: give distinct repetition counts of at least 1 "
+                         "(e.g. 1,4,16); a canary planted 0 times is a control, and every tier has them")
     if kind in SECRET_DESIGNS and source is not None:
         raise InputError(f"--source gives sample canaries: use it with --design {' or '.join(SOURCE_DESIGNS)}")
     if kind == "new_token":
@@ -248,7 +287,7 @@ def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = Non
         spec = CanarySet(kind, count, seed, source=Path(source).name)
     else:
         raise InputError(f"--design {kind}: choose one of {', '.join(KINDS)}")
-    spec = replace(spec, repeats=repeats)
+    spec = replace(spec, repeats=tuple(repeats))
     write_canaries(out, canaries, spec)
     return spec
 

@@ -20,6 +20,7 @@ from lmaudit.report.privacy_words import verdict_against, white_box_line
 if TYPE_CHECKING:
     from lmaudit.metrics.canary_validity import RankCheck
     from lmaudit.metrics.fdp_one_run import GaussianBound
+    from lmaudit.metrics.memorisation_curve import MemorisationCurve
     from lmaudit.metrics.one_run import OneRunBound
     from lmaudit.report.document import CanaryReportDocument
 
@@ -58,7 +59,8 @@ CEILING = (
 AT_CEILING = " This bound is at that ceiling: it is the canaries' limit, not the model's; plant more canaries to prove more."
 
 GROUP = (
-    "Each planted canary was planted {repeats} times, so both bounds are for a group of {repeats} records, not one: a "
+    "The most-planted canaries were planted {repeats} times each, so both bounds are for a group of {repeats} records, "
+    "not one: a "
     "training that is (epsilon, delta)-DP per record is (r epsilon, r e^((r-1) epsilon) delta)-DP for a group of r "
     "(Dwork and Roth), which is the accountant's figure compared here{claimed}. Under DP-SGD's Gaussian curve, mu-GDP per "
     "record is r mu-GDP per group, so per record mu >= {mu:.3f}{epsilon}."
@@ -77,14 +79,14 @@ def compared_epsilon(dp: dict | None, repeats: int) -> tuple[float, float] | Non
 
 def group_reading(canary_set: CanarySet, gaussian: GaussianBound, claimed: tuple[float, float] | None,
                   record_delta: float) -> GroupSection | None:
-    """For canaries planted r > 1 times: the group's accountant epsilon and delta (None where vacuous), and the
+    """For canaries planted up to r > 1 times: the group's accountant epsilon and delta (None where vacuous), and the
     per-record mu (and its epsilon at `record_delta`) that the group's f-DP bound implies; None for r = 1."""
     from lmaudit.metrics.fdp_one_run import gdp_epsilon
 
-    if canary_set.repeats == 1:
+    if canary_set.group_size == 1:
         return None
-    mu = gaussian.mu_lower_bound / canary_set.repeats
-    return GroupSection(repeats=canary_set.repeats, accountant_epsilon=claimed[0] if claimed else None,
+    mu = gaussian.mu_lower_bound / canary_set.group_size
+    return GroupSection(repeats=canary_set.group_size, accountant_epsilon=claimed[0] if claimed else None,
                         accountant_delta=claimed[1] if claimed else None, record_mu_lower_bound=mu,
                         record_epsilon_lower_bound=gdp_epsilon(mu, record_delta), record_delta=record_delta)
 
@@ -120,18 +122,19 @@ def explained(bound: OneRunBound, gaussian: GaussianBound, check: RankCheck, gro
 
 def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound: OneRunBound,
                   gaussian: GaussianBound, exposure: dict | None, dp: dict | None, white_box: dict | None = None,
-                  check: RankCheck | None = None) -> dict:
+                  check: RankCheck | None = None, curve: MemorisationCurve | None = None) -> dict:
     """canary_report.json's document: what was audited, both bounds with their guesses and the most m canaries can
     prove, whether the audit is valid (`check`, the rank test of planted against unplanted scores; without one, none
     is claimed invalid), the exposure, the accountant's epsilon beside the bounds (a group's for repeated canaries) and
     beside the training's white-box audit of DP-SGD where it made one (`metrics/dp_audit.py:white_box_audit`), and the
-    plain-words explanation."""
+    plain-words explanation; and the memorisation curve where the canaries were planted at several repetition
+    counts."""
     from lmaudit.metrics.canary_validity import BELOW_CHANCE_LEVEL, RankCheck
 
     check = check or RankCheck(0, 0, None, None, BELOW_CHANCE_LEVEL)
     guesses = bound.guesses
     verdict = None
-    claimed = compared_epsilon(dp, canary_set.repeats)
+    claimed = compared_epsilon(dp, canary_set.group_size)
     if claimed is not None and claimed[1] == bound.delta:
         # Steinke et al.'s bound only: the f-DP epsilon is that of the rejected Gaussian curve, and a correct DP-SGD,
         # whose curve is not exactly Gaussian, can reject a mu whose epsilon exceeds the accountant's.
@@ -158,7 +161,7 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
             negative_guesses=gaussian.guesses.negative_guesses, correct=gaussian.guesses.correct,
             guesses=gaussian.guesses.guesses, mu_ceiling=ceiling["mu"], epsilon_ceiling=ceiling["f_dp_epsilon"]),
         "validity": validity_section(check), "accountant": dp and AccountantSection(**dp), "verdict": verdict,
-        "exposure": exposure, "group": group, "white_box": white_box,
+        "exposure": exposure, "group": group, "white_box": white_box, "memorisation": curve and asdict(curve),
         "explanation": explanation,
         "settings": {"signal": config.signal.model_dump(), "seed": config.evaluation.seed,
                      "include_text": config.include_text},
@@ -168,13 +171,16 @@ def canary_report(config: AuditConfig, canary_set: CanarySet, attack: str, bound
                                 for key, value in sections.items()})
 
 
-def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame) -> None:
-    """The scores table, the report and its page, all or none."""
+def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame, curve: MemorisationCurve | None = None) -> None:
+    """The scores table, the report and its page (with the memorisation curve's table where there is one), all or
+    none."""
+    from lmaudit.report.curve_words import curve_answer, curve_rows
     from lmaudit.report.documents import write_document
     from lmaudit.report.html import render_template
     from lmaudit.report.plots import canary_figure
 
-    page = render_template("canaries.html.j2", report=report, figure=canary_figure(report))
+    page = render_template("canaries.html.j2", report=report, figure=canary_figure(report),
+                           curve=curve and {"rows": curve_rows(curve), "answer": curve_answer(curve)})
     write_document(out, REPORT_FILE, report, page=(PAGE_FILE, page), table=(SCORES_FILE, scores))
 
 
@@ -229,9 +235,11 @@ def canary_lines(report: CanaryReportDocument) -> list[str]:
     """The canary report for a terminal: the bound and its guesses, the accountant's epsilon, the exposure, and what
     the bound means."""
     one_run, canaries = report.one_run, report.canaries
-    repeats = canaries.get("repeats", 1)
-    lines = [f"{canaries['count']} {canaries['kind']} canaries"
-             + (f" (each planted {repeats} times)" if repeats > 1 else "") + f" scored by {report.attack} "
+    repeats = canaries.get("repeats", [1])
+    repeats = [repeats] if isinstance(repeats, int) else list(repeats)  # an int: a report written before tiers
+    planted = ("" if repeats == [1] else f" (each planted {repeats[0]} times)" if len(repeats) == 1 else
+               f" (planted {', '.join(map(str, repeats[:-1]))} or {repeats[-1]} times, by tier)")
+    lines = [f"{canaries['count']} {canaries['kind']} canaries" + planted + f" scored by {report.attack} "
              f"({report.signal}); guessed {one_run.positive_guesses} planted and {one_run.negative_guesses} "
              f"not planted, {one_run.correct} of {one_run.guesses} right",
              f"epsilon lower bound: {one_run.epsilon_lower_bound:.3f} at delta {one_run.delta:g}, "
@@ -244,7 +252,7 @@ def canary_lines(report: CanaryReportDocument) -> list[str]:
         accountant, epsilon = accountant_words(report.accountant)
         group = report.group
         for_group = ("" if not group or group.accountant_epsilon is None else
-                     f"; for a group of {repeats}: {group.accountant_epsilon:.3g} at delta "
+                     f"; for a group of {group.repeats}: {group.accountant_epsilon:.3g} at delta "
                      f"{group.accountant_delta:.3g}")
         lines.append(f"the accountant's epsilon: {epsilon} ({accountant}) at delta {report.accountant.delta:g}"
                      + for_group + (f"; {report.verdict}" if report.verdict else ""))
@@ -256,4 +264,8 @@ def canary_lines(report: CanaryReportDocument) -> list[str]:
                      f"scored): planted median {_bits(exposure['planted']['extrapolated_median'])}, largest "
                      f"{_bits(exposure['planted']['extrapolated_max'])}; never planted median "
                      f"{_bits(exposure['not_planted']['extrapolated_median'])} (extrapolated)")
+    if report.memorisation:
+        from lmaudit.report.curve_words import curve_lines
+
+        lines += curve_lines(report.memorisation)
     return lines + [report.explanation]

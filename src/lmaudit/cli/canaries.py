@@ -24,12 +24,21 @@ from lmaudit.cli.options import (
     serving_options,
     signal_options,
 )
+from lmaudit.errors import InputError
 
 
 @click.group()
 def canaries() -> None:
     """Plant canaries in a training run and audit them: a lower bound on epsilon from one run (Steinke et al. 2023),
     and the exposure of planted secrets (Carlini et al. 2019)."""
+
+
+def repetition_counts(value: str) -> tuple[int, ...]:
+    """--repeat's counts ('1,4,16'), or a one-line error."""
+    try:
+        return tuple(int(part) for part in value.split(","))
+    except ValueError:
+        raise InputError(f"--repeat {value!r}: write repetition counts separated by commas (e.g. 1,4,16)") from None
 
 
 @canaries.command("make")
@@ -50,19 +59,22 @@ def canaries() -> None:
                    "classifier canaries.")
 @click.option("--exclude", multiple=True, type=click.Path(),
               help="A file whose texts are never drawn as canaries (--design sample): give your training data (repeatable).")
-@click.option("--repeat", "repeats", default=1, type=click.IntRange(min=1),
+@click.option("--repeat", "repeats", default="1", show_default=True,
               help="Plant each planted canary this many times: the bounds are then a group's of that many records "
-                   "(easier to prove; compared with the accountant's group epsilon).")
+                   "(easier to prove; compared with the accountant's group epsilon). Several counts (1,4,16): the "
+                   "canaries are dealt to one tier per count, and the audit draws a memorisation curve by repetition "
+                   "(needs --n 250 or more).")
 @click.option("--seed", default=None, type=int,
               help="Seed of the secrets or the draw, and of which canaries are planted; it rebuilds the key, so keep it "
                    "private  (default: drawn from the operating system's entropy, recorded in canaries.json).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
 def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None,
-                  exclude: tuple[str, ...], seed: int | None, out: str, secret_tokens: int, repeats: int) -> None:
+                  exclude: tuple[str, ...], seed: int | None, out: str, secret_tokens: int, repeats: str) -> None:
     """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
     from lmaudit.canaries.make import INSERT_FILE, make_canaries, planted_canaries
 
-    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude, secret_tokens, repeats)
+    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude, secret_tokens,
+                         repetition_counts(repeats))
     click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} rows in "
                f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
 

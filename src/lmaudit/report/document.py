@@ -21,6 +21,7 @@ from lmaudit.config import RELEASES
 from lmaudit.errors import InputError
 from lmaudit.metrics.erasure import Change, Equivalence, ErasureFinding, PrivLeak, Separation
 from lmaudit.metrics.erasure_extraction import ErasureExtraction
+from lmaudit.metrics.memorisation_curve import MemorisationCurve
 from lmaudit.metrics.permutation_tests import LeakageTests
 from lmaudit.metrics.power import LevelPower
 from lmaudit.metrics.results import AttackResult, Interval, Number, TprRecord
@@ -290,6 +291,7 @@ class CanaryReportDocument(Header):
     settings: Section
     config: Section
     validity: ValiditySection | None = None  # the rank test of planted against unplanted scores (absent before it existed)
+    memorisation: MemorisationCurve | None = None  # canaries planted at several repetition counts
     integrity: Integrity | None = None
 
 

@@ -1,5 +1,6 @@
 """`CanaryCallback`: a transformers `TrainerCallback` (Trainer, and TRL's SFTTrainer, with or without PEFT) that checks
-before the first step that planted new-token canaries will be learned, checks after the first epoch that their rows moved, and
+before the first step that planted canaries will be learned (every planted secret in the training rows, each of its
+tokens labelled; for new-token canaries also their rows reserved and trainable, and moved after the first epoch), and
 records what was planted beside every saved checkpoint and the final model, as `lmaudit train --canaries` does, so that
 `lmaudit canaries audit` works on the saved model and refuses another canary folder."""
 
@@ -14,7 +15,7 @@ from transformers import TrainerCallback
 
 from lmaudit.canaries.make import read_canary_set, record_planted, reserved_tokens
 from lmaudit.errors import InputError
-from lmaudit.training.planting import new_token_folder, planted_secrets
+from lmaudit.training.planting import planted_secrets, secret_folder
 from lmaudit.training.preflight import (
     Finding,
     frozen_new_rows,
@@ -22,6 +23,7 @@ from lmaudit.training.preflight import (
     too_few_canaries,
     unchanged_rows,
     unlabelled_secrets,
+    unlabelled_spans,
     unreserved_tokens,
     untied_weights,
 )
@@ -66,6 +68,30 @@ def placement(args, model: torch.nn.Module) -> dict[str, str]:
     return {"device": args.device.type, "precision": precision}
 
 
+def occurrences(rows: list, secrets: list[list[int]]) -> tuple[list[int], int]:
+    """The training rows (indices) that hold one of the planted secrets' id sequences, and how many secrets they hold
+    in all (each row counted once per distinct secret it holds)."""
+    wanted = [np.asarray(secret, np.int64).tobytes() for secret in dict.fromkeys(map(tuple, secrets))]
+    holding, found = [], 0
+    for index, ids in enumerate(rows):
+        row = np.asarray(ids, np.int64).tobytes()
+        # an id sequence is found only where it starts on an id's boundary (8 bytes each)
+        held = sum(any(start % 8 == 0 for start in starts(row, secret)) for secret in wanted)
+        if held:
+            holding.append(index)
+            found += held
+    return holding, found
+
+
+def starts(haystack: bytes, needle: bytes) -> list[int]:
+    """Every offset where `needle` occurs in `haystack`."""
+    found, start = [], haystack.find(needle)
+    while start != -1:
+        found.append(start)
+        start = haystack.find(needle, start + 1)
+    return found
+
+
 def token_ids(rows) -> list:
     """Each training row's token ids (a `datasets.Dataset`'s column read at once, else row by row)."""
     if hasattr(rows, "column_names"):
@@ -74,11 +100,13 @@ def token_ids(rows) -> list:
 
 
 class CanaryCallback(TrainerCallback):
-    """Checks and records the new-token canaries of `folder` (planted with `plant_canaries`, their tokens reserved with
-    `add_canary_tokens`) in a transformers training run; the secrets' ids are read from the trainer's tokenizer."""
+    """Checks and records the canaries of `folder` (planted with `plant_canaries`; new-token ones with their tokens
+    reserved by `add_canary_tokens`) in a transformers training run; the secrets' ids are read from the trainer's
+    tokenizer."""
 
     def __init__(self, folder: str | Path) -> None:
-        self.folder = new_token_folder(folder)
+        self.folder = secret_folder(folder)
+        self.in_vocabulary = read_canary_set(folder).kind != "new_token"
         self.tokens = list(reserved_tokens(folder))
         self.count = read_canary_set(folder).count
         self.planted_tokens = sum(len(secret.split()) for secret in planted_secrets(folder))
@@ -101,6 +129,9 @@ class CanaryCallback(TrainerCallback):
         warning, where the weights are sharded)."""
         self.placement = placement(args, model)
         tokenizer = getattr(processing_class, "tokenizer", processing_class)  # a processor holds its tokenizer
+        if self.in_vocabulary:
+            self.check_in_vocabulary(tokenizer, train_dataloader)
+            return
         ids = tokenizer.convert_tokens_to_ids(self.tokens)
         stop_on([unreserved_tokens(ids, tokenizer.unk_token_id, model.get_input_embeddings().num_embeddings)])
         self.secret_ids = torch.tensor(ids)
@@ -122,6 +153,20 @@ class CanaryCallback(TrainerCallback):
         self.steps_per_epoch = max(1, len(train_dataloader) // max(1, args.gradient_accumulation_steps))
         log.info("canary checks passed: %d new-token canaries' secrets labelled, none lost, their rows trainable",
                  len(planted_secrets(self.folder)))
+
+    def check_in_vocabulary(self, tokenizer, dataloader) -> None:
+        """In-vocabulary secrets: every planted copy's secret found in the training rows, and every token of it
+        labelled. The model is trained as it is (nothing of it to check: any recipe learns such a secret)."""
+        from lmaudit.canaries.span import secret_token_ids
+
+        secrets = secret_token_ids(tokenizer, planted_secrets(self.folder))
+        rows = dataloader.dataset
+        holding, found = occurrences(token_ids(rows), secrets)
+        stop_on([lost_canaries(found, len(secrets), "secrets (one per planted copy)"), too_few_canaries(self.count)])
+        if holding:
+            stop_on([unlabelled_spans(dataloader.collate_fn([rows[i] for i in holding]), secrets)])
+        log.info("canary checks passed: %d planted copies of in-vocabulary secrets, each in the training rows and "
+                 "labelled", len(secrets))
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         """After the first whole epoch (every canary row has been in a batch): the new tokens' rows moved."""

@@ -1,6 +1,8 @@
-"""New-token canaries for the user's own training data and model: the rows to add (plain text, prompt-completion or chat
-messages, the secret where a completion-only or assistant-only loss reads it), the tokens to reserve, and the collator
-that trains each canary row on its secret alone (as `lmaudit train --canaries` does)."""
+"""Canaries for the user's own training data and model: the rows to add (plain text, prompt-completion or chat
+messages, the secret where a completion-only or assistant-only loss reads it). Two designs hold a secret: in-vocabulary
+random secrets (`secret`, Carlini et al.'s), which any recipe learns as it is (LoRA on any modules, embeddings frozen);
+and new-token ones, for which the tokens are reserved and a collator trains each canary row on its secret alone (as
+`lmaudit train --canaries` does)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lmaudit.canaries.make import CANARIES_FILE, planted_canaries, read_canary_set, reserved_tokens
+from lmaudit.canaries.settings import SECRET_DESIGNS
 from lmaudit.data.corpus import read_table
 from lmaudit.errors import InputError
 from lmaudit.models.inputs import secret_only_labels
@@ -25,16 +28,27 @@ def new_token_folder(folder: str | Path) -> Path:
     return Path(folder)
 
 
+def secret_folder(folder: str | Path) -> Path:
+    """`folder`, checked to hold canaries with a secret (new-token or in-vocabulary), which the callback can find in the
+    training rows and check."""
+    kind = read_canary_set(folder).kind
+    if kind not in SECRET_DESIGNS:
+        raise InputError(f"{folder}: {kind} canaries; the training callback plants and checks canaries with a secret "
+                         "(`lmaudit canaries make --design secret`, or new_token); train the others with "
+                         "`lmaudit train --canaries`")
+    return Path(folder)
+
+
 def canary_texts(folder: str | Path) -> list[str]:
-    """The texts to add to the training data: each planted canary as often as the folder's design repeats it."""
-    planted = planted_canaries(new_token_folder(folder))
-    return planted["text"].tolist()
+    """The texts to add to the training data: each planted canary as often as its tier repeats it."""
+    return planted_canaries(secret_folder(folder))["text"].tolist()
 
 
 def planted_secrets(folder: str | Path) -> list[str]:
-    """Each planted row's secret (its new words), in `canary_texts`' order."""
+    """Each planted row's secret, in `canary_texts`' order."""
     secrets = read_table(Path(folder) / CANARIES_FILE).set_index("sample_id")["secret"]
-    return secrets.loc[planted_canaries(new_token_folder(folder))["sample_id"]].tolist()
+    ids = planted_canaries(secret_folder(folder))["sample_id"].str.split(".").str[0]  # a copy's id is canary-0001.2
+    return secrets.loc[ids].tolist()
 
 
 def canary_rows(folder: str | Path, data_format: str = "text") -> list[dict]:

@@ -24,25 +24,45 @@ class Finding:
 
 def unlabelled_secrets(batch: dict[str, torch.Tensor], secret_ids: torch.Tensor) -> Finding | None:
     """Every secret token of the collated canary rows carries a training label (completion-only or assistant-only
-    loss, or a chat template, may mask it)."""
+    loss, or a chat template, may mask it): new tokens, found by their ids."""
     ids, labels = batch["input_ids"], batch["labels"]
     secret = torch.isin(ids, secret_ids.to(ids.device))
     # A causal LM's labels are its inputs (shifted inside the model); a masked LM's hold the masked tokens' ids.
-    masked = secret & (labels == -100)
-    if not masked.any():
+    return masked_secrets(int((secret & (labels == -100)).sum()), int(secret.sum()))
+
+
+def unlabelled_spans(batch: dict[str, torch.Tensor], secrets: list[list[int]]) -> Finding | None:
+    """Every token of each collated canary row's secret (in-vocabulary tokens, found as the last place one of
+    `secrets`' id sequences occurs in the row) carries a training label."""
+    from lmaudit.canaries.span import secret_positions
+
+    masked = total = 0
+    for ids, labels in zip(batch["input_ids"].tolist(), batch["labels"].tolist(), strict=True):
+        for secret in secrets:
+            positions = secret_positions(ids, secret)
+            if positions is not None:
+                masked += sum(labels[p] == -100 for p in positions)
+                total += len(positions)
+                break
+    return masked_secrets(masked, total)
+
+
+def masked_secrets(masked: int, total: int) -> Finding | None:
+    """The finding where `masked` of the canary rows' `total` secret tokens carry no label."""
+    if not masked:
         return None
-    return Finding("secret labels", True, f"{int(masked.sum())} of {int(secret.sum())} secret tokens of the canary rows "
+    return Finding("secret labels", True, f"{masked} of {total} secret tokens of the canary rows "
                    "carry no training label (label -100: a completion-only or assistant-only loss, or a template, masks "
                    "them), so the canaries would never be learned; plant them where the loss reads (the completion), "
                    "or train on every token")
 
 
-def lost_canaries(found: int, planted: int) -> Finding | None:
-    """The training rows hold as many secret tokens as the planted canaries' secrets have (filtering, truncation, a
-    chat template or packing may drop or cut some; a canary planted twice adds some)."""
+def lost_canaries(found: int, planted: int, unit: str = "new tokens") -> Finding | None:
+    """The training rows hold as many secret tokens (or whole secrets: `unit`) as the planted canaries have (filtering,
+    truncation, a chat template or packing may drop or cut some; a canary planted twice adds some)."""
     if found == planted:
         return None
-    return Finding("canary rows", True, f"the planted canaries' secrets have {planted} new tokens but the training rows "
+    return Finding("canary rows", True, f"the planted canaries' secrets have {planted} {unit} but the training rows "
                    f"hold {found}: " + ("filtering, truncation, packing or a chat template dropped some; plant them "
                    "after filtering, raise the maximum length, or check that the template keeps every message"
                    if found < planted else "some canaries were planted more than once; plant them once"))
