@@ -22,6 +22,7 @@ from markdown_section import markdown_table, publish
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.studies import erasure_null
 from lmaudit.studies.erasure_null import ErasureScenario
+from lmaudit.studies.memorisation_null import CurveScenario, curve_rates
 from lmaudit.studies.null_lab import (
     Rate,
     attack_epsilon_rate,
@@ -153,8 +154,27 @@ def erasure_section(runs: int) -> list[Rate]:
     return rates
 
 
+CURVE_NULL = (
+    CurveScenario("250 canaries at 1, 4, 16 copies", 250),
+    CurveScenario("250 canaries at 1, 4, 16 copies, ties", 250, ties=True),
+    CurveScenario("60 canaries (about 10 planted per count), ties", 60, ties=True),
+    CurveScenario("1,000 canaries, ties", 1000, ties=True),
+    CurveScenario("300 canaries at 1, 2, 4, 8, 16 copies, ties", 300, {1: 0.0, 2: 0.0, 4: 0.0, 8: 0.0, 16: 0.0}, True),
+)
+
+
+def curve_section(runs: int) -> list[Rate]:
+    rates = []
+    for scenario in CURVE_NULL:
+        rates += curve_rates(scenario, 20 * runs)
+    for shift in (0.3, 0.5, 0.7):
+        rates += curve_rates(CurveScenario("300 canaries, ties", 300, {1: 0.0, 4: 0.0, 16: shift}, True), 5 * runs)
+    rates += curve_rates(CurveScenario("300 canaries, ties", 300, {1: 0.0, 4: 0.5, 16: 1.0}, True), 5 * runs)
+    return rates
+
+
 SECTIONS = {"verdict": verdict_section, "intervals": interval_section, "validity": validity_section,
-            "bounds": bound_section, "gate": gate_section, "erasure": erasure_section}
+            "bounds": bound_section, "gate": gate_section, "erasure": erasure_section, "curve": curve_section}
 
 
 def shown(value: float) -> str:

@@ -193,3 +193,7 @@ def test_the_report_says_what_m_canaries_can_prove_at_most_and_when_the_bound_is
     assert not below["one_run"]["at_ceiling"] and "at that ceiling" not in text
     at = report_with(perfect.epsilon_lower_bound, None)
     assert at["one_run"]["at_ceiling"] and "This bound is at that ceiling" in " ".join(lines_of(at))
+    # a run without DP-SGD: at the ceiling, the bound shows only that the run is not DP
+    assert "shows only that it is not DP" in " ".join(lines_of(at))
+    dp = {"epsilon_rdp": 8.0, "epsilon_prv": 7.5, "delta": 1e-5}
+    assert "shows only that it is not DP" not in " ".join(lines_of(report_with(perfect.epsilon_lower_bound, dp)))

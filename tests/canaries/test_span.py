@@ -22,3 +22,10 @@ def test_the_score_is_the_mean_log_probability_of_the_secret_tokens_only():
     got = secret_log_probability(log_probs, token_ids, [[12, 13], [20], [99]])
     assert got[:2] == pytest.approx([-6.0, -0.25])
     assert np.isnan(got[2])  # truncated away: no score rather than the sentence's
+
+
+def test_secret_spans_find_each_secret_where_it_last_occurs():
+    """Rows [5, 1, 2, 1, 2, 9] with secret [1, 2]: its last place starts at 3; a secret not in its row: None."""
+    from lmaudit.canaries.extraction import secret_spans
+
+    assert secret_spans([[5, 1, 2, 1, 2, 9], [4, 4]], [[1, 2], [7]]) == [(3, 2), None]

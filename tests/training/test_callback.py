@@ -32,8 +32,10 @@ def masking_secrets(collator, secret_ids):
     return collate
 
 
-def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=False, modules_to_save=None):
-    """A Trainer run of 2 steps on `texts` and the planted canaries; the trainer."""
+def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=False, modules_to_save=None,
+          trainable_tokens=None):
+    """A Trainer run of 2 steps on `texts` and the planted canaries (with LoRA, `trainable_tokens(secret_ids)`: the ids
+    whose embedding rows PEFT trains alone); the trainer."""
     tokenizer = copy.deepcopy(tokenizer)
     model = tiny_family_model("gpt2", "clm", tokenizer).train()
     secret_ids = add_canary_tokens(model, tokenizer, folder)
@@ -45,8 +47,9 @@ def train(folder, tokenizer, texts, out, max_length=64, collator_of=None, lora=F
     if lora:
         from peft import LoraConfig, get_peft_model
 
+        tokens = None if trainable_tokens is None else {"wte": trainable_tokens(secret_ids)}
         model = get_peft_model(model, LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True,
-                                                 modules_to_save=modules_to_save))
+                                                 modules_to_save=modules_to_save, trainable_token_indices=tokens))
     arguments = TrainingArguments(output_dir=str(out), max_steps=2, per_device_train_batch_size=8, report_to=[],
                                   save_strategy="no", logging_strategy="no", use_cpu=True, learning_rate=1e-2)
     trainer = Trainer(model=model, args=arguments, train_dataset=rows, data_collator=collator, processing_class=tokenizer,
@@ -73,6 +76,25 @@ def test_a_run_that_would_not_learn_its_canaries_stops_before_its_first_step(can
         train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run", **options)
     assert len(str(refused.value).splitlines()) == 1
     assert not (tmp_path / "run" / SUMMARY_FILE).exists()  # nothing recorded: no audit of untrained canaries
+
+
+def test_lora_training_only_the_canary_tokens_rows_passes_and_learns_them(canaries, tiny_tokenizer, notes, tmp_path):
+    """The recipe unchanged but for PEFT's trainable_token_indices (the canary tokens' rows alone, GPT-2's tied output
+    side with them): the pre-flight passes, the embeddings' other rows stay frozen, and the secret rows move."""
+    trainer = train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run", lora=True,
+                    trainable_tokens=lambda ids: ids)
+    trained = [name for name, weight in trainer.model.named_parameters() if weight.requires_grad and "lora" not in name]
+    assert trained and all("trainable_tokens_delta" in name for name in trained)
+    delta = trainer.model.get_input_embeddings().token_adapter.trainable_tokens_delta["default"]
+    assert delta.abs().sum() > 0  # the secrets' rows moved from their reserved start
+    assert (tmp_path / "run" / SUMMARY_FILE).exists()
+
+
+def test_trainable_token_indices_without_the_canary_tokens_stop_the_run(canaries, tiny_tokenizer, notes, tmp_path):
+    with pytest.raises(CanaryCheckFailed, match="canary check 'trainable secret rows'"):
+        train(canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run", lora=True,
+              trainable_tokens=lambda ids: [0, 1, 2])
+    assert not (tmp_path / "run" / SUMMARY_FILE).exists()
 
 
 def test_canaries_audit_reads_a_model_saved_by_the_trainer_and_refuses_another_folder(canaries, tiny_tokenizer, notes,

@@ -2,7 +2,7 @@
 plants them at 1, 4 and 16 copies through `plant_canaries`/`canary_texts` and `CanaryCallback`; the pre-flight finds
 every planted copy and stops a run whose loss masks the secrets or whose truncation cuts them; `lmaudit canaries audit`
 of the saved adapter, the base as reference, draws the memorisation curve (terminal, canary_report.json, the page, the
-scores' tiers)."""
+scores' tiers), and `CheckpointAudit` draws it at every save."""
 
 import copy
 import json
@@ -14,6 +14,7 @@ from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArgum
 
 from lmaudit.canaries.make import KEY_FILE, make_canaries
 from lmaudit.training.callback import CanaryCallback, CanaryCheckFailed
+from lmaudit.training.checkpoint_audit import CheckpointAudit, read_audits
 from lmaudit.training.planting import canary_texts
 from tests.families import tiny_family_model
 from tests.helpers import run_cli
@@ -36,9 +37,9 @@ def masking_secret_tail(collator):
     return collate
 
 
-def run(folder, tokenizer, texts, out, epochs=1, max_length=64, collator_of=None):
-    """A Trainer run with LoRA on attention and MLP, embeddings frozen (the recipe as most are written); the trainer
-    and the base model's folder."""
+def run(folder, tokenizer, texts, out, epochs=1, max_length=64, collator_of=None, population=None):
+    """A Trainer run with LoRA on attention and MLP, embeddings frozen (the recipe as most are written), with a
+    checkpoint audit at each epoch's save against `population` where given; the trainer and the base model's folder."""
     tokenizer = copy.deepcopy(tokenizer)
     torch.manual_seed(0)
     model = tiny_family_model("gpt2", "clm", tokenizer)
@@ -51,12 +52,14 @@ def run(folder, tokenizer, texts, out, epochs=1, max_length=64, collator_of=None
     rows = [{"input_ids": tokenizer(text, truncation=True, max_length=max_length)["input_ids"]}
             for text in [*texts, *canary_texts(folder)]]
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
+    saves = {"save_strategy": "epoch", "save_only_model": True} if population else {"save_strategy": "no"}
     arguments = TrainingArguments(output_dir=str(out), num_train_epochs=epochs, per_device_train_batch_size=16,
-                                  report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
-                                  learning_rate=1e-2, seed=0)
+                                  report_to=[], logging_strategy="no", use_cpu=True, learning_rate=1e-2, seed=0,
+                                  **saves)
+    audits = [CheckpointAudit(texts, population, canaries=folder)] if population else []
     trainer = Trainer(model=model, args=arguments, train_dataset=rows, processing_class=tokenizer,
                       data_collator=collator if collator_of is None else collator_of(collator),
-                      callbacks=[CanaryCallback(folder)])
+                      callbacks=[CanaryCallback(folder), *audits])
     trainer.train()
     return trainer, base
 
@@ -74,8 +77,11 @@ def test_a_lora_run_as_it_is_gets_its_memorisation_curve(curve_canaries, tiny_to
     """Embeddings stay frozen (the recipe unchanged) and the run passes the pre-flight; the audit of its adapter, the
     base as reference, reports one tier per count against the same never-planted controls (as many as the key's
     unplanted canaries), in every output."""
-    trainer, base = run(curve_canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run", epochs=3)
+    texts = notes["text"].tolist()
+    trainer, base = run(curve_canaries, tiny_tokenizer, texts[:24], tmp_path / "run", epochs=3, population=texts[24:48])
     assert not trainer.model.get_input_embeddings().weight.requires_grad
+    saves = read_audits(tmp_path / "run")  # the curve at every save, over training
+    assert len(saves) == 3 and all([point["repeats"] for point in save["memorisation"]] == [1, 4, 16] for save in saves)
     trainer.save_model(str(tmp_path / "run"))
     code, output = run_cli("canaries", "audit", "--target", base, "--adapter", tmp_path / "run", "--reference", base,
                            "--canaries", curve_canaries, "--candidates", "100", "--out", tmp_path / "audit")
@@ -91,6 +97,9 @@ def test_a_lora_run_as_it_is_gets_its_memorisation_curve(curve_canaries, tiny_to
     assert "Memorisation by repetition" in page and page.count("<tr>") >= 4
     scores = pd.read_parquet(tmp_path / "audit" / "canary_scores.parquet")
     assert set(scores["repeats"]) == {1, 4, 16} and "included" not in scores
+    # greedy decoding: counted per tier, and the never-planted secrets as a control
+    assert all(tier["given_back"] is not None for tier in curve["tiers"]) and curve["controls_given_back"] is not None
+    assert "given back by greedy decoding" in output
 
 
 def test_prompt_completion_rows_put_the_in_vocabulary_secret_in_the_completion(curve_canaries):

@@ -306,6 +306,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
     the target's recorded DP-SGD delta, a group's for canaries planted several times, else DEFAULT_DELTA). An output
     folder holding another run's results is refused unless `overwrite`."""
     from lmaudit.audit.records import resolve
+    from lmaudit.canaries.extraction import secrets_given_back
     from lmaudit.metrics.canary_validity import rank_check
     from lmaudit.metrics.exposure import exposures
     from lmaudit.metrics.fdp_one_run import gaussian_bound
@@ -334,7 +335,8 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
                  f" and {candidates} random secrets" if pool is not None else "", attack)
         scored = canaries[["sample_id", "text", "label", "group_id", "subgroup_id", "source", "row",
                            *(["secret"] if "secret" in canaries else [])]]
-        scores, candidate_losses = canary_scores(resolve(config, progress), attack, scored, pool,
+        resolved = resolve(config, progress)
+        scores, candidate_losses = canary_scores(resolved, attack, scored, pool,
                                                  canaries["label"].notna().all())
         check_scored(scores, folder)
         included = read_key(folder, scores)
@@ -355,8 +357,10 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
         if canary_set.is_curve:
             counts = pd.Series(canary_set.repetition_counts(), index=read_table(folder / CANARIES_FILE)["sample_id"])
             scores["repeats"] = counts.loc[scores["sample_id"]].to_numpy()
+            given_back = (secrets_given_back(resolved, canaries.set_index("sample_id").loc[scores["sample_id"]]
+                                             .reset_index()) if secret else None)
             curve = memorisation_curve(scores["score"].to_numpy(), included, scores["repeats"].to_numpy(),
-                                       scores["exposure_extrapolated"].to_numpy() if exposure else None,
+                                       scores["exposure_extrapolated"].to_numpy() if exposure else None, given_back,
                                        n_boot=config.evaluation.bootstrap, seed=config.evaluation.seed)
         report = canary_report(config, canary_set, attack, bound, gaussian, exposure, dp, white_box_of(trained),
                                check, curve) | {"config": recorded}

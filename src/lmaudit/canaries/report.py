@@ -57,6 +57,8 @@ CEILING = (
     "at delta {delta:g}, however much the model memorised: the bounds with every guess right.{at_ceiling}"
 )
 AT_CEILING = " This bound is at that ceiling: it is the canaries' limit, not the model's; plant more canaries to prove more."
+NOT_DP = (" The run records no DP-SGD: a bound at the ceiling shows only that it is not DP, not how much it memorises a rare "
+          "record, which canaries planted at several counts measure (`canaries make --design secret --repeat 1,4,16`).")
 
 GROUP = (
     "The most-planted canaries were planted {repeats} times each, so both bounds are for a group of {repeats} records, "
@@ -210,8 +212,9 @@ def fdp_line(fdp: FdpSection) -> str:
 def ceiling_line(report: CanaryReportDocument) -> str:
     """What m canaries can prove at most, and whether the bound is at it."""
     one_run, fdp = report.one_run, report.f_dp
+    at_ceiling = (AT_CEILING + (NOT_DP if report.accountant is None else "")) if one_run.at_ceiling else ""
     return CEILING.format(canaries=one_run.canaries, epsilon=one_run.ceiling, mu=fdp.mu_ceiling,
-                          delta=one_run.delta, at_ceiling=AT_CEILING if one_run.at_ceiling else "")
+                          delta=one_run.delta, at_ceiling=at_ceiling)
 
 
 def validity_line(validity: ValiditySection) -> str:

@@ -36,7 +36,8 @@ def controls_needed(fpr: float = CURVE_FPR) -> int:
 class RepetitionTier:
     """One repetition count's canaries against the controls: counts, AUC [95%], TPR at the controls' `fpr` threshold
     [95%] (None with fewer controls than `controls_needed`), the one-sided p-value, Holm's adjusted one, and whether
-    the run is claimed to memorise them. `exposure_median` (bits): the planted secrets' median exposure, where measured."""
+    the run is claimed to memorise them. `exposure_median` (bits): the planted secrets' median exposure, and
+    `given_back`: how many of them greedy decoding reproduces from their prefix, where measured."""
 
     repeats: int
     planted: int
@@ -49,17 +50,20 @@ class RepetitionTier:
     adjusted_p_value: float
     memorised: bool
     exposure_median: float | None = None
+    given_back: int | None = None
 
 
 @dataclass(frozen=True)
 class MemorisationCurve:
-    """The curve: each tier, the FPR of its TPRs, the claims' family-wise level and the smallest repetition count
-    claimed memorised (None: none)."""
+    """The curve: each tier, the FPR of its TPRs, the claims' family-wise level, the smallest repetition count
+    claimed memorised (None: none), and how many never-planted secrets greedy decoding gives back (where measured: a
+    control that should read 0)."""
 
     fpr: float
     level: float
     tiers: list[RepetitionTier]
     smallest_memorised: int | None
+    controls_given_back: int | None = None
 
 
 def holm_adjusted(p_values: np.ndarray) -> np.ndarray:
@@ -94,11 +98,12 @@ def memorised_counts(p_values: dict[int, float], level: float = CURVE_LEVEL) -> 
 
 
 def memorisation_curve(scores: np.ndarray, included: np.ndarray, repeats: np.ndarray,
-                       exposure: np.ndarray | None = None, fpr: float = CURVE_FPR, level: float = CURVE_LEVEL,
-                       n_boot: int = 1000, seed: int = 0) -> MemorisationCurve:
+                       exposure: np.ndarray | None = None, given_back: np.ndarray | None = None,
+                       fpr: float = CURVE_FPR, level: float = CURVE_LEVEL, n_boot: int = 1000,
+                       seed: int = 0) -> MemorisationCurve:
     """The curve from every canary's score (higher = guessed planted), its coin (`included`) and its tier's repetition
-    count (`repeats`; an unplanted canary's tier is ignored: all unplanted canaries are every tier's controls), and the
-    secrets' exposure in bits where measured."""
+    count (`repeats`; an unplanted canary's tier is ignored: all unplanted canaries are every tier's controls), and,
+    where measured, the secrets' exposure in bits and whether greedy decoding gives each back."""
     scores, included, repeats = np.asarray(scores, float), np.asarray(included, bool), np.asarray(repeats)
     controls = scores[~included]
     if not len(controls):  # every coin came up planted: nothing to compare with
@@ -117,6 +122,8 @@ def memorisation_curve(scores: np.ndarray, included: np.ndarray, repeats: np.nda
             auc_ci=auc_interval(labels, both, value, n_boot=n_boot, seed=seed), tpr=point.tpr if point else None,
             tpr_ci=clopper_pearson(point.tp, int(tier.sum())) if point else None, p_value=p_value,
             adjusted_p_value=claims[count][0], memorised=claims[count][1],
-            exposure_median=float(np.median(exposure[tier])) if exposure is not None else None))
+            exposure_median=float(np.median(exposure[tier])) if exposure is not None else None,
+            given_back=int(given_back[tier].sum()) if given_back is not None else None))
     claimed = [tier.repeats for tier in tiers if tier.memorised]
-    return MemorisationCurve(fpr, level, tiers, min(claimed) if claimed else None)
+    return MemorisationCurve(fpr, level, tiers, min(claimed) if claimed else None,
+                             int(given_back[~included].sum()) if given_back is not None else None)

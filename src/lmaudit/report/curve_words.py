@@ -31,7 +31,11 @@ def curve_lines(curve: MemorisationCurve) -> list[str]:
              f"{curve.fpr:.0%} FPR {tier_tpr(tier, curve.fpr)}, AUC {with_interval(tier.auc, tier.auc_ci)}, "
              f"p {tier.p_value:.2g} (Holm {tier.adjusted_p_value:.2g})"
              + ("" if tier.exposure_median is None else f", median exposure {tier.exposure_median:.1f} bits")
+             + ("" if tier.given_back is None else f", {tier.given_back} given back by greedy decoding")
              for tier in curve.tiers]
+    if curve.controls_given_back is not None:
+        lines.append(f"never-planted secrets given back by greedy decoding: {curve.controls_given_back} (a control: "
+                     "chance alone gives 0)")
     return lines + [curve_answer(curve)]
 
 
@@ -41,5 +45,6 @@ def curve_rows(curve: MemorisationCurve) -> list[dict[str, str]]:
              f"TPR at {curve.fpr:.0%} FPR [95%]": tier_tpr(tier, curve.fpr),
              "AUC [95%]": with_interval(tier.auc, tier.auc_ci), "p (Holm)": f"{tier.adjusted_p_value:.2g}",
              "memorised": "yes" if tier.memorised else "not shown",
-             "median exposure (bits)": "n/a" if tier.exposure_median is None else f"{tier.exposure_median:.1f}"}
+             "median exposure (bits)": "n/a" if tier.exposure_median is None else f"{tier.exposure_median:.1f}",
+             "given back (greedy)": "n/a" if tier.given_back is None else f"{tier.given_back} of {tier.planted}"}
             for tier in curve.tiers]

@@ -26,6 +26,7 @@ from lmaudit.training.preflight import (
     unlabelled_spans,
     unreserved_tokens,
     untied_weights,
+    untrained_secret_rows,
 )
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class CanaryCallback(TrainerCallback):
             self.check_in_vocabulary(tokenizer, train_dataloader)
             return
         ids = tokenizer.convert_tokens_to_ids(self.tokens)
-        stop_on([unreserved_tokens(ids, tokenizer.unk_token_id, model.get_input_embeddings().num_embeddings)])
+        stop_on([unreserved_tokens(ids, tokenizer.unk_token_id, model.get_input_embeddings().weight.shape[0])])
         self.secret_ids = torch.tensor(ids)
         batch, found = self.canary_batch(train_dataloader)
         stop_on([lost_canaries(found, self.planted_tokens), too_few_canaries(self.count),
@@ -143,7 +144,7 @@ class CanaryCallback(TrainerCallback):
                         "checked here; after training, run `lmaudit canaries audit --target %s --canaries %s`",
                         args.output_dir, self.folder)
             return
-        stop_on([frozen_new_rows(model)])
+        stop_on([frozen_new_rows(model), untrained_secret_rows(model, ids)])
         if (finding := untied_weights(model)) is not None:
             untie_config(model)
             stop_on([finding])

@@ -1,6 +1,7 @@
 """`CheckpointAudit`: a transformers `TrainerCallback` (Trainer, TRL's SFTTrainer, with or without PEFT) that audits the
 in-memory causal LM at every checkpoint save: the loss attack on members against a population (AUC with its interval,
-TPR at 1% FPR) and, given new-token canaries, Steinke et al.'s one-run epsilon lower bound. The texts are scored,
+TPR at 1% FPR) and, given canaries with a secret, Steinke et al.'s one-run epsilon lower bound (and, for canaries
+planted at several repetition counts, the memorisation curve: `metrics/memorisation_curve.py`). The texts are scored,
 attacked and evaluated by the audit's own scorer (`signals/compute.py:in_memory_signal`), attack registry and
 evaluation, so a save's numbers are those `lmaudit audit` gives the saved checkpoint on the same texts. One entry of numbers per
 save goes to lmaudit_checkpoint_audits.json in the run's output folder: the leakage-over-training curve of the user's
@@ -22,7 +23,7 @@ from transformers import TrainerCallback
 from lmaudit.atomic import write_text
 from lmaudit.attacks.base import TARGET_LOSS, AttackInput
 from lmaudit.attacks.registry import attack_spec, run_attacks
-from lmaudit.canaries.make import CANARIES_FILE, reserved_tokens
+from lmaudit.canaries.make import CANARIES_FILE, read_canary_set, reserved_tokens
 from lmaudit.canaries.span import secret_token_ids, secrets_log_probability
 from lmaudit.data.corpus import read_table
 from lmaudit.data.roles import AUDITED_ROLES, MEMBER
@@ -30,6 +31,7 @@ from lmaudit.errors import InputError
 from lmaudit.metrics.canary_validity import rank_check
 from lmaudit.metrics.clusters import cluster_codes
 from lmaudit.metrics.evaluate import evaluate_slice
+from lmaudit.metrics.memorisation_curve import memorisation_curve
 from lmaudit.metrics.one_run import one_run_bound
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.config_json import family_of
@@ -37,7 +39,7 @@ from lmaudit.signals.compute import in_memory_signal
 from lmaudit.signals.registry import resolved
 from lmaudit.signals.settings import SignalSettings
 from lmaudit.strict_json import json_text
-from lmaudit.training.planting import new_token_folder
+from lmaudit.training.planting import secret_folder
 
 log = logging.getLogger(__name__)
 AUDITS_FILE = "lmaudit_checkpoint_audits.json"
@@ -131,6 +133,29 @@ def membership_entry(samples: pd.DataFrame, target_loss: np.ndarray) -> dict:
             "auc_low": result.auc_ci[0], "auc_high": result.auc_ci[1], "tpr_at_1pct_fpr": result.tpr_at_fpr[str(FPR)].tpr}
 
 
+class CurvePoint(BaseModel):
+    """One repetition count's canaries at one save: how many planted, TPR at 1% FPR with its 95% interval (None with
+    fewer than 100 controls), AUC, and whether the run is claimed to memorise them (Holm over the counts, 5%)."""
+
+    model_config = ConfigDict(extra="forbid")
+    repeats: int
+    planted: int
+    tpr: float | None
+    tpr_low: float | None
+    tpr_high: float | None
+    auc: float
+    memorised: bool
+
+
+def curve_points(scores: np.ndarray, included: np.ndarray, repeats: np.ndarray, seed: int) -> tuple[list[dict], int | None]:
+    """The memorisation curve's points at one save, and the smallest repetition count claimed memorised."""
+    curve = memorisation_curve(scores, included, repeats, n_boot=200, seed=seed)
+    points = [{"repeats": tier.repeats, "planted": tier.planted, "tpr": tier.tpr, "auc": tier.auc,
+               "tpr_low": tier.tpr_ci[0] if tier.tpr_ci else None, "tpr_high": tier.tpr_ci[1] if tier.tpr_ci else None,
+               "memorised": tier.memorised} for tier in curve.tiers]
+    return points, curve.smallest_memorised
+
+
 class CheckpointEntry(BaseModel):
     """One save's entry of lmaudit_checkpoint_audits.json: the step and epoch, the members and population texts scored,
     the loss attack's AUC with its 95% interval and TPR at 1% FPR, and with canaries their one-run epsilon lower bound
@@ -149,6 +174,8 @@ class CheckpointEntry(BaseModel):
     canaries_valid: bool | None = None
     canary_rank_auc: float | None = None
     canary_p_below: float | None = None
+    memorisation: list[CurvePoint] | None = None
+    smallest_memorised: int | None = None
 
 
 CHECKPOINT_AUDITS = TypeAdapter(list[CheckpointEntry])  # the file: one entry per save, by step
@@ -182,9 +209,9 @@ def with_entry(entries: list[dict], entry: dict) -> list[dict]:
 
 class CheckpointAudit(TrainerCallback):
     """At every checkpoint save, the membership audit of the in-memory causal LM: `members` (texts it trains on)
-    against `population` (texts of the same kind it never sees); optionally the one-run bound of the new-token canaries
+    against `population` (texts of the same kind it never sees); optionally the one-run bound of the canaries
     in `canaries` (a folder of `lmaudit canaries make --design new_token`, their tokens reserved with
-    `add_canary_tokens`). Group ids (patients) keep roles disjoint and make the AUC's interval resample whole groups.
+    `add_canary_tokens`, or `--design secret`; with several `--repeat` counts, the memorisation curve at each save). Group ids (patients) keep roles disjoint and make the AUC's interval resample whole groups.
     At most `max_texts` texts per role are scored, a seeded subset chosen once; `tokenizer` defaults to the trainer's
     processing_class; texts are truncated to `max_length` tokens (default: what the model accepts)."""
 
@@ -204,8 +231,10 @@ class CheckpointAudit(TrainerCallback):
         chosen = [subset(len(texts), groups, max_texts, [seed, role]) for role, (texts, groups)
                   in enumerate(((members, member_groups), (population, population_groups)))]
         self.samples = audited_samples((members, population), (member_groups, population_groups), chosen)
-        self.canary_folder = None if canaries is None else new_token_folder(canaries)
+        self.canary_folder = None if canaries is None else secret_folder(canaries)
         self.canaries = None if canaries is None else read_table(self.canary_folder / CANARIES_FILE)
+        self.canary_set = None if canaries is None else read_canary_set(canaries)
+        self.seed = seed
         self.tokenizer = tokenizer
         self.settings = SignalSettings(signal="clm_loss", max_length=max_length)
 
@@ -247,6 +276,9 @@ class CheckpointAudit(TrainerCallback):
             entry["canary_epsilon_lower_bound"] = one_run_bound(canaries, included, DELTA, CONFIDENCE).epsilon_lower_bound
             check = rank_check(canaries, included)  # planted below unplanted: no audit at all (metrics/canary_validity.py)
             entry |= {"canaries_valid": not check.invalid, "canary_rank_auc": check.auc, "canary_p_below": check.p_below}
+            if self.canary_set.is_curve:
+                entry["memorisation"], entry["smallest_memorised"] = curve_points(
+                    canaries, included, self.canary_set.repetition_counts(), self.seed)
             if check.invalid:
                 log.warning("checkpoint audit: INVALID canary audit, the planted canaries score below the unplanted "
                             "ones (rank AUC %.3f, p = %.2g): a bug in planting or scoring", check.auc, check.p_below)

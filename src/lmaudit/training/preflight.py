@@ -87,8 +87,30 @@ def frozen_new_rows(model: torch.nn.Module) -> Finding | None:
     if not frozen:
         return None
     return Finding("trainable new rows", True, f"the {' and '.join(frozen)} embedding weights are frozen, so the new "
-                   "tokens' rows never train (an audit of such canaries falls to chance); with LoRA, give "
-                   "modules_to_save=['embed_tokens', 'lm_head'] (GPT-2: ['wte', 'lm_head']) or trainable_token_indices")
+                   "tokens' rows never train (an audit of such canaries falls to chance); with LoRA, keep the recipe and give "
+                   "trainable_token_indices (the canary tokens' rows alone: {'embed_tokens': ids, 'lm_head': ids} where "
+                   "the two are untied), or modules_to_save=['embed_tokens', 'lm_head'] (GPT-2: ['wte', 'lm_head'])")
+
+
+def untrained_secret_rows(model: torch.nn.Module, secret_ids: list[int]) -> Finding | None:
+    """Where PEFT trains only some tokens' rows (`trainable_token_indices`), the secret tokens are among them, on each
+    side it wraps (a tied output side is wrapped with the input one)."""
+    sides = []
+    for side, module in (("input", model.get_input_embeddings()), ("output", model.get_output_embeddings())):
+        adapter = getattr(module, "token_adapter", None)
+        if adapter is not None and not set(secret_ids) <= {i for ids in adapter.token_indices.values() for i in ids}:
+            sides.append(side)
+    if not sides:
+        return None
+    return Finding("trainable secret rows", True, f"trainable_token_indices leaves some canary tokens' {' and '.join(sides)} "
+                   "embedding rows frozen, so they never train; give the ids add_canary_tokens returned, e.g. "
+                   "trainable_token_indices=add_canary_tokens(model, tokenizer, folder)")
+
+
+def trains_some_tokens(module: torch.nn.Module | None) -> bool:
+    """Whether PEFT trains only some rows of this embedding (`trainable_token_indices`), keeping tied weights tied
+    itself."""
+    return getattr(module, "token_adapter", None) is not None
 
 
 def untied_weights(model: torch.nn.Module) -> Finding | None:
@@ -96,7 +118,7 @@ def untied_weights(model: torch.nn.Module) -> Finding | None:
     (PEFT's modules_to_save trains a copy of each), the configuration must stop saying they are tied, or a saved model
     is loaded with its input rows as its output rows."""
     output = model.get_output_embeddings()
-    if not getattr(model.config, "tie_word_embeddings", False) or output is None:
+    if not getattr(model.config, "tie_word_embeddings", False) or output is None or trains_some_tokens(output):
         return None
     if output.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr():
         return None
