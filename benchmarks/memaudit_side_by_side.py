@@ -8,9 +8,10 @@ training set:
 - memaudit: `generate_canaries(tokenizer, n=32, n_controls=100, family="high_ppl", repetitions=(1, 4, 16),
   model=base)`, `inject(..., fmt="auto")` and `MemorizationAuditCallback(ref="auto")` (the base by
   `disable_adapter()`), which writes memaudit-report.json at the end of training;
-- lmaudit: `canaries make --design secret --n 300 --repeat 1,4,16` (8-digit secrets), `plant_canaries` and
-  `CanaryCallback`, then `lmaudit canaries audit` of the saved adapter with the base as reference and 1,000 random
-  secrets for exposure.
+- lmaudit: `canaries make --design words --vocabulary base --n 250 --repeat 1,4,16` (16 random words of the base's
+  vocabulary), or `--design secret` (8-digit numbers after a shared sentence), `plant_canaries` and `CanaryCallback`,
+  then `lmaudit canaries audit` of the saved adapter with the base as reference (for `secret`, 1,000 random secrets
+  for exposure); one run per design, memaudit's canaries planted in each.
 Each run reports, per repetition count, each tool's TPR at 1% FPR with its 95% interval and its AUC. The target
 (issue 65): lmaudit's 16-copy tier's lower bound above 1% wherever memaudit's is, and never fewer found.
 
@@ -34,6 +35,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLan
 
 from lmaudit.canaries.audit import audit_canaries
 from lmaudit.canaries.make import make_canaries
+from lmaudit.canaries.settings import SecretShape
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.models.recipe import TrainingRecipe
@@ -53,9 +55,8 @@ def base_model(root: Path, patients: int, epochs: int, seed: int) -> tuple[Path,
     return root / "base", notes.loc[~notes["group_id"].isin(patients_of_base), "text"].tolist()
 
 
-def fine_tune(base: Path, texts: list[str], root: Path, epochs: int, seed: int) -> tuple[Path, dict, float]:
-    """Both tools' canaries planted in one LoRA fine-tune of `base`; the adapter's folder, memaudit's report and the
-    run's seconds."""
+def fine_tune(base: Path, texts: list[str], root: Path, epochs: int, seed: int) -> tuple[Path, dict]:
+    """Both tools' canaries planted in one LoRA fine-tune of `base`; the adapter's folder and memaudit's report."""
     from datasets import Dataset
     from memaudit import MemorizationAuditCallback, generate_canaries, inject
     from peft import LoraConfig, get_peft_model
@@ -78,11 +79,9 @@ def fine_tune(base: Path, texts: list[str], root: Path, epochs: int, seed: int) 
                       data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
                       callbacks=[CanaryCallback(root / "lmaudit-canaries")])
     trainer.add_callback(MemorizationAuditCallback(trainer=trainer, manifest=manifest, ref="auto"))
-    started = time.perf_counter()
     trainer.train()
-    seconds = time.perf_counter() - started
     trainer.save_model(str(out))
-    return out, json.loads((out / "memaudit-report.json").read_text()), seconds
+    return out, json.loads((out / "memaudit-report.json").read_text())
 
 
 def interval_text(value: float | None, interval) -> str:
@@ -90,25 +89,28 @@ def interval_text(value: float | None, interval) -> str:
     return "n/a" if value is None or value != value else f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
-def run(root: Path, seed: int, patients: int, base_epochs: int, epochs: int) -> list[dict]:
-    """One seed: the base, one fine-tune with both tools' canaries, both audits; a row per repetition count."""
+def run(root: Path, seed: int, patients: int, base_epochs: int, epochs: int, design: str) -> list[dict]:
+    """One seed: the base, one fine-tune with both tools' canaries (lmaudit's of `design`), both audits; a row per
+    repetition count."""
     base, texts = base_model(root, patients, base_epochs, seed)
-    make_canaries(root / "lmaudit-canaries", "secret", 300, seed=seed, repeats=(1, 4, 16))
-    adapter, theirs, seconds = fine_tune(base, texts, root, epochs, seed)
+    make_canaries(root / "lmaudit-canaries", design, 250, seed=seed, shape=SecretShape(vocabulary=str(base)),
+                  repeats=(1, 4, 16))
+    adapter, theirs = fine_tune(base, texts, root, epochs, seed)
     config = AuditConfig(target=str(base), adapter=str(adapter), reference=[str(base)], out=str(root / "audit"))
-    ours = audit_canaries(config, root / "lmaudit-canaries", candidates=1000).report["memorisation"]
+    ours = audit_canaries(config, root / "lmaudit-canaries", candidates=1000 if design == "secret" else 0)
+    ours = ours.report["memorisation"]
     membership = theirs["membership"]
     rows = []
     for tier in ours["tiers"]:
         their = membership["by_repetition"].get(str(tier["repeats"]), {})
-        rows.append({"seed": seed, "epochs": epochs, "copies": tier["repeats"],
+        rows.append({"seed": seed, "epochs": epochs, "lmaudit design": design, "copies": tier["repeats"],
                      "memaudit detected": f"{their.get('detected')} of {their.get('n')}",
                      "memaudit TPR at 1% FPR [95%]": interval_text(their.get("tpr"), (their.get("ci_low"),
                                                                                       their.get("ci_high"))),
                      "memaudit AUC (pooled)": f"{membership['auc']:.3f}" if membership.get("auc") is not None else "n/a",
                      "lmaudit TPR at 1% FPR [95%]": interval_text(tier["tpr"], tier["tpr_ci"]),
                      "lmaudit AUC": f"{tier['auc']:.3f}", "lmaudit memorised (Holm 5%)": "yes" if tier["memorised"] else "no",
-                     "fine-tune s": f"{seconds:.0f}"})
+                     "lmaudit given back": f"{tier['given_back']} of {tier['planted']}"})
     return rows
 
 
@@ -118,17 +120,20 @@ def main() -> None:
     parser.add_argument("--patients", type=int, default=120)
     parser.add_argument("--base-epochs", type=int, default=10)
     parser.add_argument("--epochs", default="1,10", help="fine-tune epochs, one run each")
+    parser.add_argument("--designs", default="words,secret", help="lmaudit's canary designs, one run each")
     parser.add_argument("--out", type=Path, help="markdown file whose section to replace (docs/canaries.md)")
     arguments = parser.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     started, rows = time.time(), []
     for seed in range(arguments.seeds):
         for epochs in map(int, arguments.epochs.split(",")):
-            with tempfile.TemporaryDirectory() as folder:
-                rows += run(Path(folder), seed, arguments.patients, arguments.base_epochs, epochs)
-                print(rows[-1], flush=True)
+            for design in arguments.designs.split(","):
+                with tempfile.TemporaryDirectory() as folder:
+                    rows += run(Path(folder), seed, arguments.patients, arguments.base_epochs, epochs, design)
+                    print(rows[-1], flush=True)
     command = (f"PYTHONPATH=benchmarks/.memaudit python benchmarks/memaudit_side_by_side.py --seeds {arguments.seeds} "
-               f"--patients {arguments.patients} --base-epochs {arguments.base_epochs} --epochs {arguments.epochs}")
+               f"--patients {arguments.patients} --base-epochs {arguments.base_epochs} --epochs {arguments.epochs} "
+               f"--designs {arguments.designs}")
     header = f"`{command}` at {commit} ({machine_line()} {time.time() - started:.0f} s in all).\n\n"
     publish(header + markdown_table(rows), arguments.out, "memaudit-side-by-side")
 

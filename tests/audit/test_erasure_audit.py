@@ -208,6 +208,24 @@ def test_the_page_shows_the_verdict_and_is_sealed(erasure_files):
     (out / "erasure.html").write_text(page.replace("still detectable", "not detected"), encoding="utf-8")
     code, output = run_cli("verify", out)
     assert code == 3 and "erasure.html" in output, output
+    (out / "erasure.html").write_text(page, encoding="utf-8")  # the module's other tests read this folder
+
+
+def test_the_pdf_is_made_from_erasure_json_and_sealed_with_it(erasure_files):
+    """`lmaudit pdf` of an erasure folder writes erasure.pdf (the statements' first words in it), recorded in
+    derived.json; verify finds it intact, and an edited PDF (exit 3)."""
+    pytest.importorskip("typst")
+    out = erasure_files["root"] / "audit-none"
+    if not (out / "erasure.json").is_file():
+        invoke(*erasure_args(erasure_files, erasure_files["before"], out))
+    assert invoke("pdf", out).strip() == f"pdf: {out / 'erasure.pdf'}"
+    pdf = (out / "erasure.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and (out / "derived.json").is_file()
+    assert invoke("verify", out).strip().endswith(f"intact: {out}")
+    (out / "erasure.pdf").write_bytes(pdf + b"%")
+    code, output = run_cli("verify", out)
+    assert code == 3 and "erasure.pdf" in output, output
+    (out / "erasure.pdf").write_bytes(pdf)
 
 
 def test_public_text_of_an_audited_subject_is_refused(erasure_files, tmp_path):

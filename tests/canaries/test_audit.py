@@ -24,6 +24,7 @@ from lmaudit.canaries.make import (
     reserved_tokens,
 )
 from lmaudit.canaries.report import PAGE_FILE, REPORT_FILE, SCORES_FILE
+from lmaudit.canaries.settings import SecretShape
 from lmaudit.config import AuditConfig
 from lmaudit.data.synth import generate_notes
 from lmaudit.data.users import generate_user_posts
@@ -43,7 +44,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("canaries")
     generate_notes(400, seed=13).to_csv(root / "held.csv", index=False)
     make_canaries(root / "samples", "sample", CANARIES, seed=0, source=root / "held.csv")
-    make_canaries(root / "secrets", "secret", CANARIES, seed=1, digits=6)
+    make_canaries(root / "secrets", "secret", CANARIES, seed=1, shape=SecretShape(digits=6))
     make_canaries(root / "new-tokens", "new_token", CANARIES, seed=2)
     notes = generate_notes(40, seed=11)
     # plant refuses a canary already in the notes
@@ -141,7 +142,7 @@ def test_new_token_canaries_are_found_best_and_the_vocabulary_holds_every_one(tr
 
 
 def test_a_masked_lm_reads_each_secret_token_masked_alone(tmp_path):
-    make_canaries(tmp_path / "c", "new_token", 20, seed=3, tokens=2)
+    make_canaries(tmp_path / "c", "new_token", 20, seed=3, shape=SecretShape(tokens=2))
     training = plant(generate_notes(5, seed=1), tmp_path / "c")
     train_language_model("mlm", training["text"].tolist(), tmp_path / "mlm", TrainingRecipe(
         epochs=2, seed=0, reserved_tokens=reserved_tokens(tmp_path / "c")))

@@ -21,6 +21,7 @@ from lmaudit.canaries.make import (
     read_canary_set,
     reserved_tokens,
 )
+from lmaudit.canaries.settings import SecretShape
 from lmaudit.errors import InputError
 from tests.helpers import assert_one_line_error, run_cli
 
@@ -30,8 +31,8 @@ def read(folder, name):
 
 
 def test_secret_canaries_are_seeded_distinct_and_fill_the_format(tmp_path):
-    spec = make_canaries(tmp_path / "a", "secret", 300, seed=4, secret_format="mrn {secret} on file", digits=6)
-    make_canaries(tmp_path / "b", "secret", 300, seed=4, secret_format="mrn {secret} on file", digits=6)
+    spec = make_canaries(tmp_path / "a", "secret", 300, seed=4, shape=SecretShape(format="mrn {secret} on file", digits=6))
+    make_canaries(tmp_path / "b", "secret", 300, seed=4, shape=SecretShape(format="mrn {secret} on file", digits=6))
     first, second = read(tmp_path / "a", CANARIES_FILE), read(tmp_path / "b", CANARIES_FILE)
     pd.testing.assert_frame_equal(first, second)  # same seed, same canaries
     assert first["text"].is_unique and len(first) == 300
@@ -42,8 +43,8 @@ def test_secret_canaries_are_seeded_distinct_and_fill_the_format(tmp_path):
 
 
 def test_new_token_canaries_are_seeded_distinct_new_words_and_all_are_reserved(tmp_path):
-    spec = make_canaries(tmp_path / "a", "new_token", 300, seed=4, tokens=2)
-    make_canaries(tmp_path / "b", "new_token", 300, seed=4, tokens=2)
+    spec = make_canaries(tmp_path / "a", "new_token", 300, seed=4, shape=SecretShape(tokens=2))
+    make_canaries(tmp_path / "b", "new_token", 300, seed=4, shape=SecretShape(tokens=2))
     first = read(tmp_path / "a", CANARIES_FILE)
     pd.testing.assert_frame_equal(first, read(tmp_path / "b", CANARIES_FILE))
     words = first["secret"].str.split().explode()
@@ -83,8 +84,8 @@ def test_repeated_canaries_plant_each_planted_one_r_times_each_copy_its_own_grou
 def test_tiers_deal_the_canaries_in_turn_and_plant_each_as_often_as_its_tier(tmp_path):
     """--repeat 1,4,16 on 300 canaries: canary i is of tier i mod 3, a planted one copied that many times; the coins
     are the ones a single count draws (the tiers never move them)."""
-    make_canaries(tmp_path / "t", "secret", 300, seed=4, digits=6, repeats=(1, 4, 16))
-    make_canaries(tmp_path / "u", "secret", 300, seed=4, digits=6)
+    make_canaries(tmp_path / "t", "secret", 300, seed=4, shape=SecretShape(digits=6), repeats=(1, 4, 16))
+    make_canaries(tmp_path / "u", "secret", 300, seed=4, shape=SecretShape(digits=6))
     spec, key = read_canary_set(tmp_path / "t"), read(tmp_path / "t", KEY_FILE)
     assert spec.repeats == (1, 4, 16) and spec.is_curve and spec.group_size == 16
     assert list(spec.repetition_counts()[:4]) == [1, 4, 16, 1]
@@ -229,3 +230,26 @@ def test_training_records_what_it_planted_and_an_audit_refuses_other_canaries_or
                            "--out", tmp_path / "plain-audit")
     assert code == 2 and "trained by lmaudit without canaries" in output and len(output.strip().splitlines()) == 1
     assert not (tmp_path / "plain-audit").exists()
+
+
+def test_word_canaries_draw_whole_words_of_the_models_vocabulary_seeded_and_distinct(tmp_path, tiny_tokenizer):
+    """--design words: 16 words each, every one a whole-word token of the tokenizer given (each encodes, after a
+    space, as one token), secrets distinct and the same for the same seed; without --vocabulary, one line, exit 2."""
+    from lmaudit.canaries.settings import DEFAULT_FORMAT
+    from lmaudit.canaries.words import vocabulary_words
+
+    tiny_tokenizer.save_pretrained(tmp_path / "model")
+    make_canaries(tmp_path / "w", "words", 250, seed=3, shape=SecretShape(vocabulary=str(tmp_path / "model")),
+                  repeats=(1, 4, 16))
+    make_canaries(tmp_path / "v", "words", 250, seed=3, shape=SecretShape(vocabulary=str(tmp_path / "model")))
+    canaries = read(tmp_path / "w", CANARIES_FILE)
+    words = set(vocabulary_words(tmp_path / "model"))
+    secrets = canaries["secret"].str.split()
+    assert secrets.str.len().eq(16).all() and all(set(secret) <= words for secret in secrets)
+    assert canaries["secret"].is_unique and canaries["secret"].equals(read(tmp_path / "v", CANARIES_FILE)["secret"])
+    for word in list(words)[:20]:
+        assert len(tiny_tokenizer(" " + word, add_special_tokens=False)["input_ids"]) == 1
+    assert canaries["text"].tolist() == [DEFAULT_FORMAT.replace("{secret}", secret) for secret in canaries["secret"]]
+    code, output = run_cli("canaries", "make", "--design", "words", "--n", "300", "--out", tmp_path / "x")
+    assert_one_line_error(code, output, "--vocabulary")
+    assert not (tmp_path / "x").exists()

@@ -13,6 +13,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
 from lmaudit.canaries.make import KEY_FILE, make_canaries
+from lmaudit.canaries.settings import SecretShape
 from lmaudit.training.callback import CanaryCallback, CanaryCheckFailed
 from lmaudit.training.checkpoint_audit import CheckpointAudit, read_audits
 from lmaudit.training.planting import canary_texts
@@ -23,7 +24,7 @@ from tests.helpers import run_cli
 @pytest.fixture(scope="module")
 def curve_canaries(tmp_path_factory):
     folder = tmp_path_factory.mktemp("in-vocabulary") / "set"
-    make_canaries(folder, "secret", count=250, seed=5, digits=4, repeats=(1, 4, 16))
+    make_canaries(folder, "secret", count=250, seed=5, shape=SecretShape(digits=4), repeats=(1, 4, 16))
     return folder
 
 

@@ -39,6 +39,7 @@ from lmaudit.metrics.erasure_extraction import ErasureExtraction
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.models.source import ModelSource
 from lmaudit.report.build import environment_info
+from lmaudit.report.derived import stale_files
 from lmaudit.report.document import typed_document
 from lmaudit.report.documents import headed, refuse_another_run, write_document
 from lmaudit.report.erasure_words import erasure_page, erasure_statements, estimate_sentences, extraction_sentences
@@ -233,7 +234,10 @@ def audit_erasure(config: AuditConfig, erasure: ErasureSettings, progress: bool 
                      "environment": environment_info(config.placement.device)}
         typed = typed_document(RESULT_FILE, json_ready(headed(RESULT_FILE, document)))
         page = render_template("erasure.html.j2", report=typed, page=erasure_page(typed))
-        return write_document(config.out, RESULT_FILE, document, page=(PAGE_FILE, page))
+        written = write_document(config.out, RESULT_FILE, document, page=(PAGE_FILE, page))
+        for stale in stale_files(Path(config.out), RESULT_FILE):  # the PDF of the erasure.json this one replaces
+            stale.unlink()
+        return written
 
 
 def subject_names(corpus: pd.DataFrame) -> np.ndarray:

@@ -358,7 +358,7 @@ def audit_canaries(config: AuditConfig, folder: str | Path, attack: str | None =
             counts = pd.Series(canary_set.repetition_counts(), index=read_table(folder / CANARIES_FILE)["sample_id"])
             scores["repeats"] = counts.loc[scores["sample_id"]].to_numpy()
             given_back = (secrets_given_back(resolved, canaries.set_index("sample_id").loc[scores["sample_id"]]
-                                             .reset_index()) if secret else None)
+                                             .reset_index()) if canary_set.has_secret else None)
             curve = memorisation_curve(scores["score"].to_numpy(), included, scores["repeats"].to_numpy(),
                                        scores["exposure_extrapolated"].to_numpy() if exposure else None, given_back,
                                        n_boot=config.evaluation.bootstrap, seed=config.evaluation.seed)

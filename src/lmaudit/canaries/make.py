@@ -4,6 +4,9 @@ Three designs (`--design`, the folder's `kind`):
 - `new_token` (Panda et al., ICLR 2025, "new"): the sentence's secret is a word made for the canary that occurs in no
   other text, added to the model's vocabulary for every canary, planted or not (`lmaudit train --canaries` does it);
   whatever the model learnt of a planted one is membership, so the design is found best: use it to test DP training;
+- `words` (any recipe, as it is): random whole words of the model's own vocabulary (`--vocabulary`) in the sentence, a
+  high-perplexity secret of its own from its first word (`canaries/words.py`), for the memorisation curve of a run
+  without DP;
 - `secret`: a random number in a note-like sentence (`--format`, default DEFAULT_FORMAT), Carlini et al.'s canary,
   whose exposure can be measured against every number it could have been;
 - `sample`: real held-out samples of the team's own data (a labelled file makes classifier canaries), the closest
@@ -40,16 +43,19 @@ from lmaudit.canaries.settings import (
     DEFAULT_FORMAT,
     DEFAULT_NEW_TOKENS,
     DEFAULT_SECRET_DIGITS,
+    DEFAULT_SECRET_WORDS,
     KINDS,
     NEW_TOKEN_PREFIX,
     SECRET_DESIGNS,
     SECRET_SLOT,
     SOURCE_DESIGNS,
+    SecretShape,
 )
 from lmaudit.data.corpus import load_corpus, read_table, write_table
 from lmaudit.errors import InputError, row_location
 from lmaudit.models.training_file import PlantedCanaries, read_training_summary, update_training_summary
 
+DEFAULT_SHAPE = SecretShape()
 INCLUSION_PROBABILITY = 0.5  # Steinke et al.: each canary in or out by a fair coin, independently
 CANARIES_FILE, INSERT_FILE, KEY_FILE, MANIFEST_FILE = "canaries.jsonl", "insert.jsonl", "key.parquet", "canaries.json"
 
@@ -70,6 +76,7 @@ class CanarySet:
     source: str | None = None
     secret_tokens: int | None = None
     repeats: tuple[int, ...] = (1,)
+    secret_words: int | None = None
 
     def __post_init__(self) -> None:
         # a manifest written before tiers holds one count, and JSON gives a list
@@ -160,6 +167,21 @@ def make_new_token_canaries(count: int, seed: int, secret_format: str = DEFAULT_
         words = list(dict.fromkeys(words + fresh))[: count * tokens]
     return secret_rows(canary_ids(count), secret_format,
                        [" ".join(words[i * tokens:(i + 1) * tokens]) for i in range(count)])
+
+
+def make_word_canaries(count: int, seed: int, vocabulary: str | Path | None, secret_format: str = DEFAULT_FORMAT,
+                       words: int = DEFAULT_SECRET_WORDS) -> pd.DataFrame:
+    """`count` canaries whose secrets are `words` random whole words of `vocabulary`'s tokenizer each, seeded."""
+    from lmaudit.canaries.words import random_word_secrets, vocabulary_words
+
+    check_format(secret_format, 1)
+    if vocabulary is None:
+        raise InputError("--design words draws its secrets from the words of the model's tokenizer: give --vocabulary "
+                         "MODEL_DIR (the model to be trained, or its tokenizer)")
+    if words < 1:
+        raise InputError("--secret-words: a words secret has at least one word")
+    return secret_rows(canary_ids(count), secret_format, random_word_secrets(vocabulary_words(vocabulary), words,
+                                                                             count, np.random.default_rng(seed)))
 
 
 def reserved_tokens(folder: str | Path) -> tuple[str, ...]:
@@ -256,12 +278,11 @@ def check_controls(spec: CanarySet, controls: int) -> None:
                          f"{needed} controls then in about 1 draw in 1,000)")
 
 
-def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = None, secret_format: str = DEFAULT_FORMAT,
-                  digits: int = DEFAULT_SECRET_DIGITS, source: str | Path | None = None,
-                  exclude: tuple[str | Path, ...] = (), tokens: int = DEFAULT_NEW_TOKENS,
+def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = None, shape: SecretShape = DEFAULT_SHAPE,
+                  source: str | Path | None = None, exclude: tuple[str | Path, ...] = (),
                   repeats: int | tuple[int, ...] = (1,)) -> CanarySet:
-    """Make `count` canaries of design `kind`, planted at the repetition counts `repeats` (one tier each, canaries
-    dealt to them in turn), and write their folder (seed None: `fresh_seed`); the set's description."""
+    """Make `count` canaries of design `kind` (secrets of `shape`), planted at the repetition counts `repeats` (one tier
+    each, canaries dealt to them in turn), and write their folder (seed None: `fresh_seed`); the set's description."""
     seed = fresh_seed() if seed is None else seed
     repeats = (repeats,) if isinstance(repeats, int) else tuple(repeats)
     if count < 2:
@@ -272,11 +293,14 @@ def make_canaries(out: str | Path, kind: str, count: int, seed: int | None = Non
     if kind in SECRET_DESIGNS and source is not None:
         raise InputError(f"--source gives sample canaries: use it with --design {' or '.join(SOURCE_DESIGNS)}")
     if kind == "new_token":
-        canaries = make_new_token_canaries(count, seed, secret_format, tokens)
-        spec = CanarySet(kind, count, seed, secret_format=secret_format, secret_tokens=tokens)
+        canaries = make_new_token_canaries(count, seed, shape.format, shape.tokens)
+        spec = CanarySet(kind, count, seed, secret_format=shape.format, secret_tokens=shape.tokens)
+    elif kind == "words":
+        canaries = make_word_canaries(count, seed, shape.vocabulary, shape.format, shape.words)
+        spec = CanarySet(kind, count, seed, secret_format=shape.format, secret_words=shape.words)
     elif kind == "secret":
-        canaries = make_secret_canaries(count, seed, secret_format, digits)
-        spec = CanarySet(kind, count, seed, secret_format=secret_format, secret_digits=digits)
+        canaries = make_secret_canaries(count, seed, shape.format, shape.digits)
+        spec = CanarySet(kind, count, seed, secret_format=shape.format, secret_digits=shape.digits)
     elif kind in SOURCE_DESIGNS:
         if source is None:
             raise InputError(f"--design {kind} draws held-out samples from --source FILE (never trained on); give it")

@@ -12,6 +12,7 @@ from lmaudit.canaries.settings import (
     DEFAULT_FORMAT,
     DEFAULT_NEW_TOKENS,
     DEFAULT_SECRET_DIGITS,
+    DEFAULT_SECRET_WORDS,
     KINDS,
 )
 from lmaudit.cli.app import overwrite_option, progress
@@ -46,7 +47,8 @@ def repetition_counts(value: str) -> tuple[int, ...]:
               help="Canaries to make (each planted with probability 1/2); hundreds to thousands for a useful bound.")
 @click.option("--design", "--kind", "kind", default=KINDS[0], type=click.Choice(KINDS),
               help="new_token: a new word in the --format sentence, added to the model's vocabulary (found best; for "
-                   "language models); secret: a random number there (exposure measurable); sample: held-out real "
+                   "language models); words: random words of the model's vocabulary there (--vocabulary; learned by "
+                   "any recipe as it is); secret: a random number there (exposure measurable); sample: held-out real "
                    "samples from --source (see docs/canaries.md).")
 @click.option("--format", "secret_format", default=DEFAULT_FORMAT,
               help="The secret canaries' sentence, with {secret} where the random number goes.")
@@ -54,6 +56,10 @@ def repetition_counts(value: str) -> tuple[int, ...]:
               help="Digits of each secret (--design secret).")
 @click.option("--secret-tokens", default=DEFAULT_NEW_TOKENS, type=click.IntRange(min=1),
               help="New tokens in each secret (--design new_token).")
+@click.option("--secret-words", default=DEFAULT_SECRET_WORDS, type=click.IntRange(min=1),
+              help="Words in each secret (--design words).")
+@click.option("--vocabulary", default=None, type=click.Path(),
+              help="The model (or tokenizer) folder whose whole words the secrets are drawn from (--design words).")
 @click.option("--source", default=None, type=click.Path(),
               help="Held-out samples (never trained on) to draw canaries from (--design sample); a 'label' column makes "
                    "classifier canaries.")
@@ -68,13 +74,15 @@ def repetition_counts(value: str) -> tuple[int, ...]:
               help="Seed of the secrets or the draw, and of which canaries are planted; it rebuilds the key, so keep it "
                    "private  (default: drawn from the operating system's entropy, recorded in canaries.json).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New folder for the canaries and the key.")
-def canaries_make(count: int, kind: str, secret_format: str, secret_digits: int, source: str | None,
-                  exclude: tuple[str, ...], seed: int | None, out: str, secret_tokens: int, repeats: str) -> None:
+def canaries_make(count: int, kind: str, source: str | None, exclude: tuple[str, ...], seed: int | None, out: str,
+                  repeats: str, **shape) -> None:
     """Make canaries: canaries.jsonl (all), insert.jsonl (those to plant), key.parquet (which were planted; private)."""
     from lmaudit.canaries.make import INSERT_FILE, make_canaries, planted_canaries
+    from lmaudit.canaries.settings import SecretShape
 
-    made = make_canaries(out, kind, count, seed, secret_format, secret_digits, source, exclude, secret_tokens,
-                         repetition_counts(repeats))
+    secret = SecretShape(format=shape["secret_format"], digits=shape["secret_digits"], tokens=shape["secret_tokens"],
+                         words=shape["secret_words"], vocabulary=shape["vocabulary"])
+    made = make_canaries(out, kind, count, seed, secret, source, exclude, repetition_counts(repeats))
     click.echo(f"made {made.count} {kind} canaries; plant the {len(planted_canaries(out))} rows in "
                f"{Path(out) / INSERT_FILE} (or train with --canaries {out}); keep {out} private")
 

@@ -15,7 +15,8 @@ from lmaudit.cli.renamed import RenamingCommand
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 def pdf(out: Path) -> None:
     """Write OUT/report.pdf from the audit folder OUT's report.json: the verdict, what was tested, the limits and the
-    key figures on a few pages (needs `pip install 'lmaudit[pdf]'`)."""
+    key figures on a few pages (an erasure audit's folder: OUT/erasure.pdf from its erasure.json; needs
+    `pip install 'lmaudit[pdf]'`)."""
     from lmaudit.report.pdf import write_pdf
 
     click.echo(f"pdf: {write_pdf(out)}")

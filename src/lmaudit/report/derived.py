@@ -20,6 +20,7 @@ DERIVED_FILE = "derived.json"
 DERIVED_KIND = "derived_files"
 DERIVED_KEY = "derived_sha256"
 PDF_NAME = "report.pdf"  # the derived file a report folder itself holds: verify wants it recorded
+PDF_NAMES = {"report.json": PDF_NAME, "erasure.json": "erasure.pdf"}  # each sealed document a PDF is made of, its PDF
 
 
 def section_text(text: str, heading: str) -> str | None:
@@ -74,11 +75,12 @@ def _current(folder: Path, record: dict) -> str | None:
     return None if found is None else text_sha256(found)
 
 
-def derived_mismatches(folder: Path, report_sha256: str) -> list[str]:
-    """What differs between the derived files of the report in `folder` and what derived.json recorded, one line each:
-    derived.json's own seal, its report, each file's (or section's) SHA-256, and a report.pdf it does not record."""
+def derived_mismatches(folder: Path, report_sha256: str, document: str = "report.json") -> list[str]:
+    """What differs between the derived files of the sealed `document` in `folder` (report.json, erasure.json) and what
+    derived.json recorded, one line each: derived.json's own seal, its document, each file's (or section's) SHA-256,
+    and a PDF it does not record."""
     path = folder / DERIVED_FILE
-    pdf = folder / PDF_NAME
+    pdf = folder / PDF_NAMES[document]
     if not path.is_file():
         return [f"{pdf}: not sealed (no {DERIVED_FILE} records it); make it again with `lmaudit pdf`"] if pdf.is_file() \
             else []
@@ -97,25 +99,26 @@ def derived_mismatches(folder: Path, report_sha256: str) -> list[str]:
             lines.append(f"{shown}: recorded in {path}, gone")
         elif found != record["sha256"]:
             lines.append(f"{shown}: SHA-256 {found} differs from the recorded {record['sha256']}")
-    if pdf.is_file() and not any(record["path"] == PDF_NAME for record in files):
+    if pdf.is_file() and not any(record["path"] == pdf.name for record in files):
         lines.append(f"{pdf}: not sealed ({path} does not record it); make it again with `lmaudit pdf`")
     return lines
 
 
-def stale_files(folder: Path) -> list[Path]:
-    """The derived files of `folder` (derived.json, report.pdf): a new report.json there makes them another report's."""
-    return [path for path in (folder / DERIVED_FILE, folder / PDF_NAME) if path.is_file()]
+def stale_files(folder: Path, document: str = "report.json") -> list[Path]:
+    """The derived files of `folder` (derived.json, the document's PDF): a new `document` there makes them another
+    document's."""
+    return [path for path in (folder / DERIVED_FILE, folder / PDF_NAMES[document]) if path.is_file()]
 
 
-def report_sha256_of(folder: Path) -> str:
-    """The canonical hash report.json in `folder` records of itself; InputError where it has none."""
-    report, _ = read_sealed(folder / "report.json")
+def report_sha256_of(folder: Path, document: str = "report.json") -> str:
+    """The canonical hash the sealed `document` in `folder` records of itself; InputError where it has none."""
+    report, _ = read_sealed(folder / document)
     recorded = (report.get("integrity") or {}).get("report_sha256")
     if not isinstance(recorded, str):
-        raise InputError(f"{folder / 'report.json'}: not sealed; audit again with lmaudit")
+        raise InputError(f"{folder / document}: not sealed; audit again with lmaudit")
     return recorded
 
 
-def derived_json(folder: Path, records: list[dict]) -> str:
-    """derived.json's text with `records` added for the report in `folder` (json-ready)."""
-    return derived_document(folder, report_sha256_of(folder), records)
+def derived_json(folder: Path, records: list[dict], document: str = "report.json") -> str:
+    """derived.json's text with `records` added for the sealed `document` in `folder` (json-ready)."""
+    return derived_document(folder, report_sha256_of(folder, document), records)

@@ -14,13 +14,13 @@ from pathlib import Path
 from lmaudit.atomic import staged
 from lmaudit.errors import InputError
 from lmaudit.report.coverage import LIMITS
-from lmaudit.report.derived import DERIVED_FILE, derived_json, entry
-from lmaudit.report.document import ReportDocument, load_report
+from lmaudit.report.derived import DERIVED_FILE, PDF_NAMES, derived_json, entry
+from lmaudit.report.document import ReportDocument, load_document, load_report
 from lmaudit.report.formatting import MISSING, with_interval
 from lmaudit.report.model_card import level_cells
 
-PDF_FILE = "report.pdf"
 TEMPLATE = "report.typ"
+ERASURE_FILE = "erasure.json"
 STRONGEST_SHOWN = 5  # attacks per level in the key figures: the ranking's first, the ones the verdict rests on
 
 
@@ -58,25 +58,43 @@ def provenance(report: ReportDocument) -> list[dict]:
     return rows
 
 
-def pdf_bytes(report: ReportDocument) -> bytes:
-    """The PDF of `report` (InputError where the optional `typst` engine is not installed)."""
+def compiled(template_name: str, laid_out: dict) -> bytes:
+    """The PDF Typst lays out from the template `template_name` and the view `laid_out` (InputError where the optional
+    `typst` engine is not installed)."""
     try:
         import typst
     except ImportError:
         raise InputError("the PDF needs the optional Typst engine: pip install 'lmaudit[pdf]'") from None
-    template = files("lmaudit.report").joinpath("templates", TEMPLATE).read_bytes()
-    return typst.compile(template, format="pdf", sys_inputs={"view": json.dumps(view(report))})
+    template = files("lmaudit.report").joinpath("templates", template_name).read_bytes()
+    return typst.compile(template, format="pdf", sys_inputs={"view": json.dumps(laid_out)})
+
+
+def pdf_bytes(report: ReportDocument) -> bytes:
+    """The PDF of `report`."""
+    return compiled(TEMPLATE, view(report))
 
 
 def write_pdf(out: str | Path) -> Path:
-    """Write report.pdf beside the report.json of the audit folder `out`, and its SHA-256 into derived.json (both whole
-    or not at all); its path."""
+    """Write report.pdf beside the report.json of the audit folder `out` (erasure.pdf beside an erasure audit's
+    erasure.json), and its SHA-256 into derived.json (both whole or not at all); its path."""
     out = Path(out)
-    report = load_report(out)
-    path = out / PDF_FILE
-    content = pdf_bytes(report)
-    derived = derived_json(out, [entry(out, path, hashlib.sha256(content).hexdigest())])
+    if not (out / "report.json").is_file() and (out / ERASURE_FILE).is_file():
+        return write_sealed_pdf(out, ERASURE_FILE, erasure_pdf_bytes(load_document(out / ERASURE_FILE)))
+    return write_sealed_pdf(out, "report.json", pdf_bytes(load_report(out)))
+
+
+def write_sealed_pdf(out: Path, document: str, content: bytes) -> Path:
+    """Write the PDF of the sealed `document` in `out` and record its SHA-256 in derived.json; its path."""
+    path = out / PDF_NAMES[document]
+    derived = derived_json(out, [entry(out, path, hashlib.sha256(content).hexdigest())], document)
     with staged(path, out / DERIVED_FILE) as (staging, derived_staging):
         staging.write_bytes(content)
         derived_staging.write_text(derived, encoding="utf-8")
     return path
+
+
+def erasure_pdf_bytes(document) -> bytes:
+    """The PDF of an erasure audit's ErasureDocument (report/erasure_words.py:erasure_page's tables)."""
+    from lmaudit.report.erasure_words import erasure_pdf_view
+
+    return compiled("erasure.typ", erasure_pdf_view(document))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmaudit.errors import InputError
-from lmaudit.report.derived import derived_mismatches
+from lmaudit.report.derived import PDF_NAMES, derived_mismatches
 from lmaudit.report.integrity import (
     REPORT_KEY,
     data_mismatches,
@@ -75,5 +75,7 @@ def verify_bundle(out: str | Path, sealed_names: tuple[str, ...]) -> list[str]:
         else:
             document, text = read_sealed(path)
             sealed_lines = seal_mismatches(path, document, text, REPORT_KEY)
-            lines += sealed_lines or output_mismatches(path, document)
+            derived = (derived_mismatches(path.parent, document["integrity"][REPORT_KEY], path.name)
+                       if path.name in PDF_NAMES and not sealed_lines else [])
+            lines += sealed_lines or output_mismatches(path, document) + derived
     return lines
