@@ -22,6 +22,7 @@ from markdown_section import markdown_table, publish
 from lmaudit.metrics.settings import EvaluationSettings
 from lmaudit.studies import erasure_null
 from lmaudit.studies.erasure_null import ErasureScenario
+from lmaudit.studies.gaussian_pair_null import DPSGDScenario, dp_sgd_rates, laplace_rate, unrelated_rate
 from lmaudit.studies.memorisation_null import CurveScenario, curve_rates
 from lmaudit.studies.null_lab import (
     Rate,
@@ -173,8 +174,33 @@ def curve_section(runs: int) -> list[Rate]:
     return rates
 
 
+POISSON = 32 / 527  # the benchmark's tiny causal LM: batches of 32 of 527 notes
+WHITE_BOX_NULL = (
+    DPSGDScenario("full batches, 20 steps, sigma 4.854 (Gaussian scores)", 1000, 1.0, 4.854, 20),
+    DPSGDScenario("one full-batch step, sigma 1 (Gaussian scores)", 1000, 1.0, 1.0, 1),
+    DPSGDScenario("Poisson 32 / 527, 340 steps, sigma 2.432", 1000, POISSON, 2.432, 340),
+    DPSGDScenario("Poisson 32 / 527, 340 steps, sigma 0.8", 1000, POISSON, 0.8, 340),
+    DPSGDScenario("Poisson 0.01, 100 steps, sigma 0.6 (most canaries never sampled)", 1000, 0.01, 0.6, 100),
+    DPSGDScenario("Poisson 0.2, 5 steps, sigma 2", 1000, 0.2, 2.0, 5),
+    DPSGDScenario("100 canaries, Poisson 32 / 527, 340 steps, sigma 1.462", 100, POISSON, 1.462, 340),
+)
+
+
+def white_box_section(runs: int) -> list[Rate]:
+    rates = []
+    for scenario in WHITE_BOX_NULL:
+        rates += dp_sgd_rates(scenario, runs)
+    # The targets: 1,000 canaries at accountant epsilons 4 and 1 (the benchmark's batches and steps).
+    rates += dp_sgd_rates(DPSGDScenario("Poisson 32 / 527, 340 steps, sigma 1.462", 1000, POISSON, 1.462, 340),
+                          runs, (1.5,))
+    rates += dp_sgd_rates(DPSGDScenario("Poisson 32 / 527, 340 steps, sigma 4.375", 1000, POISSON, 4.375, 340),
+                          runs, (0.5,))
+    return [*rates, unrelated_rate(1000, 5 * runs), unrelated_rate(100, 5 * runs), laplace_rate(1000, 1.0, runs)]
+
+
 SECTIONS = {"verdict": verdict_section, "intervals": interval_section, "validity": validity_section,
-            "bounds": bound_section, "gate": gate_section, "erasure": erasure_section, "curve": curve_section}
+            "bounds": bound_section, "gate": gate_section, "erasure": erasure_section, "curve": curve_section,
+            "white-box": white_box_section}
 
 
 def shown(value: float) -> str:

@@ -34,8 +34,22 @@ def with_verdict(audit: dict) -> dict:
     return {**audit, "verdict": white_box_verdict(audit)}
 
 
+def gaussian_pair_clause(audit: dict) -> str:
+    """The score-based bound of a white-box audit in words ('' for an audit recorded before it existed): a bound above
+    the accountant's epsilon is a contradiction only under the Gaussian limit of the steps' sum, so it is said as such."""
+    bound = audit.get("gaussian_pair_epsilon_lower_bound")
+    if bound is None:
+        return ""
+    clause = f"; from the scores' Gaussian limit: {bound:.3f}"
+    if contradicts(bound, audit["accountant_epsilon"]):
+        clause += (" (above the accountant's epsilon: wrong accounting if the steps' sum is Gaussian, which this "
+                   "bound assumes; plant more gradient canaries to test it without that assumption)")
+    return clause
+
+
 def white_box_line(audit: dict) -> str:
-    """A white-box audit (`with_verdict`'s) in one line: both bounds against the accountant's epsilon, the verdict."""
+    """A white-box audit (`with_verdict`'s) in one line: every bound against the accountant's epsilon, the verdict."""
     return (f"white-box audit of DP-SGD ({audit['gradient_canaries']} gradient canaries): epsilon >= "
-            f"{audit['epsilon_lower_bound']:.3f} (Steinke et al.; f-DP's Gaussian curve: {audit['f_dp_epsilon_lower_bound']:.3f}) at "
+            f"{audit['epsilon_lower_bound']:.3f} (Steinke et al.; f-DP's Gaussian curve: "
+            f"{audit['f_dp_epsilon_lower_bound']:.3f}{gaussian_pair_clause(audit)}) at "
             f"delta {audit['delta']:g} against the accountant's {audit['accountant_epsilon']:.3g}; {audit['verdict']}")
