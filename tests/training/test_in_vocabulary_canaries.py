@@ -14,6 +14,7 @@ from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArgum
 
 from lmaudit.canaries.make import KEY_FILE, make_canaries
 from lmaudit.canaries.settings import SecretShape
+from lmaudit.errors import InputError
 from lmaudit.training.callback import CanaryCallback, CanaryCheckFailed
 from lmaudit.training.checkpoint_audit import CheckpointAudit, read_audits
 from lmaudit.training.planting import canary_texts
@@ -110,3 +111,37 @@ def test_prompt_completion_rows_put_the_in_vocabulary_secret_in_the_completion(c
     rows, secrets = canary_rows(curve_canaries, "prompt_completion"), planted_secrets(curve_canaries)
     assert len(rows) == len(canary_texts(curve_canaries)) == len(secrets)
     assert all(row["completion"].startswith(" " + secret) for row, secret in zip(rows, secrets, strict=True))
+
+
+@pytest.fixture(scope="module")
+def sample_canaries(tmp_path_factory, notes):
+    """Held-out notes as canaries (one per patient), none of them a training text."""
+    folder = tmp_path_factory.mktemp("samples")
+    notes.iloc[:24].to_csv(folder / "train.csv", index=False)
+    notes.iloc[24:].to_csv(folder / "heldout.csv", index=False)
+    make_canaries(folder / "set", "sample", count=10, seed=3, source=folder / "heldout.csv",
+                  exclude=(folder / "train.csv",))
+    return folder / "set"
+
+
+def test_held_out_samples_are_planted_in_the_users_run_and_checked_like_a_secret(sample_canaries, tiny_tokenizer,
+                                                                               notes, tmp_path):
+    """The `sample` design through `plant_canaries`/`CanaryCallback`: a LoRA run with frozen embeddings passes the
+    pre-flight, which looks for each copy's text after its first word (the span its rows train); a completion-only
+    row puts that span in the completion; truncation that cuts it stops the run; a one-word text is refused, and so is
+    `CheckpointAudit`, which scores secrets alone."""
+    from lmaudit.training.planting import canary_rows, planted_secrets, trained_span
+
+    texts, spans = canary_texts(sample_canaries), planted_secrets(sample_canaries)
+    assert len(texts) == 5 and all(text == text.split(" ", 1)[0] + " " + span for text, span in zip(texts, spans,
+                                                                                                    strict=True))
+    rows = canary_rows(sample_canaries, "prompt_completion")
+    assert [row["prompt"] + row["completion"] for row in rows] == texts
+    run(sample_canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "run", max_length=128)
+    assert (tmp_path / "run" / "lmaudit_training.json").is_file()
+    with pytest.raises(CanaryCheckFailed, match="canary check 'canary rows'"):
+        run(sample_canaries, tiny_tokenizer, notes["text"].tolist()[:24], tmp_path / "cut", max_length=6)
+    with pytest.raises(InputError, match="'canary-0003' is one word"):
+        trained_span("canary-0003", "furosemide")
+    with pytest.raises(InputError, match="CheckpointAudit scores canaries by their secret"):
+        CheckpointAudit(notes["text"].tolist()[:24], notes["text"].tolist()[24:48], canaries=sample_canaries)

@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 
 from lmaudit.canaries.make import read_canary_set, record_planted, reserved_tokens
 from lmaudit.errors import InputError
-from lmaudit.training.planting import planted_secrets, secret_folder
+from lmaudit.training.planting import plantable_folder, planted_secrets
 from lmaudit.training.preflight import (
     Finding,
     frozen_new_rows,
@@ -106,7 +106,7 @@ class CanaryCallback(TrainerCallback):
     tokenizer."""
 
     def __init__(self, folder: str | Path) -> None:
-        self.folder = secret_folder(folder)
+        self.folder = plantable_folder(folder)
         self.in_vocabulary = read_canary_set(folder).kind != "new_token"
         self.tokens = list(reserved_tokens(folder))
         self.count = read_canary_set(folder).count

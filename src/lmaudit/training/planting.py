@@ -1,8 +1,9 @@
 """Canaries for the user's own training data and model: the rows to add (plain text, prompt-completion or chat
-messages, the secret where a completion-only or assistant-only loss reads it). Two designs hold a secret: in-vocabulary
-random secrets (`secret`, Carlini et al.'s), which any recipe learns as it is (LoRA on any modules, embeddings frozen);
-and new-token ones, for which the tokens are reserved and a collator trains each canary row on its secret alone (as
-`lmaudit train --canaries` does)."""
+messages, the secret where a completion-only or assistant-only loss reads it). Three kinds of design: in-vocabulary
+random secrets (`secret`, Carlini et al.'s; `words`), which any recipe learns as it is (LoRA on any modules, embeddings
+frozen); held-out real samples (`sample`), learned as they are too, whose trained span is the text after its first
+word (that word is the prompt of prompt-completion and chat rows); and new-token ones, for which the tokens are
+reserved and a collator trains each canary row on its secret alone (as `lmaudit train --canaries` does)."""
 
 from __future__ import annotations
 
@@ -29,25 +30,49 @@ def new_token_folder(folder: str | Path) -> Path:
 
 
 def secret_folder(folder: str | Path) -> Path:
-    """`folder`, checked to hold canaries with a secret (new-token or in-vocabulary), which the callback can find in the
-    training rows and check."""
+    """`folder`, checked to hold canaries with a secret (new-token or in-vocabulary), which `CheckpointAudit` scores
+    by their secret alone."""
     kind = read_canary_set(folder).kind
     if kind not in SECRET_DESIGNS:
-        raise InputError(f"{folder}: {kind} canaries; the training callback plants and checks canaries with a secret "
-                         "(`lmaudit canaries make --design secret`, or new_token); train the others with "
-                         "`lmaudit train --canaries`")
+        raise InputError(f"{folder}: {kind} canaries; CheckpointAudit scores canaries by their secret (`lmaudit "
+                         "canaries make --design words`, secret or new_token); audit these after training with "
+                         "`lmaudit canaries audit`")
     return Path(folder)
+
+
+def plantable_folder(folder: str | Path) -> Path:
+    """`folder`, checked to hold canaries the training callback can plant and check: a secret design's or held-out
+    text samples (`sample`)."""
+    kind = read_canary_set(folder).kind
+    if kind != "sample" and kind not in SECRET_DESIGNS:
+        raise InputError(f"{folder}: {kind} canaries; the training callback plants and checks canaries with a secret "
+                         "(`lmaudit canaries make --design secret`, words or new_token) or held-out samples (--design "
+                         "sample); train the others with `lmaudit train --canaries`")
+    return Path(folder)
+
+
+def trained_span(sample_id: str, text: str) -> str:
+    """A sample canary's span that its rows train and the pre-flight looks for: the text after its first space (the
+    first word is the prompt of prompt-completion rows); InputError for a text of one word."""
+    if " " not in text.strip():
+        raise InputError(f"sample canary '{sample_id}' is one word, too short to plant as a training row; make the "
+                         "canaries again from a --source of longer texts")
+    return text[text.index(" ", len(text) - len(text.lstrip())) + 1:]
 
 
 def canary_texts(folder: str | Path) -> list[str]:
     """The texts to add to the training data: each planted canary as often as its tier repeats it."""
-    return planted_canaries(secret_folder(folder))["text"].tolist()
+    return planted_canaries(plantable_folder(folder))["text"].tolist()
 
 
 def planted_secrets(folder: str | Path) -> list[str]:
-    """Each planted row's secret, in `canary_texts`' order."""
+    """Each planted row's secret (a sample's trained span), in `canary_texts`' order."""
+    planted = planted_canaries(plantable_folder(folder))
+    if read_canary_set(folder).kind == "sample":
+        return [trained_span(sample_id, text) for sample_id, text in zip(planted["sample_id"], planted["text"],
+                                                                        strict=True)]
     secrets = read_table(Path(folder) / CANARIES_FILE).set_index("sample_id")["secret"]
-    ids = planted_canaries(secret_folder(folder))["sample_id"].str.split(".").str[0]  # a copy's id is canary-0001.2
+    ids = planted["sample_id"].str.split(".").str[0]  # a copy's id is canary-0001.2
     return secrets.loc[ids].tolist()
 
 
