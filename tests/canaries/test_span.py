@@ -29,3 +29,28 @@ def test_secret_spans_find_each_secret_where_it_last_occurs():
     from lmaudit.canaries.extraction import secret_spans
 
     assert secret_spans([[5, 1, 2, 1, 2, 9], [4, 4]], [[1, 2], [7]]) == [(3, 2), None]
+
+
+def slow_starts(row: list, sequence: list[int]) -> list[int]:
+    """Every start of `sequence` in `row`, by comparing each window (NaN never an id)."""
+    width = len(sequence)
+    return [start for start in range(len(row) - width + 1) if width and
+            all(row[start + k] == sequence[k] for k in range(width))]
+
+
+def test_sequence_starts_finds_every_aligned_occurrence_as_the_slow_scan_does():
+    """The byte search behind the scoring's, extraction's and the callback's secret finding: ids whose int64 bytes
+    coincide at an offset (256 is 1 shifted a byte) must not match off an id's boundary; overlaps and NaN padding."""
+    from lmaudit.canaries.span import id_bytes, sequence_starts
+    from lmaudit.training.callback import occurrences
+
+    rng = np.random.default_rng(0)
+    alphabet = np.array([0, 1, 256, 65536, 1 << 40])
+    for _ in range(300):
+        row = alphabet[rng.integers(0, len(alphabet), size=rng.integers(0, 12))].tolist()
+        sequence = alphabet[rng.integers(0, len(alphabet), size=rng.integers(1, 4))].tolist()
+        assert sequence_starts(id_bytes(row), id_bytes(sequence)) == slow_starts(row, sequence)
+        padded = np.array([*row, np.nan, np.nan], dtype=float)
+        assert sequence_starts(id_bytes(padded), id_bytes(sequence)) == slow_starts(row, sequence)
+    rows = [[5, 1, 2, 1, 2], [2, 1], [9]]
+    assert occurrences(rows, [[1, 2], [2, 1], [1, 2]]) == ([0, 1], 3)

@@ -14,16 +14,32 @@ import numpy as np
 from lmaudit.signals.base import unpack_token_values
 
 
+ID_BYTES = 8  # an id as int64: a sequence is found by a byte search, only where it starts on an id's boundary
+
+
+def id_bytes(ids: Sequence) -> bytes:
+    """A row of token ids (ints, or floats NaN-padded as the signal store keeps them; NaN becomes -1, no id) as the
+    bytes `sequence_starts` searches."""
+    values = np.asarray(ids)
+    if values.dtype.kind == "f":
+        values = np.where(np.isnan(values), -1, values)
+    return values.astype(np.int64).tobytes()
+
+
+def sequence_starts(row: bytes, sequence: bytes) -> list[int]:
+    """Every position (in ids, ascending) where the id sequence `sequence` starts in `row` (both `id_bytes`)."""
+    found, start = [], row.find(sequence) if sequence else -1
+    while start != -1:
+        if start % ID_BYTES == 0:
+            found.append(start // ID_BYTES)
+        start = row.find(sequence, start + 1)
+    return found
+
+
 def secret_positions(token_ids: np.ndarray, secret_ids: Sequence[int]) -> np.ndarray | None:
     """Positions of the last occurrence of `secret_ids` in one row of scored token ids (floats, NaN-padded), or None."""
-    width = len(secret_ids)
-    if width == 0:
-        return None
-    row = np.asarray(token_ids, dtype=float)
-    for start in range(len(row) - width, -1, -1):
-        if np.array_equal(row[start:start + width], np.asarray(secret_ids, dtype=float)):
-            return np.arange(start, start + width)
-    return None
+    starts = sequence_starts(id_bytes(token_ids), id_bytes(np.asarray(secret_ids, dtype=np.int64)))
+    return np.arange(starts[-1], starts[-1] + len(secret_ids)) if starts else None
 
 
 def secret_token_ids(tokenizer, secrets: Sequence[str]) -> list[list[int]]:

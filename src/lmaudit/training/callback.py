@@ -72,25 +72,17 @@ def placement(args, model: torch.nn.Module) -> dict[str, str]:
 def occurrences(rows: list, secrets: list[list[int]]) -> tuple[list[int], int]:
     """The training rows (indices) that hold one of the planted secrets' id sequences, and how many secrets they hold
     in all (each row counted once per distinct secret it holds)."""
-    wanted = [np.asarray(secret, np.int64).tobytes() for secret in dict.fromkeys(map(tuple, secrets))]
+    from lmaudit.canaries.span import id_bytes, sequence_starts
+
+    wanted = [id_bytes(np.asarray(secret, np.int64)) for secret in dict.fromkeys(map(tuple, secrets))]
     holding, found = [], 0
     for index, ids in enumerate(rows):
-        row = np.asarray(ids, np.int64).tobytes()
-        # an id sequence is found only where it starts on an id's boundary (8 bytes each)
-        held = sum(any(start % 8 == 0 for start in starts(row, secret)) for secret in wanted)
+        row = id_bytes(ids)
+        held = sum(bool(sequence_starts(row, secret)) for secret in wanted)
         if held:
             holding.append(index)
             found += held
     return holding, found
-
-
-def starts(haystack: bytes, needle: bytes) -> list[int]:
-    """Every offset where `needle` occurs in `haystack`."""
-    found, start = [], haystack.find(needle)
-    while start != -1:
-        found.append(start)
-        start = haystack.find(needle, start + 1)
-    return found
 
 
 def token_ids(rows) -> list:
