@@ -197,3 +197,36 @@ def test_the_report_says_what_m_canaries_can_prove_at_most_and_when_the_bound_is
     assert "shows only that it is not DP" in " ".join(lines_of(at))
     dp = {"epsilon_rdp": 8.0, "epsilon_prv": 7.5, "delta": 1e-5}
     assert "shows only that it is not DP" not in " ".join(lines_of(report_with(perfect.epsilon_lower_bound, dp)))
+
+
+def test_the_pdf_is_made_from_canary_report_json_sealed_with_it_and_removed_by_a_new_audit(tmp_path):
+    """`lmaudit pdf` of a canary audit's folder writes canary_report.pdf from canary_report.json (its bounds table
+    beside the terminal's statements, the white-box audit's score-based bound where there is one), recorded in
+    derived.json; verify finds it intact and an edited one (exit 3); writing the audit again removes the stale PDF."""
+    pytest.importorskip("typst")
+    from lmaudit.canaries.report import canary_pdf_view
+    from lmaudit.report.document import load_document
+    from tests.helpers import run_cli
+
+    white_box = {"gradient_canaries": 1000, "epsilon_lower_bound": 1.2, "f_dp_epsilon_lower_bound": 1.6,
+                 "gaussian_pair_epsilon_lower_bound": 3.1, "delta": 1e-5, "accountant_epsilon": 3.9,
+                 "verdict": "consistent"}
+    report = report_with(0.9, {"epsilon_prv": 1.0, "epsilon_rdp": 3.0, "delta": 1e-5}) | {"config": {},
+                                                                                           "white_box": white_box}
+    scores = pd.DataFrame({"sample_id": ["canary-0001"], "score": [0.1]})
+    write_canary_audit(tmp_path, report, scores)
+    view = canary_pdf_view(load_document(tmp_path / REPORT_FILE))
+    assert view["statements"] == lines_of(report)
+    assert [row["epsilon"] for row in view["tables"][0]["rows"]] == ["0.900", "0.000", "1.200", "3.100"]
+    assert view["provenance"][-1]["name"] == "canary_report.json (canonical)"
+    code, output = run_cli("pdf", tmp_path)
+    assert code == 0 and output.strip() == f"pdf: {tmp_path / 'canary_report.pdf'}", output
+    pdf = (tmp_path / "canary_report.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF")
+    code, output = run_cli("verify", tmp_path)
+    assert code == 0 and output.strip().endswith(f"intact: {tmp_path}"), output
+    (tmp_path / "canary_report.pdf").write_bytes(pdf + b"%")
+    code, output = run_cli("verify", tmp_path)
+    assert code == 3 and "canary_report.pdf" in output, output
+    write_canary_audit(tmp_path, report, scores)
+    assert not (tmp_path / "canary_report.pdf").exists() and not (tmp_path / "derived.json").exists()

@@ -177,13 +177,59 @@ def write_canary_audit(out: Path, report: dict, scores: pd.DataFrame, curve: Mem
     """The scores table, the report and its page (with the memorisation curve's table where there is one), all or
     none."""
     from lmaudit.report.curve_words import curve_answer, curve_rows
+    from lmaudit.report.derived import stale_files
     from lmaudit.report.documents import write_document
     from lmaudit.report.html import render_template
     from lmaudit.report.plots import canary_figure
 
     page = render_template("canaries.html.j2", report=report, figure=canary_figure(report),
                            curve=curve and {"rows": curve_rows(curve), "answer": curve_answer(curve)})
+    for stale in stale_files(Path(out), REPORT_FILE):  # the PDF of the canary_report.json this one replaces
+        stale.unlink()
     write_document(out, REPORT_FILE, report, page=(PAGE_FILE, page), table=(SCORES_FILE, scores))
+
+
+def write_canary_pdf(out: str | Path) -> Path:
+    """Write canary_report.pdf beside the canary_report.json of the canary audit folder `out`, and its SHA-256 into
+    derived.json (both whole or not at all); its path."""
+    from lmaudit.report.document import load_document
+    from lmaudit.report.pdf import STATEMENTS_TEMPLATE, compiled, write_sealed_pdf
+
+    out = Path(out)
+    return write_sealed_pdf(out, REPORT_FILE, compiled(STATEMENTS_TEMPLATE, canary_pdf_view(load_document(
+        out / REPORT_FILE))))
+
+
+def canary_pdf_view(report: CanaryReportDocument) -> dict:
+    """What canary_report.pdf lays out (templates/statements.typ), every number already a string: the terminal's
+    statements, the bounds against what the canaries can prove at most, the memorisation curve where there is one, and
+    the files read with their SHA-256 and canary_report.json's own."""
+    from lmaudit.report.curve_words import curve_rows
+    from lmaudit.report.integrity import sealed_provenance
+
+    one_run, fdp, white_box = report.one_run, report.f_dp, report.white_box
+    bounds = [{"bound": "Steinke et al. 2023 (canaries' guesses)", "epsilon": f"{one_run.epsilon_lower_bound:.3f}",
+               "most these canaries can prove": f"{one_run.ceiling:.2f}"},
+              {"bound": "f-DP, Mahloujifar et al. 2025 (same guesses)",
+               "epsilon": "n/a" if fdp.epsilon_lower_bound is None else f"{fdp.epsilon_lower_bound:.3f}",
+               "most these canaries can prove": f"mu {fdp.mu_ceiling:.3f}"}]
+    if white_box:
+        bounds.append({"bound": f"white-box DP-SGD, Steinke et al. ({white_box['gradient_canaries']} gradient canaries)",
+                       "epsilon": f"{white_box['epsilon_lower_bound']:.3f}", "most these canaries can prove": "-"})
+        if white_box.get("gaussian_pair_epsilon_lower_bound") is not None:
+            bounds.append({"bound": "white-box, from the scores' Gaussian limit (assumes it)",
+                           "epsilon": f"{white_box['gaussian_pair_epsilon_lower_bound']:.3f}",
+                           "most these canaries can prove": "no ceiling"})
+    tables = [{"title": f"Epsilon lower bounds at delta {one_run.delta:g}, {one_run.confidence:.0%} confidence",
+               "rows": bounds}]
+    if report.memorisation:
+        tables.append({"title": "The memorisation curve, by copies planted", "rows": curve_rows(report.memorisation)})
+    return {"title": "Canary audit", "created": report.created[:10], "version": report.lmaudit_version,
+            "intro": f"Target {Path(report.target).name}; canaries scored by {report.attack} ({report.signal}).",
+            "statements": canary_lines(report), "tables": tables,
+            "limits": "A lower bound shows how much the training leaks at least, never that it leaks no more. This "
+                      "document names the canaries by their counts and holds neither their secrets nor any text.",
+            "provenance": sealed_provenance(report, REPORT_FILE)}
 
 
 def group_sentence(group: GroupSection) -> str:

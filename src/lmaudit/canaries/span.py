@@ -13,7 +13,6 @@ import numpy as np
 
 from lmaudit.signals.base import unpack_token_values
 
-
 ID_BYTES = 8  # an id as int64: a sequence is found by a byte search, only where it starts on an id's boundary
 
 

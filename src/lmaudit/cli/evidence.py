@@ -15,11 +15,13 @@ from lmaudit.cli.renamed import RenamingCommand
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 def pdf(out: Path) -> None:
     """Write OUT/report.pdf from the audit folder OUT's report.json: the verdict, what was tested, the limits and the
-    key figures on a few pages (an erasure audit's folder: OUT/erasure.pdf from its erasure.json; needs
-    `pip install 'lmaudit[pdf]'`)."""
+    key figures on a few pages (an erasure audit's folder: OUT/erasure.pdf from its erasure.json; a canary audit's:
+    OUT/canary_report.pdf from its canary_report.json; needs `pip install 'lmaudit[pdf]'`)."""
+    from lmaudit.canaries.report import REPORT_FILE, write_canary_pdf
     from lmaudit.report.pdf import write_pdf
 
-    click.echo(f"pdf: {write_pdf(out)}")
+    canary_audit = not (out / "report.json").is_file() and (out / REPORT_FILE).is_file()
+    click.echo(f"pdf: {write_canary_pdf(out) if canary_audit else write_pdf(out)}")
 
 
 @click.command("model-card", cls=RenamingCommand, renamed={"--model": "--target"})

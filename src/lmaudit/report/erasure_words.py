@@ -4,7 +4,6 @@ the tests found, what each finding rests on, and how much a "not detected" is wo
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from lmaudit.metrics.erasure import (
     CANNOT_DECIDE,
@@ -169,18 +168,18 @@ def erasure_page(document: ErasureDocument) -> dict:
 
 
 def erasure_pdf_view(document: ErasureDocument) -> dict:
-    """What erasure.pdf lays out (templates/erasure.typ), every number already a string: the page's tables, the
+    """What erasure.pdf lays out (templates/statements.typ), every number already a string: the page's tables, the
     statements, and the files the audit read with their SHA-256 and erasure.json's own."""
+    from lmaudit.report.integrity import sealed_provenance
+
     page = erasure_page(document)
-    data = (document.provenance or {}).get("data") or {}
-    provenance = [{"name": Path(path).name, "sha256": digest} for path, digest in data.items()]
-    if document.integrity is not None:
-        provenance.append({"name": "erasure.json (canonical)", "sha256": document.integrity.report_sha256})
     return {"title": "Erasure audit", "created": document.created[:10], "version": document.lmaudit_version,
-            "counts": page["counts"], "attack": document.attack, "level": f"{document.level:g}",
+            "intro": f"{page['counts']} Membership scored by {document.attack}; every verdict at family-wise level "
+                     f"{document.level:g}.",
             "statements": document.statements, "tables": [
                 {"title": "The verdict, per subject", "rows": page["findings"]},
                 {"title": "The probes: the erased subjects' texts against never-trained ones", "rows": page["probes"]},
                 *([{"title": "Extraction: does the model give the texts back?", "rows": page["extraction"]}]
                   if page["extraction"] else [])],
-            "never_proof": NEVER_PROOF, "provenance": provenance}
+            "limits": f"{NEVER_PROOF} This document names the subjects by their ids and holds no text.",
+            "provenance": sealed_provenance(document, "erasure.json")}

@@ -129,3 +129,13 @@ def data_mismatches(recorded: dict[str, str]) -> list[str]:
     """What differs between the data files and the SHA-256 the report recorded, one line each."""
     return [f"{path}: SHA-256 {actual} differs from the recorded {recorded[path]}"
             for path, actual in data_hashes(list(recorded)).items() if actual != recorded[path]]
+
+
+def sealed_provenance(document, name: str) -> list[dict]:
+    """The files the sealed `document` (named `name`: report.json, erasure.json, canary_report.json) says the audit
+    read (a canary report records none), and the document itself, with their SHA-256 (`lmaudit verify` checks each)."""
+    data = (getattr(document, "provenance", None) or {}).get("data") or {}
+    rows = [{"name": Path(path).name, "sha256": digest} for path, digest in data.items()]
+    if document.integrity is not None:
+        rows.append({"name": f"{name} (canonical)", "sha256": document.integrity.report_sha256})
+    return rows

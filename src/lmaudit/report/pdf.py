@@ -17,9 +17,11 @@ from lmaudit.report.coverage import LIMITS
 from lmaudit.report.derived import DERIVED_FILE, PDF_NAMES, derived_json, entry
 from lmaudit.report.document import ReportDocument, load_document, load_report
 from lmaudit.report.formatting import MISSING, with_interval
+from lmaudit.report.integrity import sealed_provenance
 from lmaudit.report.model_card import level_cells
 
 TEMPLATE = "report.typ"
+STATEMENTS_TEMPLATE = "statements.typ"  # an audit told in statements and tables: erasure's, canaries'
 ERASURE_FILE = "erasure.json"
 STRONGEST_SHOWN = 5  # attacks per level in the key figures: the ranking's first, the ones the verdict rests on
 
@@ -50,12 +52,8 @@ def view(report: ReportDocument) -> dict:
 
 
 def provenance(report: ReportDocument) -> list[dict]:
-    """The files the audit read and the report itself, with their SHA-256 (`lmaudit verify` checks each)."""
-    data = (report.provenance or {}).get("data") or {}
-    rows = [{"name": Path(path).name, "sha256": digest} for path, digest in data.items()]
-    if report.integrity is not None:
-        rows.append({"name": "report.json (canonical)", "sha256": report.integrity.report_sha256})
-    return rows
+    """The files the audit read and the report itself, with their SHA-256."""
+    return sealed_provenance(report, "report.json")
 
 
 def compiled(template_name: str, laid_out: dict) -> bytes:
@@ -76,7 +74,8 @@ def pdf_bytes(report: ReportDocument) -> bytes:
 
 def write_pdf(out: str | Path) -> Path:
     """Write report.pdf beside the report.json of the audit folder `out` (erasure.pdf beside an erasure audit's
-    erasure.json), and its SHA-256 into derived.json (both whole or not at all); its path."""
+    erasure.json), and its SHA-256 into derived.json (both whole or not at all); its path. A canary audit's PDF is
+    `canaries/report.py:write_canary_pdf`'s."""
     out = Path(out)
     if not (out / "report.json").is_file() and (out / ERASURE_FILE).is_file():
         return write_sealed_pdf(out, ERASURE_FILE, erasure_pdf_bytes(load_document(out / ERASURE_FILE)))
@@ -97,4 +96,4 @@ def erasure_pdf_bytes(document) -> bytes:
     """The PDF of an erasure audit's ErasureDocument (report/erasure_words.py:erasure_page's tables)."""
     from lmaudit.report.erasure_words import erasure_pdf_view
 
-    return compiled("erasure.typ", erasure_pdf_view(document))
+    return compiled(STATEMENTS_TEMPLATE, erasure_pdf_view(document))
