@@ -20,7 +20,8 @@ DERIVED_FILE = "derived.json"
 DERIVED_KIND = "derived_files"
 DERIVED_KEY = "derived_sha256"
 PDF_NAME = "report.pdf"  # the derived file a report folder itself holds: verify wants it recorded
-PDF_NAMES = {"report.json": PDF_NAME, "erasure.json": "erasure.pdf", "canary_report.json": "canary_report.pdf"}  # each sealed document a PDF is made of, its PDF
+# each sealed document a PDF is made of, and its PDF
+PDF_NAMES = {"report.json": PDF_NAME, "erasure.json": "erasure.pdf", "canary_report.json": "canary_report.pdf"}
 
 
 def section_text(text: str, heading: str) -> str | None:

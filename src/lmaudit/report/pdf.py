@@ -48,12 +48,7 @@ def view(report: ReportDocument) -> dict:
             "levels": levels, "ranking": ranking, "threat_models": summary.threat_models.statement,
             "caveats": [*(summary.caveats or []), *(summary.shift or [])],
             "limits": coverage.limits if coverage is not None else LIMITS,
-            "coverage": coverage.model_dump() if coverage is not None else None, "provenance": provenance(report)}
-
-
-def provenance(report: ReportDocument) -> list[dict]:
-    """The files the audit read and the report itself, with their SHA-256."""
-    return sealed_provenance(report, "report.json")
+            "coverage": coverage.model_dump() if coverage is not None else None, "provenance": sealed_provenance(report, "report.json")}
 
 
 def compiled(template_name: str, laid_out: dict) -> bytes:
